@@ -1,0 +1,395 @@
+//! The command-line interface: parses arguments, calls the service, prints JSON.
+//!
+//! Architecture Invariant: this is the only module that prints. Results go to stdout as JSON;
+//! errors go to stderr as `{"error": {code, message, hints, ...}}` with the exit code of their
+//! kind.
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::service::{
+    self, AppendRequest, FieldList, Memdir, NewChunk, OverviewRequest, ReadRequest, VersionRef,
+    WriteRequest,
+};
+
+/// Largest input read from a file or stdin, in bytes.
+const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+const AFTER_HELP: &str = "\
+Examples:
+  memdir init
+  memdir ingest --session-id demo --project web --text \"the pool timed out under load\"
+  memdir ingest --jsonl chunks.jsonl
+  memdir fetch demo --position 0 --limit 20
+  memdir overview --days 7
+  memdir write base --data '{\"name\": \"Ada\"}' --reason \"first notes\"
+  memdir write base --merge --data '{\"editor\": \"helix\"}' --expected-hash <hash>
+  memdir append journal --data '{\"event\": \"deployed\"}' --max-entries 500
+  memdir read base --fields name,editor
+  memdir history base && memdir diff base --from 1 --to 2 && memdir restore base --version 1
+
+The memory directory is --dir, else $MEMDIR_DIR, else $XDG_DATA_HOME/memdir
+(~/.local/share/memdir). Results are JSON on stdout; errors are JSON on stderr.
+
+Exit codes:
+  0  success            5  conflict (expected_hash, kind)   9   too large
+  1  verify-store found problems                          10  internal error
+  2  usage error        6  store busy: retry              11  denied
+  3  invalid input      7  a file on disk is malformed
+  4  not found          8  unavailable (I/O, disk full)";
+
+/// memdir: local-first long-term memory for AI agents, in plain files you own.
+#[derive(Parser, Debug)]
+#[command(name = "memdir", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// The memory directory [default: $MEMDIR_DIR, else $XDG_DATA_HOME/memdir]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create the memory directory (with .gitignore and .gitattributes).
+    Init,
+    /// Counts, sizes and health of the store.
+    Status,
+    /// Add chunks to a session: one from --text, --file or stdin, or many with --jsonl.
+    Ingest(IngestArgs),
+    /// Read a session's chunks, page by page.
+    Fetch {
+        session_id: String,
+        #[arg(long, default_value_t = 0)]
+        position: u64,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// The session catalog: sessions active within --days, newest first.
+    Overview {
+        /// Only sessions active within this many days (0: all)
+        #[arg(long, default_value_t = 0)]
+        days: u64,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Read a category (or an old version of it).
+    Read {
+        category: String,
+        /// Comma-separated top-level keys to return
+        #[arg(long)]
+        fields: Option<String>,
+        /// A version number or id from `memdir history`
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Replace a category, or merge top-level keys into it (null deletes a key).
+    Write {
+        category: String,
+        #[command(flatten)]
+        input: DataArgs,
+        #[arg(long)]
+        merge: bool,
+        /// Write only if the category has this hash ("absent": only if it does not exist)
+        #[arg(long)]
+        expected_hash: Option<String>,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Append an entry to a log category (created on first append).
+    Append {
+        category: String,
+        #[command(flatten)]
+        input: DataArgs,
+        #[arg(long)]
+        max_entries: Option<u64>,
+        #[arg(long)]
+        max_age_days: Option<u64>,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Every category with hash, version, size and last writer.
+    List,
+    /// Delete a category's current file; history and a tombstone stay.
+    Delete {
+        category: String,
+        #[arg(long)]
+        expected_hash: Option<String>,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Versions of a category, newest first.
+    History {
+        category: String,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Unified diff between two versions (default: the newest and its parent).
+    Diff {
+        category: String,
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// Restore an old version as a new version.
+    Restore {
+        category: String,
+        #[arg(long)]
+        version: String,
+        #[arg(long)]
+        expected_hash: Option<String>,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Trim history to the newest N versions per category (heads and tombstones stay).
+    Compact {
+        category: Option<String>,
+        #[arg(long, default_value_t = 5)]
+        keep: usize,
+    },
+    /// Check that files, history and ledger agree (read-only); exit 1 when not.
+    VerifyStore,
+}
+
+#[derive(Args, Debug)]
+pub struct IngestArgs {
+    #[arg(long)]
+    session_id: Option<String>,
+    #[arg(long)]
+    project: Option<String>,
+    /// Metadata as a JSON object
+    #[arg(long)]
+    metadata: Option<String>,
+    #[arg(long, conflicts_with_all = ["file", "jsonl"])]
+    text: Option<String>,
+    #[arg(long, conflicts_with = "jsonl")]
+    file: Option<PathBuf>,
+    /// A JSONL file ("-" for stdin) of chunk objects {session_id, content, project, metadata}
+    #[arg(long, value_name = "FILE")]
+    jsonl: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DataArgs {
+    /// The JSON object, inline
+    #[arg(long, conflicts_with = "file")]
+    data: Option<String>,
+    /// Read the JSON object from this file ("-" for stdin)
+    #[arg(long)]
+    file: Option<PathBuf>,
+}
+
+fn read_limited(mut r: impl Read, what: &str) -> Result<String> {
+    let mut buf = Vec::new();
+    r.by_ref()
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::new(ErrorKind::Unavailable, format!("reading {what}: {e}")))?;
+    if buf.len() as u64 > MAX_INPUT_BYTES {
+        return Err(Error::too_large(
+            what,
+            buf.len(),
+            MAX_INPUT_BYTES as usize,
+            "bytes",
+        ));
+    }
+    String::from_utf8(buf).map_err(|_| Error::invalid(what, format!("{what} is not valid UTF-8")))
+}
+
+fn read_source(path: Option<&PathBuf>, what: &str) -> Result<String> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => {
+            let f = std::fs::File::open(p)
+                .map_err(|e| Error::invalid(what, format!("cannot open {}: {e}", p.display())))?;
+            read_limited(f, what)
+        }
+        _ => {
+            if std::io::stdin().is_terminal() {
+                return Err(Error::invalid(
+                    what,
+                    format!(
+                        "no {what} given: pass it as an argument or a file, or pipe it to stdin"
+                    ),
+                ));
+            }
+            read_limited(std::io::stdin(), what)
+        }
+    }
+}
+
+fn parse_json(text: &str, field: &str) -> Result<Value> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::invalid(field, format!("{field} is not valid JSON: {e}")))
+}
+
+impl DataArgs {
+    fn value(&self) -> Result<Value> {
+        match (&self.data, &self.file) {
+            (Some(d), _) => parse_json(d, "data"),
+            (None, f) => parse_json(&read_source(f.as_ref(), "data")?, "data"),
+        }
+    }
+}
+
+fn ingest(m: &Memdir, a: &IngestArgs) -> Result<Value> {
+    let metadata = a
+        .metadata
+        .as_deref()
+        .map(|s| parse_json(s, "metadata"))
+        .transpose()?;
+    if let Some(path) = &a.jsonl {
+        let text = read_source(Some(path), "jsonl")?;
+        let mut chunks = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let mut v =
+                parse_json(line, "jsonl").map_err(|e| e.detail("line", Value::from(i + 1)))?;
+            if let Some(obj) = v.as_object_mut() {
+                if let Some(s) = &a.session_id {
+                    obj.entry("session_id").or_insert(Value::from(s.clone()));
+                }
+                if let Some(p) = &a.project {
+                    obj.entry("project").or_insert(Value::from(p.clone()));
+                }
+            }
+            let chunk: NewChunk = service::from_args(v).map_err(|e| {
+                let msg = format!("line {}: {}", i + 1, e.message);
+                Error { message: msg, ..e }.detail("line", Value::from(i + 1))
+            })?;
+            chunks.push(chunk);
+        }
+        return m.ingest(&chunks);
+    }
+    let Some(session_id) = a.session_id.clone() else {
+        return Err(Error::invalid(
+            "session_id",
+            "--session-id is required (or use --jsonl with session_id in each line)",
+        ));
+    };
+    let content = match (&a.text, &a.file) {
+        (Some(t), _) => t.clone(),
+        (None, f) => read_source(f.as_ref(), "content")?,
+    };
+    m.ingest_one(NewChunk {
+        session_id,
+        content,
+        project: a.project.clone(),
+        metadata,
+    })
+}
+
+/// Runs one command; returns the JSON to print and the exit code.
+pub fn run(cli: Cli) -> Result<(Value, i32)> {
+    let dir = match &cli.dir {
+        Some(d) => d.clone(),
+        None => service::default_dir()?,
+    };
+    let m = Memdir::open(dir)?;
+    let out = match cli.command {
+        Command::Init => m.init()?,
+        Command::Status => m.status()?,
+        Command::Ingest(a) => ingest(&m, &a)?,
+        Command::Fetch {
+            session_id,
+            position,
+            limit,
+        } => m.fetch(&session_id, position, limit)?,
+        Command::Overview {
+            days,
+            project,
+            offset,
+            limit,
+        } => m.overview(&OverviewRequest {
+            days: Some(days),
+            project,
+            offset,
+            limit,
+        })?,
+        Command::Read {
+            category,
+            fields,
+            version,
+        } => m.read(&ReadRequest {
+            category,
+            fields: fields.map(FieldList::Csv),
+            version: version.as_deref().map(VersionRef::parse),
+        })?,
+        Command::Write {
+            category,
+            input,
+            merge,
+            expected_hash,
+            reason,
+        } => m.write(&WriteRequest {
+            category,
+            data: input.value()?,
+            reason,
+            expected_hash,
+            merge,
+        })?,
+        Command::Append {
+            category,
+            input,
+            max_entries,
+            max_age_days,
+            reason,
+        } => m.append(&AppendRequest {
+            category,
+            data: input.value()?,
+            max_entries,
+            max_age_days,
+            reason,
+        })?,
+        Command::List => m.list()?,
+        Command::Delete {
+            category,
+            expected_hash,
+            reason,
+        } => m.delete(&category, expected_hash.as_deref(), reason.as_deref())?,
+        Command::History { category, limit } => m.history(&category, limit)?,
+        Command::Diff { category, from, to } => m.diff(
+            &category,
+            from.as_deref().map(VersionRef::parse).as_ref(),
+            to.as_deref().map(VersionRef::parse).as_ref(),
+        )?,
+        Command::Restore {
+            category,
+            version,
+            expected_hash,
+            reason,
+        } => m.restore(
+            &category,
+            &VersionRef::parse(&version),
+            expected_hash.as_deref(),
+            reason.as_deref(),
+        )?,
+        Command::Compact { category, keep } => m.compact(category.as_deref(), keep)?,
+        Command::VerifyStore => {
+            let report = m.verify()?;
+            let code = if report["ok"] == json!(true) { 0 } else { 1 };
+            return Ok((report, code));
+        }
+    };
+    Ok((out, 0))
+}
+
+/// Prints an error as JSON on stderr and returns its exit code.
+pub fn report_error(e: &Error) -> i32 {
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(&json!({"error": e.to_json()}))
+            .unwrap_or_else(|_| e.message.clone())
+    );
+    e.kind.exit_code()
+}

@@ -1,0 +1,301 @@
+//! The ledger: a SQLite database under `.memdir/` holding derived, rebuildable state.
+//!
+//! It records transactions, the hybrid-clock high-water mark, caches of category heads and
+//! session segments (keyed by file size and mtime, so a stale row is detected by one `stat`),
+//! and a change feed that the search index catches up from.
+//!
+//! Architecture Invariant: the ledger is never the only copy of a memory. Deleting
+//! `ledger.db` loses nothing; the next open rebuilds it from the files. Writes to it happen
+//! only under the store's write lock.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::Result;
+
+/// The ledger's schema version; a different version is rebuilt from the files.
+pub const LEDGER_SCHEMA: i64 = 1;
+
+/// Cached state of one category.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CategoryRow {
+    pub name: String,
+    /// `ok`, `malformed` or `deleted`.
+    pub status: String,
+    pub file_hash: Option<String>,
+    pub file_len: i64,
+    pub mtime_ns: i64,
+    pub head_id: Option<String>,
+    pub vv: String,
+    pub version: i64,
+    pub kind: String,
+    pub updated_at: String,
+    pub updated_by: String,
+}
+
+/// Cached state of one session segment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SegmentRow {
+    pub rel: String,
+    pub session_id: String,
+    pub replica: String,
+    pub len: i64,
+    pub mtime_ns: i64,
+    pub chunks: i64,
+    pub next_seq: i64,
+    pub project: String,
+    pub title: String,
+    pub first_ts: String,
+    pub last_ts: String,
+    pub bad_lines: i64,
+}
+
+/// An open ledger.
+pub struct Ledger {
+    conn: Connection,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS category (
+  name TEXT PRIMARY KEY, status TEXT NOT NULL, file_hash TEXT, file_len INTEGER NOT NULL,
+  mtime_ns INTEGER NOT NULL, head_id TEXT, vv TEXT NOT NULL, version INTEGER NOT NULL,
+  kind TEXT NOT NULL, updated_at TEXT NOT NULL, updated_by TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS segment (
+  rel TEXT PRIMARY KEY, session_id TEXT NOT NULL, replica TEXT NOT NULL, len INTEGER NOT NULL,
+  mtime_ns INTEGER NOT NULL, chunks INTEGER NOT NULL, next_seq INTEGER NOT NULL,
+  project TEXT NOT NULL, title TEXT NOT NULL, first_ts TEXT NOT NULL, last_ts TEXT NOT NULL,
+  bad_lines INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS segment_session ON segment(session_id);
+CREATE TABLE IF NOT EXISTS txn (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, txid TEXT NOT NULL, op TEXT NOT NULL,
+  target TEXT NOT NULL, actor TEXT NOT NULL, at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS change (
+  gen INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, key TEXT NOT NULL);
+";
+
+impl Ledger {
+    /// Opens (or creates) the ledger at `path`. Returns whether it had to be (re)built empty.
+    pub fn open(path: &Path) -> Result<(Ledger, bool)> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // DURABILITY: the ledger is derived state, rebuilt from the files after a loss, so it
+        // does not need a sync per commit; WAL lets readers run beside the one writer.
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")?;
+        conn.execute_batch(SCHEMA)?;
+        let ledger = Ledger { conn };
+        let version: Option<i64> = ledger.meta("schema")?.and_then(|v| v.parse().ok());
+        let fresh = version != Some(LEDGER_SCHEMA) || ledger.meta("built")?.is_none();
+        if version.is_some() && version != Some(LEDGER_SCHEMA) {
+            ledger.conn.execute_batch(
+                "DELETE FROM meta; DELETE FROM category; DELETE FROM segment; DELETE FROM change;",
+            )?;
+        }
+        Ok((ledger, fresh))
+    }
+
+    /// Marks a full rebuild from the files as finished.
+    pub fn mark_built(&self, epoch: &str) -> Result<()> {
+        self.set_meta("schema", &LEDGER_SCHEMA.to_string())?;
+        self.set_meta("epoch", epoch)?;
+        self.set_meta("built", "1")
+    }
+
+    /// Runs `f` inside one SQLite transaction.
+    pub fn atomically<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        match f(self) {
+            Ok(v) => {
+                self.conn.execute_batch("COMMIT")?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = ?2",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+
+    pub fn category(&self, name: &str) -> Result<Option<CategoryRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT * FROM category WHERE name = ?1",
+                [name],
+                category_from_row,
+            )
+            .optional()?)
+    }
+
+    pub fn categories(&self) -> Result<Vec<CategoryRow>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT * FROM category ORDER BY name")?;
+        let rows = st
+            .query_map([], category_from_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    pub fn put_category(&self, r: &CategoryRow) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO category VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                r.name,
+                r.status,
+                r.file_hash,
+                r.file_len,
+                r.mtime_ns,
+                r.head_id,
+                r.vv,
+                r.version,
+                r.kind,
+                r.updated_at,
+                r.updated_by
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn remove_category(&self, name: &str) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM category WHERE name = ?1", [name])?;
+        Ok(())
+    }
+
+    pub fn segment(&self, rel: &str) -> Result<Option<SegmentRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT * FROM segment WHERE rel = ?1",
+                [rel],
+                segment_from_row,
+            )
+            .optional()?)
+    }
+
+    pub fn segments(&self) -> Result<Vec<SegmentRow>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT * FROM segment ORDER BY rel")?;
+        let rows = st
+            .query_map([], segment_from_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    pub fn put_segment(&self, r: &SegmentRow) -> Result<()> {
+        self.conn
+            .prepare_cached("INSERT OR REPLACE INTO segment VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")?
+            .execute(params![
+                r.rel, r.session_id, r.replica, r.len, r.mtime_ns, r.chunks, r.next_seq, r.project,
+                r.title, r.first_ts, r.last_ts, r.bad_lines
+            ])?;
+        Ok(())
+    }
+
+    pub fn remove_segment(&self, rel: &str) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM segment WHERE rel = ?1", [rel])?;
+        Ok(())
+    }
+
+    /// Records a committed transaction.
+    pub fn record_txn(
+        &self,
+        txid: &str,
+        op: &str,
+        target: &str,
+        actor: &str,
+        at: &str,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO txn(txid, op, target, actor, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![txid, op, target, actor, at])?;
+        Ok(())
+    }
+
+    /// Appends to the change feed; returns the new generation.
+    pub fn record_change(&self, kind: &str, key: &str) -> Result<i64> {
+        self.conn
+            .prepare_cached("INSERT INTO change(kind, key) VALUES (?1, ?2)")?
+            .execute(params![kind, key])?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// The newest generation of the change feed (0 when empty).
+    pub fn generation(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("SELECT COALESCE(MAX(gen), 0) FROM change", [], |r| r.get(0))?)
+    }
+
+    /// Changes after `gen`, oldest first: (gen, kind, key).
+    pub fn changes_since(&self, gen_after: i64) -> Result<Vec<(i64, String, String)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT gen, kind, key FROM change WHERE gen > ?1 ORDER BY gen")?;
+        let rows = st
+            .query_map([gen_after], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// Number of recorded transactions.
+    pub fn txn_count(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM txn", [], |r| r.get(0))?)
+    }
+}
+
+fn category_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CategoryRow> {
+    Ok(CategoryRow {
+        name: r.get(0)?,
+        status: r.get(1)?,
+        file_hash: r.get(2)?,
+        file_len: r.get(3)?,
+        mtime_ns: r.get(4)?,
+        head_id: r.get(5)?,
+        vv: r.get(6)?,
+        version: r.get(7)?,
+        kind: r.get(8)?,
+        updated_at: r.get(9)?,
+        updated_by: r.get(10)?,
+    })
+}
+
+fn segment_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SegmentRow> {
+    Ok(SegmentRow {
+        rel: r.get(0)?,
+        session_id: r.get(1)?,
+        replica: r.get(2)?,
+        len: r.get(3)?,
+        mtime_ns: r.get(4)?,
+        chunks: r.get(5)?,
+        next_seq: r.get(6)?,
+        project: r.get(7)?,
+        title: r.get(8)?,
+        first_ts: r.get(9)?,
+        last_ts: r.get(10)?,
+        bad_lines: r.get(11)?,
+    })
+}

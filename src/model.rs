@@ -1,0 +1,398 @@
+//! The nouns of memdir: names, hashes, clock stamps and the records stored on disk.
+//!
+//! Every type that reaches a file name validates on construction, so that code holding a
+//! [`CategoryName`] or a [`SessionId`] can build a path from it without further checks.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, ErrorKind};
+
+/// Longest category name, in characters.
+pub const MAX_CATEGORY_NAME_CHARS: usize = 128;
+/// Longest session id, in characters.
+pub const MAX_SESSION_ID_CHARS: usize = 256;
+/// Longest project name, in characters.
+pub const MAX_PROJECT_CHARS: usize = 256;
+
+/// Encodes a name into one path component of ASCII characters.
+///
+/// Lower-case letters, digits, `-` and `_` pass through, as does `.` except at the start or
+/// end. Every other byte of the UTF-8 encoding becomes `~XX` (upper-case hex), including
+/// upper-case letters, so that two names differing only in case never share a file on a
+/// case-insensitive filesystem. Names reserved on Windows (`con`, `nul`, `com1`, ...) get their
+/// first character escaped. The result never contains `/`, `\`, `:`, NUL or a control
+/// character, and is never `.` or `..`.
+pub fn encode_component(name: &str) -> String {
+    let bytes = name.as_bytes();
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for (i, &b) in bytes.iter().enumerate() {
+        let plain = b.is_ascii_lowercase()
+            || b.is_ascii_digit()
+            || b == b'-'
+            || b == b'_'
+            || (b == b'.' && i != 0 && i + 1 != bytes.len());
+        if plain {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("~{b:02X}"));
+        }
+    }
+    if is_windows_reserved(&out) {
+        let first = out.as_bytes()[0];
+        out = format!("~{first:02X}{}", &out[1..]);
+    }
+    out
+}
+
+/// Decodes a component written by [`encode_component`]; `None` unless it is canonical.
+pub fn decode_component(component: &str) -> Option<String> {
+    let bytes = component.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'~' {
+            let hex = component.get(i + 1..i + 3)?;
+            if hex.bytes().any(|c| c.is_ascii_lowercase()) {
+                return None;
+            }
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    let name = String::from_utf8(out).ok()?;
+    (encode_component(&name) == component).then_some(name)
+}
+
+fn is_windows_reserved(component: &str) -> bool {
+    let stem = component.split('.').next().unwrap_or("");
+    matches!(stem, "con" | "prn" | "aux" | "nul")
+        || ((stem.starts_with("com") || stem.starts_with("lpt"))
+            && stem.len() == 4
+            && stem.as_bytes()[3].is_ascii_digit())
+}
+
+fn validate_name(what: &str, field: &str, name: &str, max_chars: usize) -> Result<(), Error> {
+    let count = name.chars().count();
+    if count == 0 {
+        return Err(Error::invalid(field, format!("{what} must not be empty")));
+    }
+    if count > max_chars {
+        return Err(Error::invalid(
+            field,
+            format!("{what} is {count} characters long; the limit is {max_chars}"),
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(Error::invalid(
+            field,
+            format!("{what} contains the control character U+{:04X}", c as u32),
+        ));
+    }
+    if name.trim() != name {
+        return Err(Error::invalid(
+            field,
+            format!("{what} must not start or end with white space"),
+        ));
+    }
+    Ok(())
+}
+
+/// The name of a category: 1 to 128 characters, no control characters, no `/` or `\`, not
+/// `.` or `..`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct CategoryName(String);
+
+impl CategoryName {
+    /// Validates `name`.
+    pub fn new(name: &str) -> Result<Self, Error> {
+        validate_name("category name", "category", name, MAX_CATEGORY_NAME_CHARS)?;
+        if name.contains('/') || name.contains('\\') || name == "." || name == ".." {
+            return Err(Error::invalid(
+                "category",
+                format!("category name {name:?} must not contain '/' or '\\' or be '.' or '..'"),
+            )
+            .hint("use names such as base, projects, my-laptop, workflow_my-laptop"));
+        }
+        Ok(CategoryName(name.to_string()))
+    }
+
+    /// The name as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The file-name component for this category.
+    pub fn file_stem(&self) -> String {
+        encode_component(&self.0)
+    }
+}
+
+impl fmt::Display for CategoryName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The id of a session: 1 to 256 characters, no control characters. Any other character is
+/// allowed and encoded for the file system.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// Validates `id`.
+    pub fn new(id: &str) -> Result<Self, Error> {
+        validate_name("session id", "session_id", id, MAX_SESSION_ID_CHARS)?;
+        Ok(SessionId(id.to_string()))
+    }
+
+    /// The id as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The directory name for this session.
+    pub fn dir_name(&self) -> String {
+        encode_component(&self.0)
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Validates a project name (may be empty).
+pub fn validate_project(project: &str) -> Result<(), Error> {
+    if project.is_empty() {
+        return Ok(());
+    }
+    validate_name("project", "project", project, MAX_PROJECT_CHARS)
+}
+
+/// The blake3 hex digest of a file's bytes.
+pub fn content_hash(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+/// Checks that `s` looks like a content hash (64 lower-case hex digits).
+pub fn is_content_hash(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// What a compare-and-swap expects the category to be before a mutation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// No precondition.
+    Any,
+    /// The category must not exist.
+    Absent,
+    /// The category file must have this hash.
+    Hash(String),
+}
+
+impl Expect {
+    /// Parses the `expected_hash` parameter: absent, `"absent"` (or `""`), or a hash.
+    pub fn parse(value: Option<&str>) -> Result<Self, Error> {
+        match value {
+            None => Ok(Expect::Any),
+            Some("") | Some("absent") => Ok(Expect::Absent),
+            Some(h) if is_content_hash(h) => Ok(Expect::Hash(h.to_string())),
+            Some(h) => Err(Error::invalid(
+                "expected_hash",
+                format!("expected_hash {h:?} is neither a 64-digit hex hash nor \"absent\""),
+            )
+            .hint("pass the hash returned by memory_read / memory_list, or \"absent\" to create only if the category does not exist")),
+        }
+    }
+}
+
+/// One chunk line of a session segment, in file order of its fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChunkRecord {
+    pub session_id: String,
+    pub replica: String,
+    pub seq: u64,
+    pub hlc: String,
+    pub ts: String,
+    #[serde(default)]
+    pub project: String,
+    #[serde(default = "empty_object")]
+    pub metadata: Value,
+    pub content: String,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+impl ChunkRecord {
+    /// The stable handle of the chunk.
+    pub fn chunk_id(&self) -> String {
+        format!("{}:{}", self.replica, self.seq)
+    }
+}
+
+/// Kinds of category content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CategoryKind {
+    /// A JSON object written and merged by key.
+    Document,
+    /// An append-only list of entries with retention.
+    Log,
+}
+
+impl CategoryKind {
+    /// The kind of a category's JSON content.
+    pub fn of(content: &Value) -> Self {
+        match content.get("_kind") {
+            Some(Value::String(k)) if k == "log" => CategoryKind::Log,
+            _ => CategoryKind::Document,
+        }
+    }
+
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CategoryKind::Document => "document",
+            CategoryKind::Log => "log",
+        }
+    }
+}
+
+/// One write-once history entry, `history/<name>/<hlc>_<replica>.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryEntry {
+    pub id: String,
+    pub parents: Vec<String>,
+    pub vv: std::collections::BTreeMap<String, u64>,
+    pub op: String,
+    /// Hash of the category file this version wrote; `null` for a delete tombstone.
+    pub hash: Option<String>,
+    pub actor: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub ts: String,
+    /// The category content of this version; `null` for a delete tombstone.
+    pub content: Value,
+}
+
+impl HistoryEntry {
+    /// The ordinal shown to users: the number of versions in this entry's ancestry.
+    pub fn ordinal(&self) -> u64 {
+        self.vv.values().sum()
+    }
+
+    /// Whether this entry is a delete tombstone.
+    pub fn is_tombstone(&self) -> bool {
+        self.op == "delete"
+    }
+}
+
+/// Returns `Err` with kind `Invalid` unless `ok`.
+pub fn ensure(ok: bool, field: &str, message: impl FnOnce() -> String) -> Result<(), Error> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(ErrorKind::Invalid, message()).field(field))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_pass_through() {
+        for n in [
+            "base",
+            "my-laptop",
+            "workflow_my-laptop",
+            "a.b",
+            "2026-11-29",
+        ] {
+            assert_eq!(encode_component(n), n);
+            assert_eq!(decode_component(n).as_deref(), Some(n));
+        }
+    }
+
+    #[test]
+    fn hostile_names_stay_one_component() {
+        for n in [
+            "../x",
+            "/etc/passwd",
+            "a/b",
+            "a\\b",
+            "..",
+            ".",
+            "x\0y",
+            "C:",
+            "CON",
+            "con",
+            "nul.txt",
+            "com1",
+            "lpt9.log",
+            "a:b",
+            "trailing.",
+            " sp",
+            "ünï",
+            "😀",
+        ] {
+            let e = encode_component(n);
+            assert!(!e.is_empty());
+            assert!(e.is_ascii(), "{e}");
+            assert!(!e.contains('/') && !e.contains('\\') && !e.contains(':') && !e.contains('\0'));
+            assert!(e != "." && e != "..");
+            assert!(!e.starts_with('.') && !e.ends_with('.'));
+            assert!(!is_windows_reserved(&e), "{e}");
+            assert_eq!(decode_component(&e).as_deref(), Some(n));
+        }
+    }
+
+    #[test]
+    fn case_twins_get_distinct_case_insensitive_files() {
+        let a = encode_component("Base").to_lowercase();
+        let b = encode_component("base").to_lowercase();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn non_canonical_components_do_not_decode() {
+        assert_eq!(decode_component("~2e"), None);
+        assert_eq!(decode_component("A"), None);
+        assert_eq!(decode_component("~4"), None);
+    }
+
+    #[test]
+    fn category_names_are_validated() {
+        assert!(CategoryName::new("base").is_ok());
+        assert!(CategoryName::new("").is_err());
+        assert!(CategoryName::new("../x").is_err());
+        assert!(CategoryName::new("a\nb").is_err());
+        assert!(CategoryName::new(&"x".repeat(129)).is_err());
+        assert!(SessionId::new("rollout-2026-11-29T10:00:00-abc").is_ok());
+        assert!(SessionId::new("a\0b").is_err());
+    }
+
+    #[test]
+    fn expect_parses() {
+        assert_eq!(Expect::parse(None).unwrap(), Expect::Any);
+        assert_eq!(Expect::parse(Some("absent")).unwrap(), Expect::Absent);
+        assert!(Expect::parse(Some("xyz")).is_err());
+        let h = content_hash(b"x");
+        assert_eq!(Expect::parse(Some(&h)).unwrap(), Expect::Hash(h));
+    }
+}

@@ -1,0 +1,531 @@
+//! The one facade every front end calls.
+//!
+//! [`Memdir`] opens a memory directory, recovers staged work, adopts files changed behind its
+//! back, and offers every operation with request and response types of its own and one error
+//! type ([`Error`]). Front ends (CLI, MCP, HTTP) only translate.
+//!
+//! Concurrency: every mutation takes the store's cross-process write lock (`.memdir/lock`),
+//! then works on the files and, last, records what it did in the ledger. Readers take no lock:
+//! files are only ever replaced by atomic rename or grown by whole lines.
+
+mod category;
+mod session;
+mod verify;
+
+pub use category::*;
+pub use session::*;
+pub use verify::*;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::clock::{self, Hlc};
+use crate::error::{Error, ErrorKind, IoContext, Result};
+use crate::ledger::Ledger;
+use crate::model::{CategoryName, content_hash};
+use crate::store::lock::{WriteLock, lock_timeout};
+use crate::store::{self, Layout, txn};
+
+/// Size limits, documented in the README.
+pub mod limits {
+    /// Largest chunk content, in bytes.
+    pub const MAX_CHUNK_BYTES: usize = 256 * 1024;
+    /// Largest chunk metadata (compact JSON), in bytes.
+    pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+    /// Most chunks in one ingest batch.
+    pub const MAX_BATCH_CHUNKS: usize = 10_000;
+    /// Largest ingest batch, in bytes of content.
+    pub const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
+    /// Largest category file, in bytes.
+    pub const MAX_CATEGORY_BYTES: usize = 1024 * 1024;
+    /// Largest log entry `data` (compact JSON), in bytes.
+    pub const MAX_LOG_ENTRY_BYTES: usize = 64 * 1024;
+    /// Largest `reason`, in characters.
+    pub const MAX_REASON_CHARS: usize = 1000;
+    /// Most entries a log may keep.
+    pub const MAX_LOG_ENTRIES: u64 = 100_000;
+    /// Default log retention, in entries.
+    pub const DEFAULT_LOG_ENTRIES: u64 = 200;
+    /// Largest page of results.
+    pub const MAX_LIMIT: usize = 1000;
+}
+
+/// An open memory directory.
+pub struct Memdir {
+    layout: Layout,
+    actor: String,
+    inner: Mutex<Option<Inner>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) ledger: Ledger,
+}
+
+/// The actor recorded on writes: `MEMDIR_DEVICE`, else the host name.
+pub fn default_actor() -> String {
+    if let Ok(d) = std::env::var("MEMDIR_DEVICE")
+        && !d.trim().is_empty()
+    {
+        return d.trim().to_string();
+    }
+    for p in ["/proc/sys/kernel/hostname", "/etc/hostname"] {
+        if let Ok(h) = std::fs::read_to_string(p)
+            && !h.trim().is_empty()
+        {
+            return h.trim().to_string();
+        }
+    }
+    std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_string())
+}
+
+/// The default memory directory: `MEMDIR_DIR`, else `$XDG_DATA_HOME/memdir`, else
+/// `~/.local/share/memdir`.
+pub fn default_dir() -> Result<PathBuf> {
+    if let Ok(d) = std::env::var("MEMDIR_DIR")
+        && !d.is_empty()
+    {
+        return Ok(PathBuf::from(d));
+    }
+    if let Ok(x) = std::env::var("XDG_DATA_HOME")
+        && Path::new(&x).is_absolute()
+    {
+        return Ok(PathBuf::from(x).join("memdir"));
+    }
+    match std::env::var("HOME") {
+        Ok(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".local/share/memdir")),
+        _ => Err(Error::invalid(
+            "dir",
+            "no memory directory: set --dir, MEMDIR_DIR or HOME",
+        )),
+    }
+}
+
+/// What `open` found and did.
+#[derive(Debug, Default, Serialize)]
+pub struct OpenReport {
+    pub recovered: Vec<String>,
+    pub discarded: Vec<String>,
+    pub adopted: Vec<String>,
+    pub rebuilt_ledger: bool,
+}
+
+impl Memdir {
+    /// Opens the memory directory at `root` (which need not exist yet), recovering staged work
+    /// and adopting external changes.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Memdir> {
+        let m = Memdir::open_lazy(root);
+        m.startup()?;
+        Ok(m)
+    }
+
+    /// Opens without touching the disk; work happens on first use.
+    pub fn open_lazy(root: impl Into<PathBuf>) -> Memdir {
+        Memdir {
+            layout: Layout::new(root),
+            actor: default_actor(),
+            inner: Mutex::new(None),
+        }
+    }
+
+    /// The layout of this store.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The actor recorded on writes.
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+
+    /// Recovery and external-change adoption; a no-op on a directory that does not exist.
+    pub fn startup(&self) -> Result<OpenReport> {
+        let mut report = OpenReport::default();
+        if !self.layout.exists() {
+            return Ok(report);
+        }
+        let mut guard = self.inner()?;
+        let Some(inner) = guard.as_mut() else {
+            return Ok(report);
+        };
+        let fresh = inner.ledger.meta("built")?.is_none();
+        let staged = !txn::pending(&self.layout.staging()).is_empty();
+        if staged || fresh {
+            let lock = self.lock()?;
+            self.recover(&mut report)?;
+            if inner.ledger.meta("built")?.is_none() {
+                self.rebuild_ledger(inner, &lock)?;
+                report.rebuilt_ledger = true;
+            }
+        }
+        report.adopted = self.scan(inner)?;
+        Ok(report)
+    }
+
+    fn recover(&self, report: &mut OpenReport) -> Result<()> {
+        for (name, outcome) in txn::recover(&self.layout.root, &self.layout.staging())? {
+            match outcome {
+                txn::Recovered::RolledForward(_) => report.recovered.push(name),
+                txn::Recovered::Discarded => report.discarded.push(name),
+            }
+        }
+        Ok(())
+    }
+
+    /// The ledger, opened on first use; `None` while the memory directory does not exist.
+    pub(crate) fn inner(&self) -> Result<MutexGuard<'_, Option<Inner>>> {
+        let mut guard = self.inner.lock().map_err(|_| {
+            Error::internal("a previous operation panicked while holding the store")
+        })?;
+        if guard.is_none() && self.layout.exists() {
+            let meta = self.layout.meta_dir();
+            if !meta.is_dir() {
+                self.layout.init()?;
+            }
+            let (ledger, _fresh) = Ledger::open(&self.layout.ledger_path())?;
+            *guard = Some(Inner { ledger });
+        }
+        Ok(guard)
+    }
+
+    /// Creates the memory directory if needed, and returns the open inner state.
+    pub(crate) fn inner_for_write(&self) -> Result<MutexGuard<'_, Option<Inner>>> {
+        if !self.layout.exists() || !self.layout.staging().is_dir() {
+            self.layout.init()?;
+        }
+        let guard = self.inner()?;
+        if guard.is_none() {
+            return Err(Error::internal(
+                "invariant: an initialised store has a ledger",
+            ));
+        }
+        Ok(guard)
+    }
+
+    /// Takes the cross-process write lock.
+    pub(crate) fn lock(&self) -> Result<WriteLock> {
+        WriteLock::acquire(&self.layout.lock_path(), lock_timeout())
+    }
+
+    /// `memdir init`: creates the directory skeleton.
+    pub fn init(&self) -> Result<Value> {
+        let created = self.layout.init()?;
+        drop(self.inner()?);
+        Ok(json!({"dir": self.layout.root.display().to_string(), "created": created}))
+    }
+
+    /// This store's replica id on this machine, minted on first use. Caller holds the lock.
+    pub(crate) fn replica(&self, _lock: &WriteLock) -> Result<String> {
+        let path = self.layout.replica_path();
+        let fingerprint = machine_fingerprint(&self.layout.root);
+        if let Ok(bytes) = std::fs::read(&path)
+            && let Ok(v) = serde_json::from_slice::<Value>(&bytes)
+            && v["fingerprint"] == fingerprint
+            && let Some(id) = v["id"].as_str()
+            && is_replica_id(id)
+        {
+            return Ok(id.to_string());
+        }
+        let id = mint_replica_id(&self.actor, &fingerprint);
+        let body = store::codec::to_pretty(
+            &json!({"id": id, "fingerprint": fingerprint, "actor": self.actor}),
+        );
+        let tmp = path.with_extension("tmp");
+        txn::write_synced(&tmp, &body)?;
+        std::fs::rename(&tmp, &path).at("rename", &path)?;
+        // DURABILITY: every file name this replica writes depends on the id.
+        txn::sync_dir(&self.layout.meta_dir())?;
+        Ok(id)
+    }
+
+    /// The replica id if one was minted (read-only).
+    pub fn current_replica(&self) -> Option<String> {
+        let v: Value =
+            serde_json::from_slice(&std::fs::read(self.layout.replica_path()).ok()?).ok()?;
+        (v["fingerprint"] == machine_fingerprint(&self.layout.root))
+            .then(|| v["id"].as_str().map(String::from))?
+    }
+
+    /// Issues the next HLC stamp. Caller holds the lock.
+    pub(crate) fn tick(&self, inner: &Inner) -> Result<Hlc> {
+        let last = match inner.ledger.meta("hlc")?.and_then(|s| Hlc::parse(&s)) {
+            Some(h) => h,
+            None => self.max_hlc_on_disk()?,
+        };
+        let next = last.tick(clock::now_ms());
+        inner.ledger.set_meta("hlc", &next.to_string())?;
+        Ok(next)
+    }
+
+    /// The newest stamp found in the files (history ids and the last line of each segment).
+    fn max_hlc_on_disk(&self) -> Result<Hlc> {
+        let mut max = Hlc::ZERO;
+        for name in store::list_history_names(&self.layout)? {
+            for id in store::list_history_ids(&self.layout, &name)? {
+                if let Some(h) = id.get(..24).and_then(Hlc::parse) {
+                    max = max.max(h);
+                }
+            }
+        }
+        for (_, rel) in store::list_session_dirs(&self.layout)? {
+            for seg in store::list_segments(&self.layout, &rel)? {
+                let parsed = store::segment::read(&self.layout.root.join(&seg.rel))?;
+                if let Some(h) = parsed
+                    .chunks
+                    .iter()
+                    .filter_map(|c| Hlc::parse(&c.hlc))
+                    .max()
+                {
+                    max = max.max(h);
+                }
+            }
+        }
+        for name in store::list_category_files(&self.layout)?.0 {
+            if let Some(f) = store::read_category(&self.layout, &name)?
+                && let Ok(v) = &f.content
+                && let Some(entries) = v.get("entries").and_then(Value::as_array)
+            {
+                for e in entries {
+                    if let Some(h) = e
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .and_then(|id| id.get(..24))
+                        .and_then(Hlc::parse)
+                    {
+                        max = max.max(h);
+                    }
+                }
+            }
+        }
+        Ok(max)
+    }
+
+    /// Rebuilds the ledger's caches from the files. Caller holds the lock.
+    fn rebuild_ledger(&self, inner: &mut Inner, lock: &WriteLock) -> Result<()> {
+        let mut names = store::list_category_files(&self.layout)?.0;
+        names.extend(store::list_history_names(&self.layout)?);
+        names.sort();
+        names.dedup();
+        for name in names {
+            self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+        }
+        self.sync_sessions(inner, Some(lock))?;
+        let hlc = self.max_hlc_on_disk()?;
+        inner.ledger.set_meta("hlc", &hlc.to_string())?;
+        let epoch = content_hash(
+            format!(
+                "{}-{}-{:?}",
+                std::process::id(),
+                clock::now_ms(),
+                std::time::Instant::now()
+            )
+            .as_bytes(),
+        );
+        inner.ledger.mark_built(&epoch[..16])?;
+        Ok(())
+    }
+
+    /// Finds files changed behind memdir's back, adopts them, and refreshes stale caches.
+    /// Returns the adopted category names.
+    pub(crate) fn scan(&self, inner: &mut Inner) -> Result<Vec<String>> {
+        let mut adopted = Vec::new();
+        let mut names = store::list_category_files(&self.layout)?.0;
+        for row in inner.ledger.categories()? {
+            if row.status != "deleted"
+                && let Ok(n) = CategoryName::new(&row.name)
+            {
+                names.push(n);
+            }
+        }
+        names.sort();
+        names.dedup();
+        for name in names {
+            let before = inner
+                .ledger
+                .category(name.as_str())?
+                .and_then(|r| r.head_id);
+            let st = self.sync_category(inner, &name, None, Sync::Fast)?;
+            if st.row.head_id != before && st.row.updated_by == "external" {
+                adopted.push(name.to_string());
+            }
+        }
+        self.sync_sessions(inner, None)?;
+        Ok(adopted)
+    }
+
+    /// Runs `f` with the lock held and the store initialised.
+    pub(crate) fn with_write<T>(
+        &self,
+        f: impl FnOnce(&mut Inner, &WriteLock) -> Result<T>,
+    ) -> Result<T> {
+        let mut guard = self.inner_for_write()?;
+        let inner = guard
+            .as_mut()
+            .expect("invariant: inner_for_write returns an open ledger");
+        let lock = self.lock()?;
+        if !txn::pending(&self.layout.staging()).is_empty() {
+            let mut report = OpenReport::default();
+            self.recover(&mut report)?;
+        }
+        if inner.ledger.meta("built")?.is_none() {
+            self.rebuild_ledger(inner, &lock)?;
+        }
+        f(inner, &lock)
+    }
+
+    /// `memdir status`: counts, sizes and health.
+    pub fn status(&self) -> Result<Value> {
+        let root = self.layout.root.display().to_string();
+        if !self.layout.exists() {
+            return Ok(json!({
+                "dir": root, "exists": false, "sessions": 0, "chunks": 0, "categories": 0,
+                "logs": 0, "size_bytes": 0, "malformed": [], "pending_staging": [],
+            }));
+        }
+        let mut guard = self.inner()?;
+        let inner = guard
+            .as_mut()
+            .expect("invariant: an existing store has a ledger");
+        self.scan(inner)?;
+        let cats = inner.ledger.categories()?;
+        let live: Vec<_> = cats.iter().filter(|r| r.status != "deleted").collect();
+        let segs = inner.ledger.segments()?;
+        let mut sessions: Vec<&str> = segs.iter().map(|s| s.session_id.as_str()).collect();
+        sessions.sort();
+        sessions.dedup();
+        let size: u64 = walk_size(&self.layout.root);
+        Ok(json!({
+            "dir": root,
+            "exists": true,
+            "replica": self.current_replica(),
+            "actor": self.actor,
+            "sessions": sessions.len(),
+            "chunks": segs.iter().map(|s| s.chunks).sum::<i64>(),
+            "categories": live.len(),
+            "logs": live.iter().filter(|r| r.kind == "log").count(),
+            "size_bytes": size,
+            "malformed": live.iter().filter(|r| r.status == "malformed").map(|r| r.name.clone()).collect::<Vec<_>>(),
+            "malformed_lines": segs.iter().filter(|s| s.bad_lines > 0).map(|s| json!({"segment": s.rel, "lines": s.bad_lines})).collect::<Vec<_>>(),
+            "pending_staging": txn::pending(&self.layout.staging()),
+            "ledger": {"transactions": inner.ledger.txn_count()?, "generation": inner.ledger.generation()?},
+        }))
+    }
+}
+
+fn walk_size(root: &Path) -> u64 {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// A fingerprint of this machine and the store's path: a store copied elsewhere mints a new
+/// replica id.
+fn machine_fingerprint(root: &Path) -> String {
+    let machine = std::env::var("MEMDIR_MACHINE_ID")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/machine-id").ok())
+        .or_else(|| std::fs::read_to_string("/var/lib/dbus/machine-id").ok())
+        .unwrap_or_else(default_actor);
+    let path = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    content_hash(format!("{}\0{}", machine.trim(), path.display()).as_bytes())[..16].to_string()
+}
+
+fn is_replica_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 40
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !id.starts_with('-')
+}
+
+/// A slug of the actor plus four random base32 characters, e.g. `laptop-7f3k`.
+fn mint_replica_id(actor: &str, fingerprint: &str) -> String {
+    let mut slug: String = actor
+        .to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    slug = slug
+        .split('-')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    slug.truncate(24);
+    let slug = slug.trim_end_matches('-');
+    let slug = if slug.is_empty() { "memdir" } else { slug };
+    let seed = std::env::var("MEMDIR_SEED").unwrap_or_else(|_| {
+        format!(
+            "{}-{}-{:?}",
+            std::process::id(),
+            clock::now_ms(),
+            std::time::SystemTime::now()
+        )
+    });
+    let h = blake3::hash(format!("{seed}\0{fingerprint}").as_bytes());
+    const B32: &[u8] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let suffix: String = h.as_bytes()[..4]
+        .iter()
+        .map(|b| B32[(*b % 32) as usize] as char)
+        .collect();
+    format!("{slug}-{suffix}")
+}
+
+/// Validates a page limit.
+pub fn check_limit(field: &str, limit: usize) -> Result<usize> {
+    if limit == 0 || limit > limits::MAX_LIMIT {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "{field} must be between 1 and {}; got {limit}",
+                limits::MAX_LIMIT
+            ),
+        ));
+    }
+    Ok(limit)
+}
+
+/// A reason, validated.
+pub(crate) fn check_reason(reason: Option<&str>) -> Result<Option<String>> {
+    match reason {
+        Some(r) if r.chars().count() > limits::MAX_REASON_CHARS => Err(Error::too_large(
+            "reason",
+            r.chars().count(),
+            limits::MAX_REASON_CHARS,
+            "characters",
+        )),
+        Some(r) if r.trim().is_empty() => Ok(None),
+        Some(r) => Ok(Some(r.to_string())),
+        None => Ok(None),
+    }
+}
+
+/// Deserializes tool or request arguments, turning serde's message into an `invalid` error
+/// that names the field where serde does.
+pub fn from_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T> {
+    serde_json::from_value(args).map_err(|e| {
+        let msg = e.to_string();
+        let field = msg
+            .split('`')
+            .nth(1)
+            .filter(|_| msg.contains("field"))
+            .map(str::to_string);
+        let mut err = Error::new(ErrorKind::Invalid, format!("invalid arguments: {msg}"));
+        if let Some(f) = field {
+            err = err.field(&f);
+        }
+        err
+    })
+}

@@ -1,0 +1,530 @@
+//! Session memory: ingest, fetch, and the session catalog.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Inner, Memdir, check_limit, limits};
+use crate::clock;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ledger::SegmentRow;
+use crate::model::{ChunkRecord, SessionId, validate_project};
+use crate::store::lock::WriteLock;
+use crate::store::segment::{self, SegmentAppend};
+use crate::store::{self, Layout, codec};
+
+/// One chunk to ingest.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewChunk {
+    pub session_id: String,
+    pub content: String,
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<Value>,
+}
+
+/// Parameters of the session catalog.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverviewRequest {
+    /// Only sessions active within this many days; `None` or 0 for all.
+    #[serde(default)]
+    pub days: Option<u64>,
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub offset: usize,
+    #[serde(default = "default_overview_limit")]
+    pub limit: usize,
+}
+
+fn default_overview_limit() -> usize {
+    50
+}
+
+impl Default for OverviewRequest {
+    fn default() -> Self {
+        OverviewRequest {
+            days: None,
+            project: None,
+            offset: 0,
+            limit: default_overview_limit(),
+        }
+    }
+}
+
+/// A chunk with its position in its session.
+#[derive(Clone, Debug)]
+pub struct PositionedChunk {
+    pub position: u64,
+    pub chunk: ChunkRecord,
+}
+
+impl PositionedChunk {
+    /// The JSON row of a fetched chunk.
+    pub fn to_json(&self) -> Value {
+        let c = &self.chunk;
+        json!({
+            "position": self.position, "chunk_id": c.chunk_id(), "content": c.content,
+            "ts": c.ts, "hlc": c.hlc, "project": c.project, "metadata": c.metadata,
+        })
+    }
+}
+
+fn title_of(c: &ChunkRecord) -> String {
+    if let Some(t) = c.metadata.get("title").and_then(Value::as_str)
+        && !t.trim().is_empty()
+    {
+        return t.trim().chars().take(80).collect();
+    }
+    let line = c
+        .content
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let mut t: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        t.push('…');
+    }
+    t
+}
+
+fn segment_row(
+    rel: &str,
+    session_id: &str,
+    replica: &str,
+    stat: (u64, i64),
+    seg: &segment::Segment,
+) -> SegmentRow {
+    let first = seg.chunks.iter().min_by(|a, b| a.hlc.cmp(&b.hlc));
+    SegmentRow {
+        rel: rel.to_string(),
+        session_id: seg
+            .chunks
+            .first()
+            .map(|c| c.session_id.clone())
+            .unwrap_or_else(|| session_id.to_string()),
+        replica: replica.to_string(),
+        len: stat.0 as i64,
+        mtime_ns: stat.1,
+        chunks: seg.chunks.len() as i64,
+        next_seq: seg.next_seq() as i64,
+        project: seg
+            .chunks
+            .iter()
+            .map(|c| c.project.as_str())
+            .find(|p| !p.is_empty())
+            .unwrap_or("")
+            .to_string(),
+        title: first.map(title_of).unwrap_or_default(),
+        first_ts: seg
+            .chunks
+            .iter()
+            .map(|c| c.ts.as_str())
+            .min()
+            .unwrap_or("")
+            .to_string(),
+        last_ts: seg
+            .chunks
+            .iter()
+            .map(|c| c.ts.as_str())
+            .max()
+            .unwrap_or("")
+            .to_string(),
+        bad_lines: seg.bad_lines.len() as i64,
+    }
+}
+
+/// Orders chunks of all segments of a session and numbers them: the position is the rank of
+/// `(hlc, replica, seq)`, which on a single device equals `seq`.
+pub fn order_chunks(mut chunks: Vec<ChunkRecord>) -> Vec<PositionedChunk> {
+    chunks.sort_by(|a, b| (&a.hlc, &a.replica, a.seq).cmp(&(&b.hlc, &b.replica, b.seq)));
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| PositionedChunk {
+            position: i as u64,
+            chunk,
+        })
+        .collect()
+}
+
+impl Memdir {
+    /// Refreshes the cached rows of every session segment, repairing torn tails (under the
+    /// lock). Records a change for every segment that changed behind memdir's back.
+    pub(crate) fn sync_sessions(&self, inner: &Inner, lock: Option<&WriteLock>) -> Result<()> {
+        let layout = self.layout();
+        let mut seen = std::collections::HashSet::new();
+        let mut rows: BTreeMap<String, SegmentRow> = inner
+            .ledger
+            .segments()?
+            .into_iter()
+            .map(|r| (r.rel.clone(), r))
+            .collect();
+        for (id, dir_rel) in store::list_session_dirs(layout)? {
+            for f in store::list_segments(layout, &dir_rel)? {
+                let rel = f.rel.to_string_lossy().into_owned();
+                seen.insert(rel.clone());
+                if let Some(r) = rows.get(&rel)
+                    && r.len == f.len as i64
+                    && r.mtime_ns == f.mtime_ns
+                {
+                    continue;
+                }
+                let path = layout.root.join(&f.rel);
+                let mut seg = segment::read(&path)?;
+                let mut stat = (f.len, f.mtime_ns);
+                if seg.tail_len > 0 {
+                    let held;
+                    let l = match lock {
+                        Some(l) => l,
+                        None => {
+                            held = self.lock()?;
+                            &held
+                        }
+                    };
+                    let _ = l;
+                    seg = segment::read(&path)?;
+                    segment::repair_tail(&path, &seg)?;
+                    seg = segment::read(&path)?;
+                    stat = store::stat(&path)?.unwrap_or((0, 0));
+                }
+                let row = segment_row(&rel, &id, &f.replica, stat, &seg);
+                let known = rows.remove(&rel);
+                inner.ledger.atomically(|l| {
+                    l.put_segment(&row)?;
+                    if known.is_some() {
+                        // Changed behind memdir's back (or by a process that crashed before
+                        // recording it): the index re-reads the whole segment.
+                        l.record_change("segment", &rel)?;
+                    } else {
+                        l.record_change("segment", &rel)?;
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        for rel in rows.keys() {
+            if !seen.contains(rel) {
+                inner.ledger.atomically(|l| {
+                    l.remove_segment(rel)?;
+                    l.record_change("segment", rel)?;
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ingests chunks as one transaction: every chunk is durable when this returns, or none is.
+    pub fn ingest(&self, chunks: &[NewChunk]) -> Result<Value> {
+        if chunks.is_empty() {
+            return Err(Error::invalid(
+                "chunks",
+                "nothing to ingest: the batch is empty",
+            ));
+        }
+        if chunks.len() > limits::MAX_BATCH_CHUNKS {
+            return Err(Error::too_large(
+                "chunks",
+                chunks.len(),
+                limits::MAX_BATCH_CHUNKS,
+                "chunks",
+            ));
+        }
+        let mut total = 0usize;
+        let mut ids = Vec::with_capacity(chunks.len());
+        for (i, c) in chunks.iter().enumerate() {
+            let at = |e: Error| {
+                if chunks.len() > 1 {
+                    e.detail("index", Value::from(i))
+                } else {
+                    e
+                }
+            };
+            let id = SessionId::new(&c.session_id).map_err(at)?;
+            if c.content.trim().is_empty() {
+                return Err(at(Error::invalid("content", "content must not be empty")));
+            }
+            if c.content.len() > limits::MAX_CHUNK_BYTES {
+                return Err(at(Error::too_large(
+                    "content",
+                    c.content.len(),
+                    limits::MAX_CHUNK_BYTES,
+                    "bytes",
+                )));
+            }
+            validate_project(c.project.as_deref().unwrap_or("")).map_err(at)?;
+            if let Some(m) = &c.metadata {
+                if !m.is_object() && !m.is_null() {
+                    return Err(at(Error::invalid(
+                        "metadata",
+                        format!(
+                            "metadata must be a JSON object, got {}",
+                            super::type_name(m)
+                        ),
+                    )));
+                }
+                let size = codec::to_compact(m).len();
+                if size > limits::MAX_METADATA_BYTES {
+                    return Err(at(Error::too_large(
+                        "metadata",
+                        size,
+                        limits::MAX_METADATA_BYTES,
+                        "bytes",
+                    )));
+                }
+            }
+            total += c.content.len();
+            ids.push(id);
+        }
+        if total > limits::MAX_BATCH_BYTES {
+            return Err(Error::too_large(
+                "chunks",
+                total,
+                limits::MAX_BATCH_BYTES,
+                "bytes",
+            ));
+        }
+        self.with_write(|inner, lock| {
+            let layout = self.layout();
+            let replica = self.replica(lock)?;
+            // Per session: (rel, next_seq, len_before, lines, row)
+            let mut order: Vec<String> = Vec::new();
+            let mut state: BTreeMap<String, (SegmentAppend, u64, SegmentRow)> = BTreeMap::new();
+            let mut out = Vec::with_capacity(chunks.len());
+            let mut last_hlc = None;
+            for (c, id) in chunks.iter().zip(&ids) {
+                let rel = Layout::segment_rel(id, &replica);
+                let key = rel.to_string_lossy().into_owned();
+                if !state.contains_key(&key) {
+                    let path = layout.root.join(&rel);
+                    let stat = store::stat(&path)?;
+                    let cached = inner.ledger.segment(&key)?.filter(|r| stat.is_some_and(|(len, m)| r.len == len as i64 && r.mtime_ns == m));
+                    let row = match (cached, stat) {
+                        (Some(r), _) => r,
+                        (None, None) => segment_row(&key, id.as_str(), &replica, (0, 0), &segment::Segment::default()),
+                        (None, Some(_)) => {
+                            let seg = segment::read(&path)?;
+                            let seg = if segment::repair_tail(&path, &seg)? { segment::read(&path)? } else { seg };
+                            let st = store::stat(&path)?.unwrap_or((0, 0));
+                            segment_row(&key, id.as_str(), &replica, st, &seg)
+                        }
+                    };
+                    let len_before = store::stat(&path)?.map(|s| s.0).unwrap_or(0);
+                    let next = row.next_seq as u64;
+                    state.insert(key.clone(), (SegmentAppend { rel: rel.clone(), lines: Vec::new(), len_before }, next, row));
+                    order.push(key.clone());
+                }
+                let (append, next_seq, row) = state.get_mut(&key).expect("invariant: inserted above");
+                let hlc = self.tick(inner)?;
+                let now = clock::now_ms();
+                let rec = ChunkRecord {
+                    session_id: id.to_string(),
+                    replica: replica.clone(),
+                    seq: *next_seq,
+                    hlc: hlc.to_string(),
+                    ts: clock::rfc3339(now),
+                    project: c.project.clone().unwrap_or_default(),
+                    metadata: c.metadata.clone().filter(|m| !m.is_null()).unwrap_or_else(|| json!({})),
+                    content: c.content.clone(),
+                };
+                *next_seq += 1;
+                append.lines.extend_from_slice(codec::chunk_line(&rec).as_bytes());
+                row.chunks += 1;
+                row.next_seq = *next_seq as i64;
+                if row.project.is_empty() {
+                    row.project = rec.project.clone();
+                }
+                if row.title.is_empty() {
+                    row.title = title_of(&rec);
+                }
+                if row.first_ts.is_empty() || rec.ts < row.first_ts {
+                    row.first_ts = rec.ts.clone();
+                }
+                if rec.ts > row.last_ts {
+                    row.last_ts = rec.ts.clone();
+                }
+                last_hlc = Some(hlc);
+                out.push(rec);
+            }
+            let appends: Vec<SegmentAppend> = order
+                .iter()
+                .map(|k| {
+                    let (a, _, _) = &state[k];
+                    SegmentAppend { rel: a.rel.clone(), lines: a.lines.clone(), len_before: a.len_before }
+                })
+                .collect();
+            let txid = format!("{}_{}", last_hlc.expect("invariant: a batch is not empty"), replica);
+            segment::append(&layout.root, &layout.staging(), &txid, &appends, chunks.len() > 1)?;
+            crate::store::failpoint::hit("ledger.before_update");
+            // Positions: the seq on a single-replica session; otherwise the rank over segments.
+            let mut positions: BTreeMap<String, u64> = BTreeMap::new();
+            for k in &order {
+                let (a, _, _) = &state[k];
+                let dir = a.rel.parent().expect("invariant: segments live in a session directory");
+                if store::list_segments(layout, dir)?.len() > 1 {
+                    for pc in self.session_chunks_at(dir)? {
+                        positions.insert(pc.chunk.chunk_id(), pc.position);
+                    }
+                }
+            }
+            let at = clock::rfc3339(clock::now_ms());
+            inner.ledger.atomically(|l| {
+                for k in &order {
+                    let (a, _, row) = &state[k];
+                    let mut row = row.clone();
+                    let path = layout.root.join(&a.rel);
+                    let (len, m) = store::stat(&path)?.unwrap_or((0, 0));
+                    row.len = len as i64;
+                    row.mtime_ns = m;
+                    l.put_segment(&row)?;
+                    l.record_change("append", &format!("{k}\n{}", a.len_before))?;
+                }
+                l.record_txn(&txid, "ingest", &format!("chunks:{}", chunks.len()), self.actor(), &at)?;
+                Ok(())
+            })?;
+            let rows: Vec<Value> = out
+                .iter()
+                .map(|r| {
+                    let pos = positions.get(&r.chunk_id()).copied().unwrap_or(r.seq);
+                    json!({"session_id": r.session_id, "position": pos, "chunk_id": r.chunk_id(), "hlc": r.hlc, "ts": r.ts, "ok": true})
+                })
+                .collect();
+            Ok(json!({"ok": true, "count": rows.len(), "chunks": rows}))
+        })
+    }
+
+    /// Ingests one chunk; the result has the compatibility shape `{session_id, position, ok}`.
+    pub fn ingest_one(&self, chunk: NewChunk) -> Result<Value> {
+        let mut v = self.ingest(std::slice::from_ref(&chunk))?;
+        Ok(v["chunks"][0].take())
+    }
+
+    /// All chunks of a session directory, ordered and numbered.
+    pub(crate) fn session_chunks_at(
+        &self,
+        dir_rel: &std::path::Path,
+    ) -> Result<Vec<PositionedChunk>> {
+        let mut all = Vec::new();
+        for f in store::list_segments(self.layout(), dir_rel)? {
+            all.extend(segment::read(&self.layout().root.join(&f.rel))?.chunks);
+        }
+        Ok(order_chunks(all))
+    }
+
+    /// All chunks of a session, ordered and numbered; empty when the session does not exist.
+    pub fn session_chunks(&self, session_id: &str) -> Result<Vec<PositionedChunk>> {
+        let id = SessionId::new(session_id)?;
+        self.session_chunks_at(&Layout::session_rel(&id))
+    }
+
+    /// A page of one session's chunks.
+    pub fn fetch(&self, session_id: &str, position: u64, limit: usize) -> Result<Value> {
+        check_limit("limit", limit)?;
+        let chunks = self.session_chunks(session_id)?;
+        if chunks.is_empty() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("session {session_id:?} does not exist"),
+            )
+            .detail("session_id", Value::from(session_id))
+            .hint("memory_overview lists sessions; memory_search finds chunks across sessions"));
+        }
+        let total = chunks.len() as u64;
+        let page: Vec<Value> = chunks
+            .iter()
+            .skip(position as usize)
+            .take(limit)
+            .map(PositionedChunk::to_json)
+            .collect();
+        let end = position + page.len() as u64;
+        Ok(json!({
+            "session_id": session_id, "total": total, "position": position,
+            "next_position": if end < total { Value::from(end) } else { Value::Null },
+            "chunks": page,
+        }))
+    }
+
+    /// The session catalog: sessions active within `days` (or all), newest first.
+    pub fn overview(&self, req: &OverviewRequest) -> Result<Value> {
+        check_limit("limit", req.limit)?;
+        let mut guard = self.inner()?;
+        let Some(inner) = guard.as_mut() else {
+            return Ok(json!({"sessions": [], "total": 0, "next_offset": null}));
+        };
+        self.sync_sessions(inner, None)?;
+        let mut by_id: BTreeMap<String, Vec<SegmentRow>> = BTreeMap::new();
+        for r in inner.ledger.segments()? {
+            if r.chunks > 0 {
+                by_id.entry(r.session_id.clone()).or_default().push(r);
+            }
+        }
+        let cutoff = req
+            .days
+            .filter(|d| *d > 0)
+            .map(|d| clock::now_ms() - d as i64 * 86_400_000);
+        let mut sessions: Vec<Value> = Vec::new();
+        for (id, segs) in by_id {
+            let start = segs
+                .iter()
+                .map(|s| s.first_ts.as_str())
+                .min()
+                .unwrap_or("")
+                .to_string();
+            let last = segs
+                .iter()
+                .map(|s| s.last_ts.as_str())
+                .max()
+                .unwrap_or("")
+                .to_string();
+            let first_seg = segs
+                .iter()
+                .min_by(|a, b| a.first_ts.cmp(&b.first_ts))
+                .expect("invariant: grouped rows are not empty");
+            let project = segs
+                .iter()
+                .map(|s| s.project.as_str())
+                .find(|p| !p.is_empty())
+                .unwrap_or("")
+                .to_string();
+            if let Some(cut) = cutoff
+                && clock::parse_time(&last).is_none_or(|t| t < cut)
+            {
+                continue;
+            }
+            if let Some(p) = &req.project
+                && !p.is_empty()
+                && &project != p
+            {
+                continue;
+            }
+            sessions.push(json!({
+                "id": id, "session_id": id, "title": first_seg.title, "project": project,
+                "message_count": segs.iter().map(|s| s.chunks).sum::<i64>(),
+                "start_time": start, "last_active": last,
+            }));
+        }
+        sessions.sort_by(|a, b| {
+            b["last_active"]
+                .as_str()
+                .cmp(&a["last_active"].as_str())
+                .then(a["id"].as_str().cmp(&b["id"].as_str()))
+        });
+        let total = sessions.len();
+        let page: Vec<Value> = sessions
+            .into_iter()
+            .skip(req.offset)
+            .take(req.limit)
+            .collect();
+        let end = req.offset + page.len();
+        Ok(json!({
+            "sessions": page, "total": total,
+            "next_offset": if end < total { Value::from(end) } else { Value::Null },
+        }))
+    }
+}

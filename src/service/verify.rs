@@ -1,0 +1,273 @@
+//! `verify-store`: a read-only check that files, history and ledger agree.
+
+use serde_json::{Value, json};
+
+use super::Memdir;
+use crate::error::Result;
+use crate::ledger::Ledger;
+use crate::model::{CategoryKind, SessionId, content_hash, encode_component};
+use crate::store::{self, Layout, segment, txn};
+
+struct Problems(Vec<Value>);
+
+impl Problems {
+    fn add(&mut self, kind: &str, path: impl AsRef<std::path::Path>, message: impl Into<String>) {
+        self.0.push(json!({"kind": kind, "path": path.as_ref().display().to_string(), "message": message.into()}));
+    }
+}
+
+/// Checks the structure of a log category's content.
+pub fn check_log_shape(content: &Value) -> std::result::Result<(), String> {
+    let entries = content
+        .get("entries")
+        .and_then(Value::as_array)
+        .ok_or("a log needs an entries array")?;
+    let mut last = "";
+    for e in entries {
+        let id = e
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or("every log entry needs a string id")?;
+        if e.get("ts").and_then(Value::as_str).is_none() || e.get("data").is_none() {
+            return Err(format!("log entry {id} needs ts and data"));
+        }
+        if id <= last {
+            return Err(format!("log entry ids are not strictly sorted at {id}"));
+        }
+        last = id;
+    }
+    Ok(())
+}
+
+impl Memdir {
+    /// Compares files, history and ledger without changing anything. `ok` is true when clean.
+    pub fn verify(&self) -> Result<Value> {
+        let layout = self.layout();
+        let mut p = Problems(Vec::new());
+        if !layout.exists() {
+            return Ok(json!({"ok": true, "exists": false, "problems": [], "checked": {}}));
+        }
+        for name in txn::pending(&layout.staging()) {
+            p.add(
+                "pending_staging",
+                layout.staging().join(&name),
+                "staged work not yet recovered (the next write or open recovers it)",
+            );
+        }
+        let ledger = if layout.ledger_path().exists() {
+            Ledger::open(&layout.ledger_path()).ok().map(|(l, _)| l)
+        } else {
+            None
+        };
+        let (names, strays) = store::list_category_files(layout)?;
+        for s in strays {
+            p.add(
+                "stray_file",
+                s,
+                "not a canonical category file name; memdir ignores it",
+            );
+        }
+        let mut n_history = 0usize;
+        let mut all_names = names.clone();
+        all_names.extend(store::list_history_names(layout)?);
+        all_names.sort();
+        all_names.dedup();
+        for name in &all_names {
+            let rel = Layout::category_rel(name);
+            let file = store::read_category(layout, name)?;
+            let mut head = None;
+            for id in store::list_history_ids(layout, name)? {
+                n_history += 1;
+                let h = store::read_history(layout, name, &id)?;
+                match h.entry {
+                    Ok(e) => {
+                        if e.is_tombstone() != e.content.is_null() {
+                            p.add("history", &h.path, "a delete tombstone must have null content, and only a tombstone may");
+                        }
+                        if !e.is_tombstone() && e.hash.is_none() {
+                            p.add("history", &h.path, "a version with content needs a hash");
+                        }
+                        head = Some(e);
+                    }
+                    Err(why) => p.add(
+                        "history",
+                        &h.path,
+                        format!("malformed history entry: {why}"),
+                    ),
+                }
+            }
+            match (&file, &head) {
+                (Some(f), _) if f.content.is_err() => {
+                    p.add(
+                        "malformed",
+                        &rel,
+                        f.content.as_ref().err().cloned().unwrap_or_default(),
+                    );
+                }
+                (Some(f), Some(h)) if h.hash.as_deref() != Some(&f.hash) => {
+                    p.add("unadopted_change", &rel, "the file differs from its newest history entry (the next open adopts it as an external version)");
+                }
+                (Some(_), None) => p.add(
+                    "unadopted_change",
+                    &rel,
+                    "the file has no history yet (the next open adopts it)",
+                ),
+                (None, Some(h)) if !h.is_tombstone() => p.add(
+                    "unadopted_change",
+                    &rel,
+                    "the file is missing but its history has no delete tombstone",
+                ),
+                _ => {}
+            }
+            if let Some(f) = &file
+                && let Ok(c) = &f.content
+            {
+                if CategoryKind::of(c) == CategoryKind::Log
+                    && let Err(why) = check_log_shape(c)
+                {
+                    p.add("schema", &rel, why);
+                }
+                if let Some(l) = &ledger
+                    && let Some(row) = l.category(name.as_str())?
+                    && row.file_hash.as_deref() != Some(f.hash.as_str())
+                {
+                    p.add("ledger", &rel, "the ledger's cached hash differs from the file (the next open refreshes it)");
+                }
+            }
+        }
+        let mut n_segments = 0usize;
+        let mut n_chunks = 0usize;
+        for (id, dir) in store::list_session_dirs(layout)? {
+            for f in store::list_segments(layout, &dir)? {
+                n_segments += 1;
+                let path = layout.root.join(&f.rel);
+                let bytes = std::fs::read(&path).map_err(|e| crate::error::IoError {
+                    op: "read",
+                    path: path.clone(),
+                    source: e,
+                })?;
+                let seg = segment::parse(&bytes);
+                n_chunks += seg.chunks.len();
+                for (line, why) in &seg.bad_lines {
+                    p.add("malformed_line", &f.rel, format!("line {line}: {why}"));
+                }
+                if seg.tail_len > 0 {
+                    p.add(
+                        "torn_tail",
+                        &f.rel,
+                        format!(
+                            "{} bytes after the last newline (the next write repairs it)",
+                            seg.tail_len
+                        ),
+                    );
+                }
+                let mut expect_seq = None;
+                let mut last_hlc = String::new();
+                for c in &seg.chunks {
+                    if c.replica != f.replica {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("chunk {} names replica {:?}", c.seq, c.replica),
+                        );
+                    }
+                    if SessionId::new(&c.session_id).is_err()
+                        || encode_component(&c.session_id) != encode_component(&id)
+                    {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("chunk {} names session {:?}", c.seq, c.session_id),
+                        );
+                    }
+                    if let Some(e) = expect_seq
+                        && c.seq != e
+                    {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("seq {} follows {} (expected {e})", c.seq, e - 1),
+                        );
+                    }
+                    if expect_seq.is_none()
+                        && c.seq != 0
+                        && !f
+                            .rel
+                            .to_string_lossy()
+                            .trim_end_matches(".jsonl")
+                            .contains('.')
+                    {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("the first seq is {}, not 0", c.seq),
+                        );
+                    }
+                    if c.hlc <= last_hlc {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("hlc {} of seq {} does not increase", c.hlc, c.seq),
+                        );
+                    }
+                    last_hlc = c.hlc.clone();
+                    expect_seq = Some(c.seq + 1);
+                }
+                if let Some(l) = &ledger
+                    && let Some(row) = l.segment(&f.rel.to_string_lossy())?
+                    && row.chunks != seg.chunks.len() as i64
+                {
+                    p.add(
+                        "ledger",
+                        &f.rel,
+                        format!(
+                            "the ledger counts {} chunks, the file holds {}",
+                            row.chunks,
+                            seg.chunks.len()
+                        ),
+                    );
+                }
+            }
+        }
+        let report = json!({
+            "ok": p.0.is_empty(),
+            "exists": true,
+            "problems": p.0,
+            "checked": {
+                "categories": names.len(), "history_entries": n_history,
+                "segments": n_segments, "chunks": n_chunks, "ledger": ledger.is_some(),
+            },
+            "files_hash": files_fingerprint(layout)?,
+        });
+        Ok(report)
+    }
+}
+
+/// A hash over every truth file's path and bytes, in path order.
+pub fn files_fingerprint(layout: &Layout) -> Result<String> {
+    let mut h = blake3::Hasher::new();
+    let mut paths: Vec<_> = walkdir::WalkDir::new(&layout.root)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".memdir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    paths.sort();
+    for path in paths {
+        let rel = path
+            .strip_prefix(&layout.root)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .into_owned();
+        let bytes = std::fs::read(&path).map_err(|e| crate::error::IoError {
+            op: "read",
+            path: path.clone(),
+            source: e,
+        })?;
+        h.update(rel.as_bytes());
+        h.update(&[0]);
+        h.update(content_hash(&bytes).as_bytes());
+    }
+    Ok(h.finalize().to_hex()[..32].to_string())
+}

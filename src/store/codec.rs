@@ -1,0 +1,162 @@
+//! Canonical encodings: the same content always gives the same bytes.
+//!
+//! Category and history files are pretty JSON with keys sorted by code point, two-space
+//! indentation, LF line endings and a trailing newline. Chunk lines are compact JSON with the
+//! fields in the documented order and metadata keys sorted.
+
+use serde_json::Value;
+
+use crate::model::ChunkRecord;
+
+/// Pretty, key-sorted JSON with a trailing newline.
+pub fn to_pretty(value: &Value) -> Vec<u8> {
+    let mut out = String::new();
+    write_value(&mut out, value, Some(0));
+    out.push('\n');
+    out.into_bytes()
+}
+
+/// Compact, key-sorted JSON without a newline.
+pub fn to_compact(value: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, value, None);
+    out
+}
+
+fn write_str(out: &mut String, s: &str) {
+    // serde_json escapes strings exactly as JSON requires; writing a &str cannot fail.
+    out.push_str(&serde_json::to_string(s).expect("invariant: serializing a str never fails"));
+}
+
+fn newline(out: &mut String, indent: Option<usize>) {
+    if let Some(n) = indent {
+        out.push('\n');
+        for _ in 0..n {
+            out.push_str("  ");
+        }
+    }
+}
+
+fn write_value(out: &mut String, value: &Value, indent: Option<usize>) {
+    let inner = indent.map(|n| n + 1);
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => out.push_str(&value.to_string()),
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            if items.is_empty() {
+                out.push_str("[]");
+                return;
+            }
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, inner);
+                write_value(out, item, inner);
+            }
+            newline(out, indent);
+            out.push(']');
+        }
+        Value::Object(map) => {
+            if map.is_empty() {
+                out.push_str("{}");
+                return;
+            }
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, inner);
+                write_str(out, k);
+                out.push(':');
+                if indent.is_some() {
+                    out.push(' ');
+                }
+                write_value(out, &map[k], inner);
+            }
+            newline(out, indent);
+            out.push('}');
+        }
+    }
+}
+
+/// One chunk line, fields in file order, with a trailing newline.
+pub fn chunk_line(c: &ChunkRecord) -> String {
+    let mut out = String::with_capacity(c.content.len() + 160);
+    out.push_str("{\"session_id\":");
+    write_str(&mut out, &c.session_id);
+    out.push_str(",\"replica\":");
+    write_str(&mut out, &c.replica);
+    out.push_str(&format!(",\"seq\":{},\"hlc\":", c.seq));
+    write_str(&mut out, &c.hlc);
+    out.push_str(",\"ts\":");
+    write_str(&mut out, &c.ts);
+    out.push_str(",\"project\":");
+    write_str(&mut out, &c.project);
+    out.push_str(",\"metadata\":");
+    write_value(&mut out, &c.metadata, None);
+    out.push_str(",\"content\":");
+    write_str(&mut out, &c.content);
+    out.push_str("}\n");
+    out
+}
+
+/// Parses one chunk line (without its newline).
+pub fn parse_chunk_line(line: &[u8]) -> Result<ChunkRecord, String> {
+    let rec: ChunkRecord = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    if !rec.metadata.is_object() {
+        return Err("metadata is not an object".into());
+    }
+    if crate::clock::Hlc::parse(&rec.hlc).is_none() {
+        return Err(format!(
+            "hlc {:?} is not a stamp YYYYMMDDTHHMMSSmmmZ-CCCC",
+            rec.hlc
+        ));
+    }
+    Ok(rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pretty_is_sorted_and_stable() {
+        let v = json!({"b": [1, {"z": null, "a": "x\ny"}], "a": {}, "c": []});
+        let s = String::from_utf8(to_pretty(&v)).unwrap();
+        assert_eq!(
+            s,
+            "{\n  \"a\": {},\n  \"b\": [\n    1,\n    {\n      \"a\": \"x\\ny\",\n      \"z\": null\n    }\n  ],\n  \"c\": []\n}\n"
+        );
+        let back: Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(
+            to_compact(&v),
+            r#"{"a":{},"b":[1,{"a":"x\ny","z":null}],"c":[]}"#
+        );
+    }
+
+    #[test]
+    fn chunk_lines_round_trip() {
+        let c = ChunkRecord {
+            session_id: "s\"1".into(),
+            replica: "host-abcd".into(),
+            seq: 3,
+            hlc: "20251129T110203004Z-0007".into(),
+            ts: "2025-11-29T11:02:03.004Z".into(),
+            project: "p".into(),
+            metadata: json!({"role": "user", "a": 1}),
+            content: "line\nbreak \u{1F600}".into(),
+        };
+        let line = chunk_line(&c);
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+        assert!(line.starts_with("{\"session_id\""));
+        assert_eq!(parse_chunk_line(line.trim_end().as_bytes()).unwrap(), c);
+        assert!(parse_chunk_line(b"{\"session_id\":1}").is_err());
+    }
+}

@@ -1,0 +1,46 @@
+//! Failpoints: named steps of the commit protocol where a test can make the process abort
+//! for real, or an I/O call fail.
+//!
+//! Armed by the environment: `MEMDIR_FAILPOINT=txn.after_manifest` aborts at that step;
+//! `MEMDIR_FAILPOINT=stage.write=enospc` makes that I/O step fail with "no space left on
+//! device". Compiled in debug builds and with the `failpoints` feature; release builds ignore
+//! the variable.
+
+use std::sync::OnceLock;
+
+fn armed() -> Option<&'static (String, String)> {
+    static ARMED: OnceLock<Option<(String, String)>> = OnceLock::new();
+    ARMED
+        .get_or_init(|| {
+            if !(cfg!(debug_assertions) || cfg!(feature = "failpoints")) {
+                return None;
+            }
+            let spec = std::env::var("MEMDIR_FAILPOINT").ok()?;
+            let (name, action) = spec.split_once('=').unwrap_or((&spec, "abort"));
+            Some((name.to_string(), action.to_string()))
+        })
+        .as_ref()
+}
+
+/// Aborts the process if `name` is armed with the action `abort`.
+pub fn hit(name: &str) {
+    if let Some((n, action)) = armed()
+        && n == name
+        && action == "abort"
+    {
+        eprintln!("memdir: failpoint {name}: aborting");
+        std::process::abort();
+    }
+}
+
+/// Fails with ENOSPC if `name` is armed with the action `enospc`.
+pub fn io(name: &str) -> std::io::Result<()> {
+    hit(name);
+    if let Some((n, action)) = armed()
+        && n == name
+        && action == "enospc"
+    {
+        return Err(std::io::Error::from_raw_os_error(28));
+    }
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! Session segments: `sessions/<id>/<replica>.jsonl`, appended to by exactly one replica.
+//!
+//! A chunk is committed once its whole line, newline included, is on disk. Readers stop at the
+//! last newline, so they never see a torn line. A single-chunk append is one `write` of one line
+//! followed by `fdatasync`; a crash mid-write leaves at most a torn tail, which the next writer
+//! (under the lock) completes when it parses as a chunk or cuts off otherwise. A batch first
+//! records an intent (`.memdir/staging/<txid>.append`, holding the segment's length before the
+//! batch); recovery cuts the segment back to that length, so a batch is all or nothing.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{IoContext, IoError};
+use crate::model::ChunkRecord;
+use crate::store::codec::parse_chunk_line;
+use crate::store::failpoint;
+use crate::store::txn::{sync_dir, write_synced};
+
+/// A parsed segment.
+#[derive(Debug, Default)]
+pub struct Segment {
+    pub chunks: Vec<ChunkRecord>,
+    /// Lines that did not parse: (1-based line number, reason).
+    pub bad_lines: Vec<(usize, String)>,
+    /// Bytes up to and including the last newline.
+    pub committed_len: u64,
+    /// Bytes after the last newline (a torn or unterminated last line).
+    pub tail_len: u64,
+}
+
+impl Segment {
+    /// The seq the next appended chunk gets.
+    pub fn next_seq(&self) -> u64 {
+        self.chunks.iter().map(|c| c.seq + 1).max().unwrap_or(0)
+    }
+}
+
+/// Reads and parses a segment; a missing file is an empty segment.
+pub fn read(path: &Path) -> Result<Segment, IoError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Segment::default()),
+        Err(e) => {
+            return Err(IoError {
+                op: "read",
+                path: path.to_path_buf(),
+                source: e,
+            });
+        }
+    };
+    Ok(parse(&bytes))
+}
+
+/// Parses segment bytes.
+pub fn parse(bytes: &[u8]) -> Segment {
+    let committed = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    let mut seg = Segment {
+        committed_len: committed as u64,
+        tail_len: (bytes.len() - committed) as u64,
+        ..Segment::default()
+    };
+    for (i, line) in bytes[..committed].split(|&b| b == b'\n').enumerate() {
+        if line.is_empty() || line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        match parse_chunk_line(line) {
+            Ok(c) => seg.chunks.push(c),
+            Err(e) => seg.bad_lines.push((i + 1, e)),
+        }
+    }
+    seg
+}
+
+/// Completes or cuts off a torn tail. The caller holds the write lock.
+pub fn repair_tail(path: &Path, seg: &Segment) -> Result<bool, IoError> {
+    if seg.tail_len == 0 {
+        return Ok(false);
+    }
+    let bytes = fs::read(path).at("read", path)?;
+    let tail = &bytes[seg.committed_len as usize..];
+    let f = OpenOptions::new().write(true).open(path).at("open", path)?;
+    if parse_chunk_line(tail).is_ok() {
+        // A whole chunk whose newline is missing (a hand edit): keep it.
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .at("open", path)?;
+        f.write_all(b"\n").at("write", path)?;
+    } else {
+        f.set_len(seg.committed_len)
+            .at("truncate torn tail", path)?;
+    }
+    // DURABILITY: the repaired length must be on disk before new lines follow it.
+    f.sync_all().at("fsync", path)?;
+    Ok(true)
+}
+
+#[derive(Serialize, Deserialize)]
+struct Intent {
+    segments: Vec<(String, u64)>,
+}
+
+/// Lines to append to one segment.
+pub struct SegmentAppend {
+    /// Path relative to the store root.
+    pub rel: std::path::PathBuf,
+    /// Whole lines, each ending in a newline.
+    pub lines: Vec<u8>,
+    /// The segment's committed length before this append.
+    pub len_before: u64,
+}
+
+/// Appends to one or more segments, durably.
+///
+/// When more than one chunk is written (`batch`), an intent recording every segment's length
+/// is made durable first, so that a crash mid-append cuts every segment back: all or nothing.
+pub fn append(
+    root: &Path,
+    staging: &Path,
+    txid: &str,
+    appends: &[SegmentAppend],
+    batch: bool,
+) -> Result<(), IoError> {
+    let intent_path = staging.join(format!("{txid}.append"));
+    if batch {
+        let intent = Intent {
+            segments: appends
+                .iter()
+                .map(|a| (a.rel.to_string_lossy().into_owned(), a.len_before))
+                .collect(),
+        };
+        write_synced(
+            &intent_path,
+            &serde_json::to_vec(&intent).expect("invariant: intent serializes"),
+        )?;
+        // DURABILITY: the intent must be durable before any segment grows.
+        sync_dir(staging)?;
+        failpoint::hit("append.after_intent");
+    }
+    for a in appends {
+        let path = root.join(&a.rel);
+        let parent = path
+            .parent()
+            .expect("invariant: segments live in a session directory");
+        crate::store::txn::create_dir_durable(parent)?;
+        let new_file = !path.exists();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .at("open segment", &path)?;
+        failpoint::io("append.write").at("append", &path)?;
+        if failpoint_torn() {
+            let half = a.lines.len() / 2;
+            f.write_all(&a.lines[..half]).at("append", &path)?;
+            let _ = f.sync_data();
+            failpoint::hit("append.torn");
+        }
+        f.write_all(&a.lines).at("append", &path)?;
+        // DURABILITY: a chunk is acknowledged only after its bytes are on disk.
+        f.sync_data().at("fsync", &path)?;
+        if new_file {
+            // DURABILITY: a new segment's directory entry must be durable too.
+            sync_dir(parent)?;
+        }
+    }
+    failpoint::hit("append.after_write");
+    if batch {
+        fs::remove_file(&intent_path).at("remove intent", &intent_path)?;
+        // DURABILITY: once acknowledged, a batch must not be cut back by a stale intent.
+        sync_dir(staging)?;
+    }
+    Ok(())
+}
+
+fn failpoint_torn() -> bool {
+    (cfg!(debug_assertions) || cfg!(feature = "failpoints"))
+        && std::env::var("MEMDIR_FAILPOINT").is_ok_and(|v| v == "append.torn")
+}
+
+/// Undoes an unfinished batch append recorded by `intent`. The caller holds the write lock.
+pub fn undo_intent(root: &Path, intent_path: &Path) -> Result<(), IoError> {
+    if let Ok(bytes) = fs::read(intent_path)
+        && let Ok(intent) = serde_json::from_slice::<Intent>(&bytes)
+    {
+        for (rel, len_before) in intent.segments {
+            if rel.split('/').any(|c| c == ".." || c.is_empty()) {
+                continue;
+            }
+            let path = root.join(&rel);
+            if let Ok(meta) = fs::metadata(&path)
+                && meta.len() > len_before
+            {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .at("open", &path)?;
+                f.set_len(len_before)
+                    .at("truncate unfinished batch", &path)?;
+                // DURABILITY: the cut must be durable before the intent disappears.
+                f.sync_all().at("fsync", &path)?;
+            }
+        }
+    }
+    fs::remove_file(intent_path).at("remove intent", intent_path)?;
+    Ok(())
+}
