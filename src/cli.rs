@@ -295,6 +295,12 @@ pub fn run(cli: Cli) -> Result<(Value, i32)> {
         Some(d) => d.clone(),
         None => service::default_dir()?,
     };
+    if let Command::VerifyStore = cli.command {
+        // Read-only: no recovery, no adoption; report the store exactly as found.
+        let report = Memdir::open_lazy(dir).verify()?;
+        let code = if report["ok"] == json!(true) { 0 } else { 1 };
+        return Ok((report, code));
+    }
     let m = Memdir::open(dir)?;
     let out = match cli.command {
         Command::Init => m.init()?,
@@ -375,11 +381,7 @@ pub fn run(cli: Cli) -> Result<(Value, i32)> {
             reason.as_deref(),
         )?,
         Command::Compact { category, keep } => m.compact(category.as_deref(), keep)?,
-        Command::VerifyStore => {
-            let report = m.verify()?;
-            let code = if report["ok"] == json!(true) { 0 } else { 1 };
-            return Ok((report, code));
-        }
+        Command::VerifyStore => unreachable!("handled above"),
     };
     Ok((out, 0))
 }

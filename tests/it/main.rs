@@ -1,0 +1,5 @@
+//! Integration tests: one binary that drives the built `memdir` the way users do.
+
+mod util;
+
+mod cli;

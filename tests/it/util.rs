@@ -1,0 +1,254 @@
+//! A hermetic test environment: a temp root, a cleared environment, a fixed seed, and helpers
+//! that run the built binary and, on failure, print the command, the tree, stdout and stderr.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Path of the binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_memdir"))
+}
+
+/// One test's world.
+pub struct TestEnv {
+    pub tmp: tempfile::TempDir,
+    pub dir: PathBuf,
+    pub envs: Vec<(String, String)>,
+}
+
+/// What one run of the binary gave.
+pub struct Run {
+    pub cmd: String,
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// stdout as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout of `{}` is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.cmd, self.stdout, self.stderr
+            )
+        })
+    }
+    /// The `error` object printed on stderr.
+    pub fn error(&self) -> Value {
+        let v: Value = serde_json::from_str(&self.stderr).unwrap_or_else(|e| {
+            panic!(
+                "stderr of `{}` is not JSON ({e}):\n{}",
+                self.cmd, self.stderr
+            )
+        });
+        v["error"].clone()
+    }
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let tmp = tempfile::Builder::new()
+            .prefix("memdir-test-")
+            .tempdir()
+            .expect("temp dir");
+        let dir = tmp.path().join("store");
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let envs = vec![
+            (
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_default(),
+            ),
+            ("HOME".to_string(), home.display().to_string()),
+            ("MEMDIR_DIR".to_string(), dir.display().to_string()),
+            ("MEMDIR_DEVICE".to_string(), "test-device".to_string()),
+            ("MEMDIR_MACHINE_ID".to_string(), "test-machine".to_string()),
+            ("MEMDIR_SEED".to_string(), "test-seed".to_string()),
+        ];
+        TestEnv { tmp, dir, envs }
+    }
+
+    /// Sets an environment variable for every later run.
+    pub fn set_env(&mut self, k: &str, v: &str) {
+        self.envs.retain(|(key, _)| key != k);
+        self.envs.push((k.to_string(), v.to_string()));
+    }
+
+    /// A command for the binary with this environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.env_clear();
+        for (k, v) in &self.envs {
+            c.env(k, v);
+        }
+        c.args(args).current_dir(self.tmp.path());
+        c
+    }
+
+    fn finish(&self, args: &[&str], out: Output) -> Run {
+        Run {
+            cmd: format!("memdir {}", args.join(" ")),
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs with empty stdin.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_stdin(args, b"")
+    }
+
+    /// Runs with `input` on stdin.
+    pub fn run_stdin(&self, args: &[&str], input: &[u8]) -> Run {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn memdir");
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let out = child.wait_with_output().expect("wait memdir");
+        writer.join().unwrap();
+        self.finish(args, out)
+    }
+
+    /// Runs and requires exit 0; returns stdout as JSON.
+    pub fn ok(&self, args: &[&str]) -> Value {
+        let r = self.run(args);
+        if r.code != 0 {
+            self.dump(&r);
+            panic!("`{}` exited {}", r.cmd, r.code);
+        }
+        r.json()
+    }
+
+    /// Runs with stdin and requires exit 0.
+    pub fn ok_stdin(&self, args: &[&str], input: &[u8]) -> Value {
+        let r = self.run_stdin(args, input);
+        if r.code != 0 {
+            self.dump(&r);
+            panic!("`{}` exited {}", r.cmd, r.code);
+        }
+        r.json()
+    }
+
+    /// Runs and requires exit `code`; returns the error object from stderr.
+    pub fn fail(&self, args: &[&str], code: i32) -> Value {
+        let r = self.run(args);
+        if r.code != code {
+            self.dump(&r);
+            panic!("`{}` exited {}, expected {code}", r.cmd, r.code);
+        }
+        r.error()
+    }
+
+    /// Prints everything needed to understand a failure.
+    pub fn dump(&self, r: &Run) {
+        eprintln!(
+            "--- command: {}\n--- cwd: {}\n--- exit: {}",
+            r.cmd,
+            self.tmp.path().display(),
+            r.code
+        );
+        eprintln!("--- tree:");
+        for e in walkdir::WalkDir::new(&self.dir)
+            .sort_by_file_name()
+            .into_iter()
+            .flatten()
+        {
+            eprintln!(
+                "  {}",
+                e.path()
+                    .strip_prefix(&self.dir)
+                    .unwrap_or(e.path())
+                    .display()
+            );
+        }
+        eprintln!("--- stdout:\n{}\n--- stderr:\n{}", r.stdout, r.stderr);
+    }
+
+    /// A path inside the store.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    /// Reads a file inside the store as text.
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    /// Writes a file inside the store, as a user's editor would.
+    pub fn write_file(&self, rel: &str, text: &str) {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// Spawns a long-running child with piped stdio.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn memdir")
+    }
+
+    /// The only segment file of a session (panics unless exactly one).
+    pub fn segment_of(&self, session_dir: &str) -> PathBuf {
+        let dir = self.path(&format!("sessions/{session_dir}"));
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1, "segments in {}: {files:?}", dir.display());
+        files[0].clone()
+    }
+
+    /// verify-store must report a clean store.
+    pub fn assert_clean(&self) {
+        let r = self.run(&["verify-store"]);
+        if r.code != 0 {
+            self.dump(&r);
+            panic!("verify-store is not clean");
+        }
+    }
+}
+
+/// Polls `f` until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    f()
+}
+
+/// Relative paths of every file below `root`, excluding `.memdir/`.
+pub fn truth_files(root: &Path) -> Vec<String> {
+    let mut v: Vec<String> = walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".memdir")
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.path().strip_prefix(root).unwrap().display().to_string())
+        .collect();
+    v.sort();
+    v
+}
