@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::service::{
-    self, AppendRequest, FieldList, Memdir, NewChunk, OverviewRequest, ReadRequest, VersionRef,
-    WriteRequest,
+    self, AppendRequest, FieldList, Memdir, NewChunk, OverviewRequest, ReadRequest, SearchRequest,
+    VersionRef, WriteRequest,
 };
 
 /// Largest input read from a file or stdin, in bytes.
@@ -31,6 +31,9 @@ Examples:
   memdir append journal --data '{\"event\": \"deployed\"}' --max-entries 500
   memdir read base --fields name,editor
   memdir history base && memdir diff base --from 1 --to 2 && memdir restore base --version 1
+  memdir search \"connection pool timeout\" --project web --context 2
+  memdir search 'ECONNREFUSED 127.0.0.1:5432' --mode exact
+  memdir reindex
 
 The memory directory is --dir, else $MEMDIR_DIR, else $XDG_DATA_HOME/memdir
 (~/.local/share/memdir). Results are JSON on stdout; errors are JSON on stderr.
@@ -156,8 +159,43 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         keep: usize,
     },
-    /// Check that files, history and ledger agree (read-only); exit 1 when not.
+    /// Check that files, history, ledger and index agree (read-only); exit 1 when not.
     VerifyStore,
+    /// Search session chunks and categories (BM25, exact, or auto).
+    Search(SearchArgs),
+    /// Rebuild the search index from the files; prints the index fingerprint.
+    Reindex,
+}
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// The query; quote it ("...") for an exact phrase
+    query: String,
+    /// auto (default: identifiers and quoted phrases go exact first), bm25, or exact
+    #[arg(long)]
+    mode: Option<String>,
+    #[arg(long, default_value_t = 10)]
+    limit: usize,
+    #[arg(long)]
+    project: Option<String>,
+    #[arg(long = "session")]
+    session_id: Option<String>,
+    #[arg(long)]
+    category: Option<String>,
+    /// chunk or category
+    #[arg(long)]
+    kind: Option<String>,
+    /// RFC 3339 time, date or epoch milliseconds
+    #[arg(long)]
+    since: Option<String>,
+    #[arg(long)]
+    until: Option<String>,
+    /// Neighbouring chunks per side in each hit's context window (0-20)
+    #[arg(long)]
+    context: Option<usize>,
+    /// Full content instead of 500-character excerpts
+    #[arg(long)]
+    full: bool,
 }
 
 #[derive(Args, Debug)]
@@ -382,6 +420,38 @@ pub fn run(cli: Cli) -> Result<(Value, i32)> {
         )?,
         Command::Compact { category, keep } => m.compact(category.as_deref(), keep)?,
         Command::VerifyStore => unreachable!("handled above"),
+        Command::Search(a) => m.search(&SearchRequest {
+            query: a.query,
+            mode: a.mode,
+            limit: a.limit,
+            project: a.project,
+            session_id: a.session_id,
+            category: a.category,
+            kind: a.kind,
+            since: a.since,
+            until: a.until,
+            context: a.context,
+            full: a.full,
+        })?,
+        Command::Reindex => {
+            let tty = std::io::stderr().is_terminal();
+            let bar = |done: u64, total: u64| {
+                if tty && total > 0 {
+                    let pct = (done * 100 / total).min(100);
+                    let filled = (pct / 4) as usize;
+                    eprint!(
+                        "\rreindex [{}{}] {pct:3}%",
+                        "#".repeat(filled),
+                        " ".repeat(25 - filled)
+                    );
+                }
+            };
+            let out = m.reindex(Some(&bar))?;
+            if tty {
+                eprintln!();
+            }
+            out
+        }
     };
     Ok((out, 0))
 }

@@ -18,8 +18,10 @@
 pub mod cli;
 pub mod clock;
 pub mod error;
+pub mod index;
 pub mod ledger;
 pub mod model;
+pub mod search;
 pub mod service;
 pub mod store;
 

@@ -9,10 +9,12 @@
 //! files are only ever replaced by atomic rename or grown by whole lines.
 
 mod category;
+mod search;
 mod session;
 mod verify;
 
 pub use category::*;
+pub use search::*;
 pub use session::*;
 pub use verify::*;
 
@@ -58,6 +60,8 @@ pub struct Memdir {
     layout: Layout,
     actor: String,
     inner: Mutex<Option<Inner>>,
+    index: Mutex<Option<crate::index::SearchIndex>>,
+    last_scan: Mutex<Option<std::time::Instant>>,
 }
 
 pub(crate) struct Inner {
@@ -127,6 +131,8 @@ impl Memdir {
             layout: Layout::new(root),
             actor: default_actor(),
             inner: Mutex::new(None),
+            index: Mutex::new(None),
+            last_scan: Mutex::new(None),
         }
     }
 
@@ -161,6 +167,7 @@ impl Memdir {
             }
         }
         report.adopted = self.scan(inner)?;
+        self.note_scanned();
         Ok(report)
     }
 

@@ -229,7 +229,7 @@ impl Memdir {
                 }
             }
         }
-        let report = json!({
+        let mut report = json!({
             "ok": p.0.is_empty(),
             "exists": true,
             "problems": p.0,
@@ -239,6 +239,7 @@ impl Memdir {
             },
             "files_hash": files_fingerprint(layout)?,
         });
+        self.verify_index(&mut report)?;
         Ok(report)
     }
 }

@@ -3,3 +3,5 @@
 mod util;
 
 mod cli;
+mod concurrency;
+mod crash;

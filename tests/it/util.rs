@@ -252,3 +252,134 @@ pub fn truth_files(root: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for the concurrency and crash tests.
+
+/// What one run of the binary gave, including the signal that killed it (if any).
+pub struct RawRun {
+    pub run: Run,
+    /// The signal that ended the process (`Some(6)` for an abort, `Some(9)` for SIGKILL).
+    pub signal: Option<i32>,
+}
+
+/// Turns a finished child's output into a [`RawRun`].
+pub fn raw_run(cmd: String, out: Output) -> RawRun {
+    use std::os::unix::process::ExitStatusExt;
+    RawRun {
+        signal: out.status.signal(),
+        run: Run {
+            cmd,
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        },
+    }
+}
+
+impl TestEnv {
+    /// Runs with extra environment variables (for this run only) and `input` on stdin; reports
+    /// the exit code and the signal.
+    pub fn run_env(&self, args: &[&str], extra: &[(&str, &str)], input: &[u8]) -> RawRun {
+        let mut c = self.command(args);
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        let mut child = c
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn memdir");
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let out = child.wait_with_output().expect("wait memdir");
+        writer.join().unwrap();
+        let cmd = format!(
+            "{} memdir {}",
+            extra
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            args.join(" ")
+        );
+        raw_run(cmd, out)
+    }
+
+    /// Entries of `.memdir/staging/` (empty when the directory is missing).
+    pub fn staging_entries(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.path(".memdir/staging"))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Every truth file (outside `.memdir/`) with its bytes.
+    pub fn snapshot(&self) -> std::collections::BTreeMap<String, Vec<u8>> {
+        truth_files(&self.dir)
+            .into_iter()
+            .map(|rel| {
+                let bytes = std::fs::read(self.dir.join(&rel)).unwrap();
+                (rel, bytes)
+            })
+            .collect()
+    }
+
+    /// Contents of a session, in position order, checking that positions are exactly
+    /// 0..n-1; an empty list when the session does not exist.
+    pub fn session_contents(&self, session: &str) -> Vec<String> {
+        let r = self.run(&["fetch", session, "--limit", "1000"]);
+        if r.code == 4 {
+            return Vec::new();
+        }
+        if r.code != 0 {
+            self.dump(&r);
+            panic!("`{}` exited {}", r.cmd, r.code);
+        }
+        let v = r.json();
+        let chunks = v["chunks"].as_array().expect("chunks array");
+        assert_eq!(
+            v["total"].as_u64(),
+            Some(chunks.len() as u64),
+            "fetch {session}: more than one page"
+        );
+        chunks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                assert_eq!(
+                    c["position"].as_u64(),
+                    Some(i as u64),
+                    "fetch {session}: positions are not gap-free: {v:#}"
+                );
+                c["content"].as_str().expect("content").to_string()
+            })
+            .collect()
+    }
+}
+
+/// A small deterministic PRNG (splitmix64) for reproducible random schedules.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}

@@ -1,0 +1,566 @@
+//! The search index: two tantivy indexes under `.memdir/index/`, derived from the files.
+//!
+//! - `chunks/`: one document per session chunk. Appends only add documents; a segment file
+//!   changed behind memdir's back is re-read whole (its documents deleted and re-added).
+//! - `categories/`: one document per leaf of a category document, or per log entry. Small and
+//!   rewritten often; after deletions its tantivy segments are merged, so its BM25 statistics
+//!   never count deleted documents.
+//!
+//! Each index records in its commit payload the ledger epoch and change-feed generation it has
+//! absorbed, plus the analyzer and schema version. Anything that does not match is rebuilt.
+//!
+//! Architecture Invariant: nothing here is the only copy of anything. `rm -rf .memdir/index`
+//! loses nothing; the next search or `memdir reindex` rebuilds it from the files.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tantivy::directory::MmapDirectory;
+use tantivy::directory::error::LockError;
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{
+    AsciiFoldingFilter, Language, LowerCaser, RegexTokenizer, RemoveLongFilter, Stemmer,
+    StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError, Term};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Bumped whenever the schema or the way documents are built changes.
+pub const INDEX_SCHEMA_VERSION: u32 = 1;
+
+/// Words: runs of letters, marks and digits; CJK ideographs, kana and emoji one token each, so
+/// text in any script stays findable and CJK substrings become phrases of characters.
+const TOKEN_PATTERN: &str = r"\p{Han}|\p{Hiragana}|\p{Katakana}|\p{Extended_Pictographic}|[[\p{Alphabetic}\p{M}\p{N}]--[\p{Han}\p{Hiragana}\p{Katakana}]]+";
+
+/// The text analyzer: a language's stemmer and stop words, or plain lower-cased words.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnalyzerConfig {
+    /// `english` (default), another Snowball language, or `none`.
+    pub language: String,
+    /// Whether stop words are removed (when the language has a list).
+    pub stop_words: bool,
+}
+
+impl Default for AnalyzerConfig {
+    fn default() -> Self {
+        AnalyzerConfig {
+            language: "english".into(),
+            stop_words: true,
+        }
+    }
+}
+
+fn language(name: &str) -> Option<Language> {
+    Some(match name {
+        "arabic" => Language::Arabic,
+        "danish" => Language::Danish,
+        "dutch" => Language::Dutch,
+        "english" => Language::English,
+        "finnish" => Language::Finnish,
+        "french" => Language::French,
+        "german" => Language::German,
+        "greek" => Language::Greek,
+        "hungarian" => Language::Hungarian,
+        "italian" => Language::Italian,
+        "norwegian" => Language::Norwegian,
+        "portuguese" => Language::Portuguese,
+        "romanian" => Language::Romanian,
+        "russian" => Language::Russian,
+        "spanish" => Language::Spanish,
+        "swedish" => Language::Swedish,
+        "tamil" => Language::Tamil,
+        "turkish" => Language::Turkish,
+        _ => return None,
+    })
+}
+
+impl AnalyzerConfig {
+    /// From `MEMDIR_ANALYZER` (`english`, `french`, ..., `none`; append `-nostop` to keep stop
+    /// words), else the default.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("MEMDIR_ANALYZER") {
+            Ok(v) if !v.trim().is_empty() => AnalyzerConfig::parse(&v),
+            _ => Ok(AnalyzerConfig::default()),
+        }
+    }
+
+    /// Parses `english`, `none`, `german-nostop`, ...
+    pub fn parse(s: &str) -> Result<Self> {
+        let s = s.trim().to_lowercase();
+        let (lang, stop) = match s.strip_suffix("-nostop") {
+            Some(l) => (l.to_string(), false),
+            None => (s.clone(), true),
+        };
+        if lang != "none" && language(&lang).is_none() {
+            return Err(Error::invalid("analyzer", format!("unknown analyzer language {lang:?}"))
+                .hint("use english, french, german, spanish, italian, portuguese, dutch, swedish, norwegian, danish, finnish, russian, hungarian, romanian, turkish, greek, arabic, tamil, or none"));
+        }
+        Ok(AnalyzerConfig {
+            language: lang,
+            stop_words: stop && s != "none",
+        })
+    }
+
+    /// The tokenizer name registered with tantivy; part of the schema, so a change of analyzer
+    /// is a change of schema.
+    pub fn tokenizer_name(&self) -> String {
+        format!(
+            "memdir_{}_{}_v{INDEX_SCHEMA_VERSION}",
+            self.language,
+            if self.stop_words { "stop" } else { "all" }
+        )
+    }
+
+    /// The analyzer for indexed text and BM25 queries.
+    pub fn build(&self) -> Result<TextAnalyzer> {
+        let tok = RegexTokenizer::new(TOKEN_PATTERN)
+            .map_err(|e| Error::internal(format!("tokenizer: {e}")))?;
+        let base = TextAnalyzer::builder(tok)
+            .filter(RemoveLongFilter::limit(80))
+            .filter(LowerCaser)
+            .filter(AsciiFoldingFilter);
+        Ok(match language(&self.language) {
+            None => base.build(),
+            Some(lang) => match StopWordFilter::new(lang).filter(|_| self.stop_words) {
+                Some(stop) => base.filter(stop).filter(Stemmer::new(lang)).build(),
+                None => base.filter(Stemmer::new(lang)).build(),
+            },
+        })
+    }
+}
+
+/// The fields of the chunk index.
+#[derive(Clone, Copy)]
+pub struct ChunkFields {
+    pub content: Field,
+    pub session: Field,
+    pub seg: Field,
+    pub project: Field,
+    pub chunk_id: Field,
+    pub position: Field,
+    pub ts: Field,
+    pub order: Field,
+}
+
+/// The fields of the category index.
+#[derive(Clone, Copy)]
+pub struct CategoryFields {
+    pub content: Field,
+    pub category: Field,
+    pub key_path: Field,
+    pub text: Field,
+    pub hash: Field,
+    pub updated_by: Field,
+    pub ts: Field,
+    pub order: Field,
+}
+
+fn text_options(tokenizer: &str) -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(tokenizer)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    )
+}
+
+fn chunk_schema(tokenizer: &str) -> (Schema, ChunkFields) {
+    let mut sb = Schema::builder();
+    let f = ChunkFields {
+        content: sb.add_text_field("content", text_options(tokenizer).set_stored()),
+        session: sb.add_text_field("session", STRING | STORED),
+        seg: sb.add_text_field("seg", STRING),
+        project: sb.add_text_field("project", STRING | STORED),
+        chunk_id: sb.add_text_field("chunk_id", STRING | STORED),
+        position: sb.add_u64_field("position", INDEXED | FAST | STORED),
+        ts: sb.add_i64_field("ts", INDEXED | FAST | STORED),
+        order: sb.add_u64_field("order", FAST),
+    };
+    (sb.build(), f)
+}
+
+fn category_schema(tokenizer: &str) -> (Schema, CategoryFields) {
+    let mut sb = Schema::builder();
+    let f = CategoryFields {
+        content: sb.add_text_field("content", text_options(tokenizer)),
+        category: sb.add_text_field("category", STRING | STORED),
+        key_path: sb.add_text_field("key_path", STORED),
+        text: sb.add_text_field("text", STORED),
+        hash: sb.add_text_field("hash", STORED),
+        updated_by: sb.add_text_field("updated_by", STORED),
+        ts: sb.add_i64_field("ts", INDEXED | FAST | STORED),
+        order: sb.add_u64_field("order", FAST),
+    };
+    (sb.build(), f)
+}
+
+/// What an index has absorbed, stored as its commit payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Payload {
+    pub schema: u32,
+    pub analyzer: String,
+    /// The ledger epoch the generation counts in.
+    pub epoch: String,
+    /// The last change-feed generation applied.
+    pub generation: i64,
+    /// Fingerprint of the files at the last full build.
+    pub fingerprint: String,
+}
+
+/// A deterministic tie-break key for equal scores.
+pub fn order_key(parts: &[&str]) -> u64 {
+    let mut h = blake3::Hasher::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update(&[0]);
+    }
+    let b = h.finalize();
+    u64::from_be_bytes(
+        b.as_bytes()[..8]
+            .try_into()
+            .expect("invariant: a blake3 hash has 32 bytes"),
+    )
+}
+
+/// One tantivy index with its reader.
+pub struct Part {
+    pub index: Index,
+    pub reader: IndexReader,
+    pub dir: PathBuf,
+}
+
+fn tantivy_err(what: &str, e: TantivyError) -> Error {
+    Error::new(
+        ErrorKind::Unavailable,
+        format!("search index ({what}): {e}"),
+    )
+    .hint("the index is derived state: `memdir reindex` rebuilds it from the files")
+}
+
+impl Part {
+    fn open(dir: &Path, schema: Schema, cfg: &AnalyzerConfig) -> Result<Part> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::from(crate::error::IoError {
+                op: "create directory",
+                path: dir.to_path_buf(),
+                source: e,
+            })
+        })?;
+        let open = |schema: Schema| -> std::result::Result<Index, TantivyError> {
+            let d =
+                MmapDirectory::open(dir).map_err(|e| TantivyError::SystemError(e.to_string()))?;
+            Index::open_or_create(d, schema)
+        };
+        let index = match open(schema.clone()) {
+            Ok(i) => i,
+            Err(_) => {
+                // A different schema or a damaged index: it is derived, so start it afresh.
+                std::fs::remove_dir_all(dir).map_err(|e| {
+                    Error::from(crate::error::IoError {
+                        op: "remove stale index",
+                        path: dir.to_path_buf(),
+                        source: e,
+                    })
+                })?;
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Error::from(crate::error::IoError {
+                        op: "create directory",
+                        path: dir.to_path_buf(),
+                        source: e,
+                    })
+                })?;
+                open(schema).map_err(|e| tantivy_err("create", e))?
+            }
+        };
+        index
+            .tokenizers()
+            .register(&cfg.tokenizer_name(), cfg.build()?);
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| tantivy_err("reader", e))?;
+        Ok(Part {
+            index,
+            reader,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The payload of the last commit.
+    pub fn payload(&self) -> Option<Payload> {
+        let metas = self.index.load_metas().ok()?;
+        serde_json::from_str(metas.payload.as_deref()?).ok()
+    }
+
+    /// A writer, waiting (bounded) while another process holds the index's writer lock.
+    pub fn writer(&self, threads: usize, budget: usize, timeout: Duration) -> Result<IndexWriter> {
+        let start = Instant::now();
+        let mut wait = 1u64;
+        loop {
+            match self
+                .index
+                .writer_with_num_threads::<TantivyDocument>(threads, budget)
+            {
+                Ok(w) => return Ok(w),
+                Err(TantivyError::LockFailure(LockError::LockBusy, _)) => {
+                    if start.elapsed() > timeout {
+                        return Err(Error::new(
+                            ErrorKind::Busy,
+                            "search index busy: another memdir process is updating it",
+                        )
+                        .hint("retry in a moment")
+                        .detail("retry_after_ms", Value::from(250)));
+                    }
+                    std::thread::sleep(Duration::from_millis(wait));
+                    wait = (wait * 2).min(20);
+                }
+                Err(e) => return Err(tantivy_err("writer", e)),
+            }
+        }
+    }
+
+    /// Commits with `payload`, merges segments holding deletions when that is cheap, and
+    /// reloads the reader.
+    pub fn commit(
+        &self,
+        mut writer: IndexWriter,
+        payload: &Payload,
+        merge_deletes_up_to: u32,
+    ) -> Result<()> {
+        let mut prepared = writer
+            .prepare_commit()
+            .map_err(|e| tantivy_err("commit", e))?;
+        prepared
+            .set_payload(&serde_json::to_string(payload).expect("invariant: payload serializes"));
+        prepared.commit().map_err(|e| tantivy_err("commit", e))?;
+        let metas = self
+            .index
+            .searchable_segment_metas()
+            .map_err(|e| tantivy_err("segments", e))?;
+        let with_deletes: Vec<_> = metas
+            .iter()
+            .filter(|m| m.num_deleted_docs() > 0)
+            .map(|m| (m.id(), m.max_doc()))
+            .collect();
+        let docs: u32 = with_deletes.iter().map(|(_, n)| n).sum();
+        if !with_deletes.is_empty() && docs <= merge_deletes_up_to {
+            // BM25 statistics count deleted documents until a merge drops them; merging keeps
+            // scores identical to those of a clean rebuild.
+            let ids: Vec<_> = with_deletes.iter().map(|(id, _)| *id).collect();
+            writer
+                .merge(&ids)
+                .wait()
+                .map_err(|e| tantivy_err("merge", e))?;
+        }
+        writer
+            .wait_merging_threads()
+            .map_err(|e| tantivy_err("merge", e))?;
+        self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
+        Ok(())
+    }
+}
+
+/// Both indexes.
+pub struct SearchIndex {
+    pub cfg: AnalyzerConfig,
+    pub chunks: Part,
+    pub chunk_fields: ChunkFields,
+    pub categories: Part,
+    pub category_fields: CategoryFields,
+}
+
+impl SearchIndex {
+    /// Opens (creating if needed) the indexes under `dir`.
+    pub fn open(dir: &Path, cfg: AnalyzerConfig) -> Result<SearchIndex> {
+        let tok = cfg.tokenizer_name();
+        let (cs, chunk_fields) = chunk_schema(&tok);
+        let (gs, category_fields) = category_schema(&tok);
+        let chunks = Part::open(&dir.join("chunks"), cs, &cfg)?;
+        let categories = Part::open(&dir.join("categories"), gs, &cfg)?;
+        Ok(SearchIndex {
+            cfg,
+            chunks,
+            chunk_fields,
+            categories,
+            category_fields,
+        })
+    }
+
+    /// Whether both indexes' directories still exist (someone may `rm -rf` them).
+    pub fn present(&self) -> bool {
+        self.chunks.dir.join("meta.json").exists() && self.categories.dir.join("meta.json").exists()
+    }
+
+    /// The analyzer with which queries are tokenized.
+    pub fn analyzer(&self) -> Result<TextAnalyzer> {
+        self.cfg.build()
+    }
+
+    /// A chunk document.
+    pub fn chunk_doc(
+        &self,
+        rel: &str,
+        c: &crate::model::ChunkRecord,
+        position: u64,
+    ) -> TantivyDocument {
+        let f = &self.chunk_fields;
+        let mut d = TantivyDocument::default();
+        d.add_text(f.content, &c.content);
+        d.add_text(f.session, &c.session_id);
+        d.add_text(f.seg, rel);
+        d.add_text(f.project, &c.project);
+        d.add_text(f.chunk_id, c.chunk_id());
+        d.add_u64(f.position, position);
+        d.add_i64(f.ts, crate::clock::parse_time(&c.ts).unwrap_or(0));
+        d.add_u64(f.order, order_key(&[&c.session_id, &c.chunk_id()]));
+        d
+    }
+
+    /// The documents of one category: a leaf each, or an entry each for a log.
+    pub fn category_docs(
+        &self,
+        name: &str,
+        content: &Value,
+        hash: &str,
+        updated_at: &str,
+        updated_by: &str,
+    ) -> Vec<TantivyDocument> {
+        let f = &self.category_fields;
+        let ts = crate::clock::parse_time(updated_at).unwrap_or(0);
+        let mut out = Vec::new();
+        let mut push = |key_path: String, text: String, ts: i64| {
+            if text.trim().is_empty() {
+                return;
+            }
+            let mut d = TantivyDocument::default();
+            let words = key_path.replace(['.', '[', ']', '_', '-'], " ");
+            d.add_text(f.content, format!("{name} {words}\n{text}"));
+            d.add_text(f.category, name);
+            d.add_text(f.key_path, &key_path);
+            d.add_text(f.text, &text);
+            d.add_text(f.hash, hash);
+            d.add_text(f.updated_by, updated_by);
+            d.add_i64(f.ts, ts);
+            d.add_u64(f.order, order_key(&[name, &key_path]));
+            out.push(d);
+        };
+        if crate::model::CategoryKind::of(content) == crate::model::CategoryKind::Log {
+            for e in content
+                .get("entries")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let id = e.get("id").and_then(Value::as_str).unwrap_or("");
+                let ets = e
+                    .get("ts")
+                    .and_then(Value::as_str)
+                    .and_then(crate::clock::parse_time)
+                    .unwrap_or(ts);
+                let mut lines = Vec::new();
+                flatten("", e.get("data").unwrap_or(&Value::Null), &mut |k, v| {
+                    lines.push(if k.is_empty() { v } else { format!("{k}: {v}") })
+                });
+                push(format!("entries[{id}]"), lines.join("\n"), ets);
+            }
+        } else {
+            flatten("", content, &mut |k, v| push(k, v, ts));
+        }
+        out
+    }
+}
+
+/// Calls `f(key_path, text)` for every scalar leaf of `v`.
+pub fn flatten(prefix: &str, v: &Value, f: &mut dyn FnMut(String, String)) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&p, x, f);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                flatten(&format!("{prefix}[{i}]"), x, f);
+            }
+        }
+        Value::String(s) => f(prefix.to_string(), s.clone()),
+        Value::Null => {}
+        other => f(prefix.to_string(), other.to_string()),
+    }
+}
+
+/// The term that names all documents of one segment file.
+pub fn seg_term(idx: &SearchIndex, rel: &str) -> Term {
+    Term::from_field_text(idx.chunk_fields.seg, rel)
+}
+
+/// The term that names all documents of one session.
+pub fn session_term(idx: &SearchIndex, session_id: &str) -> Term {
+    Term::from_field_text(idx.chunk_fields.session, session_id)
+}
+
+/// The term that names all documents of one category.
+pub fn category_term(idx: &SearchIndex, name: &str) -> Term {
+    Term::from_field_text(idx.category_fields.category, name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tantivy::tokenizer::TokenStream;
+
+    fn tokens(cfg: &AnalyzerConfig, s: &str) -> Vec<String> {
+        let mut a = cfg.build().unwrap();
+        let mut ts = a.token_stream(s);
+        let mut out = Vec::new();
+        while let Some(t) = ts.next() {
+            out.push(t.text.clone());
+        }
+        out
+    }
+
+    #[test]
+    fn english_stems_and_drops_stop_words() {
+        let cfg = AnalyzerConfig::default();
+        assert_eq!(
+            tokens(&cfg, "The pools were timing out"),
+            vec!["pool", "were", "time", "out"]
+        );
+        assert_eq!(
+            tokens(&cfg, "max_size=10 at 127.0.0.1:5432"),
+            vec!["max", "size", "10", "127", "0", "0", "1", "5432"]
+        );
+    }
+
+    #[test]
+    fn any_script_stays_findable() {
+        let cfg = AnalyzerConfig::parse("none").unwrap();
+        assert_eq!(tokens(&cfg, "東京大学"), vec!["東", "京", "大", "学"]);
+        assert_eq!(tokens(&cfg, "café déjà vu"), vec!["cafe", "deja", "vu"]);
+        assert_eq!(
+            tokens(&cfg, "ship it 🚀 now"),
+            vec!["ship", "it", "🚀", "now"]
+        );
+        assert_eq!(tokens(&cfg, "Привет мир"), vec!["привет", "мир"]);
+    }
+
+    #[test]
+    fn analyzer_config_parses() {
+        assert_eq!(
+            AnalyzerConfig::parse("English").unwrap(),
+            AnalyzerConfig::default()
+        );
+        assert!(!AnalyzerConfig::parse("german-nostop").unwrap().stop_words);
+        assert!(AnalyzerConfig::parse("klingon").is_err());
+    }
+}

@@ -1,0 +1,764 @@
+//! Query planning and execution over the [`SearchIndex`]: auto, BM25 and exact modes, filters,
+//! score propagation within a session, context windows and result shaping.
+//!
+//! Architecture Invariant: every engine and every fallback applies the same [`Filters`], as
+//! zero-scoring required clauses, so a filter never changes a score.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tantivy::collector::TopDocs;
+use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue};
+use tantivy::query::{
+    BooleanQuery, ConstScoreQuery, EmptyQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
+};
+use tantivy::schema::{Field, IndexRecordOption, Value as _};
+use tantivy::tokenizer::TokenStream;
+use tantivy::{DocAddress, Order, Score, Searcher, TantivyDocument, Term};
+
+use crate::error::{Error, Result};
+use crate::index::SearchIndex;
+
+/// Longest query, in characters; longer ones are an `invalid` error.
+pub const MAX_QUERY_CHARS: usize = 10_000;
+/// Default number of neighbours per side in a context window.
+pub const DEFAULT_CONTEXT: usize = 3;
+/// Most neighbours per side.
+pub const MAX_CONTEXT: usize = 20;
+/// Default characters of content per row before truncation.
+pub const DEFAULT_MAX_CHARS: usize = 500;
+
+/// Which engine to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Identifier-like or quoted queries go to exact first, then BM25.
+    #[default]
+    Auto,
+    Bm25,
+    Exact,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Result<Mode> {
+        match s {
+            "auto" => Ok(Mode::Auto),
+            "bm25" | "fts" | "keyword" => Ok(Mode::Bm25),
+            "exact" => Ok(Mode::Exact),
+            _ => Err(Error::invalid(
+                "mode",
+                format!("mode must be auto, bm25 or exact; got {s:?}"),
+            )),
+        }
+    }
+}
+
+/// Which kinds of memory to search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Chunk,
+    Category,
+}
+
+impl Kind {
+    pub fn parse(s: &str) -> Result<Kind> {
+        match s {
+            "chunk" | "chunks" | "session" => Ok(Kind::Chunk),
+            "category" | "categories" => Ok(Kind::Category),
+            _ => Err(Error::invalid(
+                "kind",
+                format!("kind must be chunk or category; got {s:?}"),
+            )),
+        }
+    }
+}
+
+/// Filters every engine honours.
+#[derive(Clone, Debug, Default)]
+pub struct Filters {
+    pub project: Option<String>,
+    pub session_id: Option<String>,
+    pub category: Option<String>,
+    pub kind: Option<Kind>,
+    /// Inclusive lower bound, ms since the epoch.
+    pub since: Option<i64>,
+    /// Inclusive upper bound, ms since the epoch.
+    pub until: Option<i64>,
+}
+
+impl Filters {
+    fn wants_chunks(&self) -> bool {
+        self.kind != Some(Kind::Category) && self.category.is_none()
+    }
+    fn wants_categories(&self) -> bool {
+        self.kind != Some(Kind::Chunk) && self.project.is_none() && self.session_id.is_none()
+    }
+}
+
+/// A planned search.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub query: String,
+    pub mode: Mode,
+    pub limit: usize,
+    pub filters: Filters,
+    pub context: usize,
+    /// Characters of content per row; `None` for full text.
+    pub max_chars: Option<usize>,
+    /// Weight of a neighbour's score added to a chunk (0 disables propagation).
+    pub propagation: f32,
+}
+
+/// Score propagation weight: a chunk gains this share of the best BM25 score of its direct
+/// neighbours in the same session (chat answers often sit next to the turn that matches).
+pub const DEFAULT_PROPAGATION: f32 = 0.3;
+
+/// One hit before shaping.
+#[derive(Clone, Debug)]
+enum Hit {
+    Chunk {
+        addr: Option<DocAddress>,
+        session: String,
+        position: u64,
+        score: f32,
+        order: u64,
+    },
+    Category {
+        addr: DocAddress,
+        score: f32,
+        order: u64,
+    },
+}
+
+impl Hit {
+    fn score(&self) -> f32 {
+        match self {
+            Hit::Chunk { score, .. } | Hit::Category { score, .. } => *score,
+        }
+    }
+    fn order(&self) -> u64 {
+        match self {
+            Hit::Chunk { order, .. } | Hit::Category { order, .. } => *order,
+        }
+    }
+}
+
+fn sort_hits(hits: &mut [Hit]) {
+    hits.sort_by(|a, b| {
+        b.score()
+            .total_cmp(&a.score())
+            .then(a.order().cmp(&b.order()))
+    });
+}
+
+/// Query words with their positions, as the index analyzed them.
+fn analyze(idx: &SearchIndex, text: &str) -> Result<Vec<(usize, String)>> {
+    let mut a = idx.analyzer()?;
+    let mut ts = a.token_stream(text);
+    let mut out = Vec::new();
+    while let Some(t) = ts.next() {
+        out.push((t.position, t.text.clone()));
+    }
+    Ok(out)
+}
+
+/// Whether a query looks like an identifier, path, error code or code fragment.
+pub fn is_identifier_like(q: &str) -> bool {
+    let q = q.trim();
+    if q.len() >= 2 && q.starts_with('"') && q.ends_with('"') {
+        return true;
+    }
+    q.split_whitespace().any(|w| {
+        let inner = w.trim_matches(|c: char| matches!(c, ',' | '?' | '!' | '.' | ';' | '(' | ')'));
+        let has_sym = inner.chars().any(|c| {
+            matches!(
+                c,
+                '_' | '='
+                    | ':'
+                    | '/'
+                    | '\\'
+                    | '.'
+                    | '@'
+                    | '#'
+                    | '$'
+                    | '%'
+                    | '<'
+                    | '>'
+                    | '{'
+                    | '}'
+                    | '['
+                    | ']'
+                    | '|'
+                    | '&'
+                    | '*'
+                    | '~'
+                    | '`'
+            )
+        });
+        let has_digit = inner.chars().any(|c| c.is_ascii_digit());
+        let has_alpha = inner.chars().any(|c| c.is_alphabetic());
+        let camel = inner.chars().skip(1).any(|c| c.is_uppercase())
+            && inner.chars().any(|c| c.is_lowercase());
+        let shout = inner.len() >= 4
+            && inner
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+            && has_alpha;
+        (has_sym && inner.len() > 1) || (has_digit && has_alpha) || camel || shout
+    })
+}
+
+fn filter_clauses(
+    f: &Filters,
+    session: Option<Field>,
+    project: Option<Field>,
+    category: Option<Field>,
+    ts: Field,
+) -> Vec<(Occur, Box<dyn Query>)> {
+    let mut out: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut push = |q: Box<dyn Query>| {
+        out.push((
+            Occur::Must,
+            Box::new(ConstScoreQuery::new(q, 0.0)) as Box<dyn Query>,
+        ))
+    };
+    if let (Some(s), Some(field)) = (&f.session_id, session) {
+        push(Box::new(TermQuery::new(
+            Term::from_field_text(field, s),
+            IndexRecordOption::Basic,
+        )));
+    }
+    if let (Some(p), Some(field)) = (&f.project, project) {
+        push(Box::new(TermQuery::new(
+            Term::from_field_text(field, p),
+            IndexRecordOption::Basic,
+        )));
+    }
+    if let (Some(c), Some(field)) = (&f.category, category) {
+        push(Box::new(TermQuery::new(
+            Term::from_field_text(field, c),
+            IndexRecordOption::Basic,
+        )));
+    }
+    if f.since.is_some() || f.until.is_some() {
+        let lo = f
+            .since
+            .map(|v| Bound::Included(Term::from_field_i64(ts, v)))
+            .unwrap_or(Bound::Unbounded);
+        let hi = f
+            .until
+            .map(|v| Bound::Included(Term::from_field_i64(ts, v)))
+            .unwrap_or(Bound::Unbounded);
+        push(Box::new(RangeQuery::new(lo, hi)));
+    }
+    out
+}
+
+fn with_filters(text: Box<dyn Query>, filters: Vec<(Occur, Box<dyn Query>)>) -> Box<dyn Query> {
+    if filters.is_empty() {
+        return text;
+    }
+    let mut clauses = vec![(Occur::Must, text)];
+    clauses.extend(filters);
+    Box::new(BooleanQuery::new(clauses))
+}
+
+fn bm25_text_query(field: Field, words: &[(usize, String)]) -> Box<dyn Query> {
+    let mut seen = Vec::new();
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    for (_, w) in words {
+        if seen.contains(w) {
+            continue;
+        }
+        seen.push(w.clone());
+        clauses.push((
+            Occur::Should,
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, w),
+                IndexRecordOption::WithFreqs,
+            )),
+        ));
+    }
+    if clauses.is_empty() {
+        return Box::new(EmptyQuery);
+    }
+    Box::new(BooleanQuery::new(clauses))
+}
+
+fn phrase_query(field: Field, words: &[(usize, String)]) -> Box<dyn Query> {
+    match words.len() {
+        0 => Box::new(EmptyQuery),
+        1 => Box::new(TermQuery::new(
+            Term::from_field_text(field, &words[0].1),
+            IndexRecordOption::WithFreqs,
+        )),
+        _ => {
+            let base = words[0].0;
+            Box::new(PhraseQuery::new_with_offset(
+                words
+                    .iter()
+                    .map(|(p, w)| (p - base, Term::from_field_text(field, w)))
+                    .collect(),
+            ))
+        }
+    }
+}
+
+fn top(
+    searcher: &Searcher,
+    q: &dyn Query,
+    limit: usize,
+    offset: usize,
+) -> Result<Vec<(f32, u64, DocAddress)>> {
+    let collector = TopDocs::with_limit(limit).and_offset(offset).order_by((
+        (SortBySimilarityScore, Order::Desc),
+        (SortByStaticFastValue::<u64>::for_field("order"), Order::Asc),
+    ));
+    let hits: Vec<((Score, Option<u64>), DocAddress)> = searcher
+        .search(q, &collector)
+        .map_err(|e| Error::internal(format!("search: {e}")))?;
+    Ok(hits
+        .into_iter()
+        .map(|((s, o), a)| (s, o.unwrap_or(u64::MAX), a))
+        .collect())
+}
+
+fn doc(searcher: &Searcher, addr: DocAddress) -> Result<TantivyDocument> {
+    searcher
+        .doc(addr)
+        .map_err(|e| Error::internal(format!("stored document: {e}")))
+}
+
+fn get_str(d: &TantivyDocument, f: Field) -> String {
+    d.get_first(f)
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn get_u64(d: &TantivyDocument, f: Field) -> u64 {
+    d.get_first(f).and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
+fn get_i64(d: &TantivyDocument, f: Field) -> i64 {
+    d.get_first(f).and_then(|v| v.as_i64()).unwrap_or(0)
+}
+
+/// Results of one search, shaped.
+pub struct Outcome {
+    pub engine: &'static str,
+    pub results: Vec<Value>,
+    pub notes: Vec<String>,
+}
+
+fn truncate(s: &str, max: Option<usize>) -> (String, bool) {
+    match max {
+        Some(m) if s.chars().count() > m => (s.chars().take(m).collect(), true),
+        _ => (s.to_string(), false),
+    }
+}
+
+/// Runs a search.
+pub fn run(idx: &SearchIndex, req: &Request) -> Result<Outcome> {
+    let q = req.query.trim();
+    if q.chars().count() > MAX_QUERY_CHARS {
+        return Err(Error::too_large(
+            "query",
+            q.chars().count(),
+            MAX_QUERY_CHARS,
+            "characters",
+        ));
+    }
+    if q.is_empty() {
+        return Ok(Outcome {
+            engine: "empty",
+            results: Vec::new(),
+            notes: Vec::new(),
+        });
+    }
+    let mut notes = Vec::new();
+    let quoted = q.len() >= 2 && q.starts_with('"') && q.ends_with('"');
+    let literal = if quoted { &q[1..q.len() - 1] } else { q };
+    let (hits, engine) = match req.mode {
+        Mode::Exact => (exact(idx, literal, req, &mut notes)?, "exact"),
+        Mode::Bm25 => (bm25(idx, q, req)?, "bm25"),
+        Mode::Auto => {
+            if quoted || is_identifier_like(q) {
+                let hits = exact(idx, literal, req, &mut notes)?;
+                if hits.is_empty() {
+                    notes.push("no exact match; answered by BM25".to_string());
+                    (bm25(idx, literal, req)?, "bm25")
+                } else {
+                    (hits, "exact")
+                }
+            } else {
+                (bm25(idx, q, req)?, "bm25")
+            }
+        }
+    };
+    let results = shape(idx, &hits, req)?;
+    Ok(Outcome {
+        engine,
+        results,
+        notes,
+    })
+}
+
+fn bm25(idx: &SearchIndex, text: &str, req: &Request) -> Result<Vec<Hit>> {
+    let words = analyze(idx, text)?;
+    if words.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut hits = Vec::new();
+    let pool = (req.limit * 4).max(50);
+    if req.filters.wants_chunks() {
+        let f = &idx.chunk_fields;
+        let s = idx.chunks.reader.searcher();
+        let query = with_filters(
+            bm25_text_query(f.content, &words),
+            filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
+        );
+        let mut chunk_hits = Vec::new();
+        for (score, order, addr) in top(&s, query.as_ref(), pool, 0)? {
+            let d = doc(&s, addr)?;
+            chunk_hits.push(Hit::Chunk {
+                addr: Some(addr),
+                session: get_str(&d, f.session),
+                position: get_u64(&d, f.position),
+                score,
+                order,
+            });
+        }
+        if req.propagation > 0.0 {
+            chunk_hits = propagate(idx, &s, chunk_hits, req)?;
+        }
+        hits.extend(chunk_hits);
+    }
+    if req.filters.wants_categories() {
+        let f = &idx.category_fields;
+        let s = idx.categories.reader.searcher();
+        let query = with_filters(
+            bm25_text_query(f.content, &words),
+            filter_clauses(&req.filters, None, None, Some(f.category), f.ts),
+        );
+        for (score, order, addr) in top(&s, query.as_ref(), req.limit, 0)? {
+            hits.push(Hit::Category { addr, score, order });
+        }
+    }
+    sort_hits(&mut hits);
+    hits.truncate(req.limit);
+    Ok(hits)
+}
+
+/// Adds to each chunk a share of its direct neighbours' scores, so a turn next to the one that
+/// matches the words can rank; neighbours outside the pool join it. Filters still hold: a
+/// joining neighbour must pass them.
+fn propagate(idx: &SearchIndex, s: &Searcher, hits: Vec<Hit>, req: &Request) -> Result<Vec<Hit>> {
+    let mut base: HashMap<(String, u64), (f32, Option<DocAddress>, u64)> = HashMap::new();
+    for h in &hits {
+        if let Hit::Chunk {
+            session,
+            position,
+            score,
+            addr,
+            order,
+        } = h
+        {
+            base.insert((session.clone(), *position), (*score, *addr, *order));
+        }
+    }
+    let mut bonus: BTreeMap<(String, u64), f32> = BTreeMap::new();
+    for ((session, position), (score, _, _)) in &base {
+        for n in [position.checked_sub(1), position.checked_add(1)]
+            .into_iter()
+            .flatten()
+        {
+            let e = bonus.entry((session.clone(), n)).or_insert(0.0);
+            *e = e.max(*score);
+        }
+    }
+    let mut out = Vec::new();
+    let f = &idx.chunk_fields;
+    for ((session, position), best) in &bonus {
+        let add = req.propagation * best;
+        if let Some((score, addr, order)) = base.get(&(session.clone(), *position)) {
+            out.push(Hit::Chunk {
+                addr: *addr,
+                session: session.clone(),
+                position: *position,
+                score: score + add,
+                order: *order,
+            });
+        } else if let Some((addr, d)) = chunk_at(idx, s, session, *position, &req.filters)? {
+            let order = crate::index::order_key(&[session, &get_str(&d, f.chunk_id)]);
+            out.push(Hit::Chunk {
+                addr: Some(addr),
+                session: session.clone(),
+                position: *position,
+                score: add,
+                order,
+            });
+        }
+    }
+    for ((session, position), (score, addr, order)) in base {
+        if !bonus.contains_key(&(session.clone(), position)) {
+            out.push(Hit::Chunk {
+                addr,
+                session,
+                position,
+                score,
+                order,
+            });
+        }
+    }
+    sort_hits(&mut out);
+    Ok(out)
+}
+
+fn chunk_at(
+    idx: &SearchIndex,
+    s: &Searcher,
+    session: &str,
+    position: u64,
+    filters: &Filters,
+) -> Result<Option<(DocAddress, TantivyDocument)>> {
+    let f = &idx.chunk_fields;
+    let q = with_filters(
+        Box::new(BooleanQuery::new(vec![
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(f.session, session),
+                    IndexRecordOption::Basic,
+                )) as Box<dyn Query>,
+            ),
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    Term::from_field_u64(f.position, position),
+                    IndexRecordOption::Basic,
+                )),
+            ),
+        ])),
+        filter_clauses(filters, Some(f.session), Some(f.project), None, f.ts),
+    );
+    match top(s, q.as_ref(), 1, 0)?.into_iter().next() {
+        Some((_, _, addr)) => Ok(Some((addr, doc(s, addr)?))),
+        None => Ok(None),
+    }
+}
+
+/// Exact: the index narrows candidates by the phrase of the query's words; the stored text
+/// verifies the literal, byte for byte. No false positives.
+fn exact(
+    idx: &SearchIndex,
+    literal: &str,
+    req: &Request,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Hit>> {
+    let words = analyze(idx, literal)?;
+    if words.is_empty() || literal.is_empty() {
+        notes.push("the query has no indexable words for exact search".to_string());
+        return Ok(Vec::new());
+    }
+    const PAGE: usize = 256;
+    const MAX_CANDIDATES: usize = 20_000;
+    let mut hits = Vec::new();
+    if req.filters.wants_chunks() {
+        let f = &idx.chunk_fields;
+        let s = idx.chunks.reader.searcher();
+        let q = with_filters(
+            phrase_query(f.content, &words),
+            filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
+        );
+        let mut offset = 0;
+        let mut found = 0;
+        loop {
+            let page = top(&s, q.as_ref(), PAGE, offset)?;
+            for (score, order, addr) in &page {
+                let d = doc(&s, *addr)?;
+                if get_str(&d, f.content).contains(literal) {
+                    hits.push(Hit::Chunk {
+                        addr: Some(*addr),
+                        session: get_str(&d, f.session),
+                        position: get_u64(&d, f.position),
+                        score: *score,
+                        order: *order,
+                    });
+                    found += 1;
+                }
+            }
+            offset += page.len();
+            if page.len() < PAGE || found >= req.limit {
+                break;
+            }
+            if offset >= MAX_CANDIDATES {
+                notes.push(format!(
+                    "exact search verified the best {MAX_CANDIDATES} candidates only"
+                ));
+                break;
+            }
+        }
+    }
+    if req.filters.wants_categories() {
+        let f = &idx.category_fields;
+        let s = idx.categories.reader.searcher();
+        let q = with_filters(
+            phrase_query(f.content, &words),
+            filter_clauses(&req.filters, None, None, Some(f.category), f.ts),
+        );
+        for (score, order, addr) in top(&s, q.as_ref(), MAX_CANDIDATES, 0)? {
+            let d = doc(&s, addr)?;
+            if get_str(&d, f.text).contains(literal) {
+                hits.push(Hit::Category { addr, score, order });
+                if hits.len() >= req.limit * 2 {
+                    break;
+                }
+            }
+        }
+    }
+    sort_hits(&mut hits);
+    hits.truncate(req.limit);
+    Ok(hits)
+}
+
+/// The context window of a chunk: up to `n` neighbours per side from its own session.
+pub fn window(
+    idx: &SearchIndex,
+    s: &Searcher,
+    session: &str,
+    position: u64,
+    n: usize,
+    max_chars: Option<usize>,
+) -> Result<Vec<Value>> {
+    let f = &idx.chunk_fields;
+    let lo = position.saturating_sub(n as u64);
+    let hi = position + n as u64;
+    let q = BooleanQuery::new(vec![
+        (
+            Occur::Must,
+            Box::new(TermQuery::new(
+                Term::from_field_text(f.session, session),
+                IndexRecordOption::Basic,
+            )) as Box<dyn Query>,
+        ),
+        (
+            Occur::Must,
+            Box::new(RangeQuery::new(
+                Bound::Included(Term::from_field_u64(f.position, lo)),
+                Bound::Included(Term::from_field_u64(f.position, hi)),
+            )),
+        ),
+    ]);
+    let mut rows: Vec<(u64, Value)> = Vec::new();
+    for (_, _, addr) in top(s, &q, 2 * n + 1, 0)? {
+        let d = doc(s, addr)?;
+        let p = get_u64(&d, f.position);
+        let (content, truncated) = truncate(&get_str(&d, f.content), max_chars);
+        let mut row =
+            json!({"position": p, "content": content, "chunk_id": get_str(&d, f.chunk_id)});
+        if p == position {
+            row["hit"] = Value::Bool(true);
+        }
+        if truncated {
+            row["truncated"] = Value::Bool(true);
+        }
+        rows.push((p, row));
+    }
+    rows.sort_by_key(|(p, _)| *p);
+    Ok(rows.into_iter().map(|(_, v)| v).collect())
+}
+
+fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<Value>> {
+    let cs = idx.chunks.reader.searcher();
+    let gs = idx.categories.reader.searcher();
+    let mut out = Vec::with_capacity(hits.len());
+    for h in hits {
+        match h {
+            Hit::Chunk {
+                addr,
+                session,
+                position,
+                score,
+                ..
+            } => {
+                let f = &idx.chunk_fields;
+                let d = match addr {
+                    Some(a) => doc(&cs, *a)?,
+                    None => continue,
+                };
+                let (content, truncated) = truncate(&get_str(&d, f.content), req.max_chars);
+                let context = if req.context > 0 {
+                    window(idx, &cs, session, *position, req.context, req.max_chars)?
+                } else {
+                    Vec::new()
+                };
+                let mut row = json!({
+                    "kind": "chunk",
+                    "session_id": session,
+                    "position": position,
+                    "chunk_id": get_str(&d, f.chunk_id),
+                    "project": get_str(&d, f.project),
+                    "ts": crate::clock::rfc3339(get_i64(&d, f.ts)),
+                    "content": content,
+                    "score": score,
+                    "context": context,
+                });
+                if truncated {
+                    row["truncated"] = Value::Bool(true);
+                }
+                out.push(row);
+            }
+            Hit::Category { addr, score, .. } => {
+                let f = &idx.category_fields;
+                let d = doc(&gs, *addr)?;
+                let (text, truncated) = truncate(&get_str(&d, f.text), req.max_chars);
+                let mut row = json!({
+                    "kind": "category",
+                    "category": get_str(&d, f.category),
+                    "key_path": get_str(&d, f.key_path),
+                    "content": text,
+                    "score": score,
+                    "hash": get_str(&d, f.hash),
+                    "updated_at": crate::clock::rfc3339(get_i64(&d, f.ts)),
+                    "updated_by": get_str(&d, f.updated_by),
+                });
+                if truncated {
+                    row["truncated"] = Value::Bool(true);
+                }
+                out.push(row);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifier_like_queries_route_to_exact() {
+        for q in [
+            "ECONNREFUSED 127.0.0.1:5432",
+            "max_size=10",
+            "src/main.rs",
+            "\"exact phrase\"",
+            "getUserById",
+            "E0382",
+            "HTTP 503",
+        ] {
+            assert!(is_identifier_like(q), "{q}");
+        }
+        for q in [
+            "what did we decide about the database",
+            "postgres pool timeout",
+            "Why?",
+        ] {
+            assert!(!is_identifier_like(q), "{q}");
+        }
+    }
+}

@@ -1,0 +1,701 @@
+//! Search over the derived index, and keeping that index caught up with the files.
+//!
+//! Who writes the index, and when: nobody on the write path. A write records a change in the
+//! ledger's change feed and returns. Before answering, a search compares the feed's generation
+//! with the generation each index recorded at its last commit; if the index is behind, that
+//! process catches it up: it takes the index's writer lock (tantivy's, one writer at a time,
+//! waiting with a deadline), snapshots the generation and segment lengths under the store lock
+//! (a few `stat`s), reads the new bytes without the store lock, indexes them, and commits with
+//! the new generation as payload. A process that finds the writer lock taken waits, then
+//! re-checks: usually the other process has done the work.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tantivy::IndexWriter;
+use tantivy::collector::Count;
+use tantivy::query::TermQuery;
+use tantivy::schema::IndexRecordOption;
+
+use super::{Inner, Memdir, Sync, check_limit};
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::index::{
+    AnalyzerConfig, INDEX_SCHEMA_VERSION, Payload, SearchIndex, category_term, seg_term,
+    session_term,
+};
+use crate::model::{CategoryName, ChunkRecord};
+use crate::search::{self, Filters, Kind, Mode};
+use crate::store::{self, Layout, segment};
+
+/// Parameters of a search, as every surface passes them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub category: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub since: Option<String>,
+    #[serde(default)]
+    pub until: Option<String>,
+    #[serde(default)]
+    pub context: Option<usize>,
+    #[serde(default)]
+    pub full: bool,
+}
+
+fn default_limit() -> usize {
+    5
+}
+
+impl SearchRequest {
+    /// A request for `query` with every option at its default.
+    pub fn new(query: &str) -> Self {
+        SearchRequest {
+            query: query.to_string(),
+            mode: None,
+            limit: default_limit(),
+            project: None,
+            session_id: None,
+            category: None,
+            kind: None,
+            since: None,
+            until: None,
+            context: None,
+            full: false,
+        }
+    }
+
+    fn plan(&self) -> Result<search::Request> {
+        check_limit("limit", self.limit)?;
+        let context = self.context.unwrap_or(search::DEFAULT_CONTEXT);
+        if context > search::MAX_CONTEXT {
+            return Err(Error::invalid(
+                "context",
+                format!(
+                    "context must be between 0 and {}; got {context}",
+                    search::MAX_CONTEXT
+                ),
+            ));
+        }
+        let time = |field: &str, v: &Option<String>| -> Result<Option<i64>> {
+            match v.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+                None => Ok(None),
+                Some(s) => clock::parse_time(s).map(Some).ok_or_else(|| {
+                    Error::invalid(field, format!("{field} {s:?} is not a time: use RFC 3339 (2026-11-29T10:00:00Z), a date (2026-11-29) or epoch milliseconds"))
+                }),
+            }
+        };
+        let nonempty = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+        let mut until = time("until", &self.until)?;
+        if let (Some(u), Some(s)) = (until, self.until.as_deref())
+            && s.trim().len() == 10
+        {
+            // A bare date as upper bound means the whole of that day.
+            until = Some(u + 86_400_000 - 1);
+        }
+        Ok(search::Request {
+            query: self.query.clone(),
+            mode: match self.mode.as_deref() {
+                None | Some("") => Mode::Auto,
+                Some(m) => Mode::parse(m)?,
+            },
+            limit: self.limit,
+            filters: Filters {
+                project: nonempty(&self.project),
+                session_id: nonempty(&self.session_id),
+                category: nonempty(&self.category),
+                kind: nonempty(&self.kind).map(|k| Kind::parse(&k)).transpose()?,
+                since: time("since", &self.since)?,
+                until,
+            },
+            context,
+            max_chars: if self.full {
+                None
+            } else {
+                Some(search::DEFAULT_MAX_CHARS)
+            },
+            propagation: std::env::var("MEMDIR_PROPAGATION")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(search::DEFAULT_PROPAGATION),
+        })
+    }
+}
+
+/// How often a long-running process re-scans the files for changes made behind its back.
+fn scan_interval() -> Duration {
+    Duration::from_millis(
+        std::env::var("MEMDIR_SCAN_INTERVAL_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000),
+    )
+}
+
+/// A progress callback: (done, total).
+pub type Progress<'a> = &'a dyn Fn(u64, u64);
+
+struct Snapshot {
+    epoch: String,
+    generation: i64,
+    /// Length of each segment file at `generation`.
+    lens: BTreeMap<String, u64>,
+}
+
+impl Memdir {
+    fn index_guard(&self) -> Result<MutexGuard<'_, Option<SearchIndex>>> {
+        let mut g = self
+            .index
+            .lock()
+            .map_err(|_| Error::internal("a previous search panicked"))?;
+        let cfg = AnalyzerConfig::from_env()?;
+        let stale = g.as_ref().is_some_and(|i| !i.present() || i.cfg != cfg);
+        if g.is_none() || stale {
+            *g = None;
+            *g = Some(SearchIndex::open(&self.layout().index_dir(), cfg)?);
+        }
+        Ok(g)
+    }
+
+    /// Searches session chunks and categories.
+    pub fn search(&self, req: &SearchRequest) -> Result<Value> {
+        let plan = req.plan()?;
+        let mode = plan.mode;
+        if !self.layout().exists() || plan.query.trim().is_empty() {
+            if plan.query.chars().count() > search::MAX_QUERY_CHARS {
+                return Err(Error::too_large(
+                    "query",
+                    plan.query.chars().count(),
+                    search::MAX_QUERY_CHARS,
+                    "characters",
+                ));
+            }
+            return Ok(json!({"results": [], "engine": "empty", "count": 0, "query": plan.query}));
+        }
+        self.refresh_index()?;
+        let g = self.index_guard()?;
+        let idx = g.as_ref().expect("invariant: index_guard opens the index");
+        let outcome = search::run(idx, &plan)?;
+        let mut v = json!({
+            "results": outcome.results,
+            "engine": outcome.engine,
+            "count": outcome.results.len(),
+            "query": plan.query,
+            "mode": format!("{mode:?}").to_lowercase(),
+        });
+        if !outcome.notes.is_empty() {
+            v["notes"] = json!(outcome.notes);
+        }
+        Ok(v)
+    }
+
+    /// Brings the index up to date with the files: adopts external changes (throttled), then
+    /// catches up from the change feed.
+    pub fn refresh_index(&self) -> Result<()> {
+        {
+            let mut guard = self.inner()?;
+            let Some(inner) = guard.as_mut() else {
+                return Ok(());
+            };
+            let due = {
+                let last = self
+                    .last_scan
+                    .lock()
+                    .map_err(|_| Error::internal("scan clock poisoned"))?;
+                last.is_none_or(|t| t.elapsed() >= scan_interval())
+            };
+            if due {
+                self.scan(inner)?;
+                *self
+                    .last_scan
+                    .lock()
+                    .map_err(|_| Error::internal("scan clock poisoned"))? = Some(Instant::now());
+            }
+        }
+        for _ in 0..3 {
+            if self.catch_up(false, None)? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the time of a full scan done by `open`.
+    pub(crate) fn note_scanned(&self) {
+        if let Ok(mut l) = self.last_scan.lock() {
+            *l = Some(Instant::now());
+        }
+    }
+
+    fn snapshot(&self, inner: &Inner, full: bool, touched: &BTreeSet<String>) -> Result<Snapshot> {
+        let _lock = self.lock()?;
+        let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
+        let generation = inner.ledger.generation()?;
+        let mut lens = BTreeMap::new();
+        if full {
+            for (_, dir) in store::list_session_dirs(self.layout())? {
+                for f in store::list_segments(self.layout(), &dir)? {
+                    lens.insert(f.rel.to_string_lossy().into_owned(), f.len);
+                }
+            }
+        } else {
+            for rel in touched {
+                if let Some((len, _)) = store::stat(&self.layout().root.join(rel))? {
+                    lens.insert(rel.clone(), len);
+                }
+            }
+        }
+        Ok(Snapshot {
+            epoch,
+            generation,
+            lens,
+        })
+    }
+
+    /// Catches the index up (or rebuilds it when `full` or when it cannot catch up). Returns
+    /// whether the index is current afterwards.
+    pub(crate) fn catch_up(&self, full: bool, progress: Option<Progress<'_>>) -> Result<bool> {
+        let mut guard = self.inner()?;
+        let Some(inner) = guard.as_mut() else {
+            return Ok(true);
+        };
+        let g = self.index_guard()?;
+        let idx = g.as_ref().expect("invariant: index_guard opens the index");
+        let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
+        let generation = inner.ledger.generation()?;
+        let analyzer = idx.cfg.tokenizer_name();
+        let valid = |p: &Option<Payload>| {
+            p.as_ref().is_some_and(|p| {
+                p.epoch == epoch && p.schema == INDEX_SCHEMA_VERSION && p.analyzer == analyzer
+            })
+        };
+        let (pc, pg) = (idx.chunks.payload(), idx.categories.payload());
+        if !full
+            && valid(&pc)
+            && valid(&pg)
+            && pc.as_ref().is_some_and(|p| p.generation >= generation)
+            && pg.as_ref().is_some_and(|p| p.generation >= generation)
+        {
+            return Ok(true);
+        }
+        let timeout = crate::store::lock::lock_timeout();
+        let (threads, budget) = if full {
+            (2, 256_000_000)
+        } else {
+            (1, 32_000_000)
+        };
+        let cw = idx.chunks.writer(threads, budget, timeout)?;
+        let gw = idx.categories.writer(1, 16_000_000, timeout)?;
+        // Another process may have caught up while we waited for the writer locks.
+        let _ = idx.chunks.reader.reload();
+        let _ = idx.categories.reader.reload();
+        let (pc, pg) = (idx.chunks.payload(), idx.categories.payload());
+        let rebuild = full || !valid(&pc) || !valid(&pg);
+        let from = pc
+            .as_ref()
+            .map(|p| p.generation)
+            .unwrap_or(0)
+            .min(pg.as_ref().map(|p| p.generation).unwrap_or(0));
+        let changes = if rebuild {
+            Vec::new()
+        } else {
+            inner.ledger.changes_since(from)?
+        };
+        if !rebuild
+            && changes.is_empty()
+            && pc.as_ref().is_some_and(|p| p.generation >= generation)
+            && pg.as_ref().is_some_and(|p| p.generation >= generation)
+        {
+            return Ok(true);
+        }
+        let mut touched = BTreeSet::new();
+        for (_, kind, key) in &changes {
+            if kind == "append" || kind == "segment" {
+                touched.insert(key.split('\n').next().unwrap_or("").to_string());
+            }
+        }
+        let snap = self.snapshot(inner, rebuild, &touched)?;
+        let changes: Vec<_> = changes
+            .into_iter()
+            .filter(|(g, _, _)| *g <= snap.generation)
+            .collect();
+        let fingerprint = if rebuild {
+            super::files_fingerprint(self.layout())?
+        } else {
+            pc.as_ref()
+                .map(|p| p.fingerprint.clone())
+                .unwrap_or_default()
+        };
+        if rebuild {
+            self.rebuild_into(inner, idx, &cw, &gw, &snap, progress)?;
+        } else {
+            self.apply_changes(
+                inner,
+                idx,
+                &cw,
+                &gw,
+                &changes,
+                &snap,
+                pc.as_ref().map(|p| p.generation).unwrap_or(0),
+                pg.as_ref().map(|p| p.generation).unwrap_or(0),
+            )?;
+        }
+        let payload = Payload {
+            schema: INDEX_SCHEMA_VERSION,
+            analyzer,
+            epoch: snap.epoch.clone(),
+            generation: snap.generation,
+            fingerprint,
+        };
+        idx.chunks.commit(cw, &payload, 200_000)?;
+        idx.categories.commit(gw, &payload, u32::MAX)?;
+        Ok(snap.generation >= inner.ledger.generation()?)
+    }
+
+    fn index_category(
+        &self,
+        inner: &Inner,
+        idx: &SearchIndex,
+        gw: &IndexWriter,
+        name: &str,
+    ) -> Result<()> {
+        gw.delete_term(category_term(idx, name));
+        let Ok(cname) = CategoryName::new(name) else {
+            return Ok(());
+        };
+        if let Some(f) = store::read_category(self.layout(), &cname)?
+            && let Ok(content) = &f.content
+        {
+            let row = inner.ledger.category(name)?.unwrap_or_default();
+            for d in idx.category_docs(name, content, &f.hash, &row.updated_at, &row.updated_by) {
+                gw.add_document(d)
+                    .map_err(|e| Error::internal(format!("index: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply_changes(
+        &self,
+        inner: &Inner,
+        idx: &SearchIndex,
+        cw: &IndexWriter,
+        gw: &IndexWriter,
+        changes: &[(i64, String, String)],
+        snap: &Snapshot,
+        chunk_gen: i64,
+        cat_gen: i64,
+    ) -> Result<()> {
+        let mut categories = BTreeSet::new();
+        let mut full_segments = BTreeSet::new();
+        let mut appends: BTreeMap<String, u64> = BTreeMap::new();
+        for (g, kind, key) in changes {
+            match kind.as_str() {
+                "category" if *g > cat_gen => {
+                    categories.insert(key.clone());
+                }
+                "segment" if *g > chunk_gen => {
+                    full_segments.insert(key.clone());
+                }
+                "append" if *g > chunk_gen => {
+                    let (rel, from) = key.split_once('\n').unwrap_or((key, "0"));
+                    let from: u64 = from.parse().unwrap_or(0);
+                    let e = appends.entry(rel.to_string()).or_insert(from);
+                    *e = (*e).min(from);
+                }
+                _ => {}
+            }
+        }
+        for name in &categories {
+            self.index_category(inner, idx, gw, name)?;
+        }
+        // Sessions with more than one segment are numbered by rank over all segments, so any
+        // change to one of them re-reads the whole session.
+        let mut sessions_full = BTreeSet::new();
+        for rel in full_segments.iter().chain(appends.keys()) {
+            let dir = std::path::Path::new(rel)
+                .parent()
+                .map(|p| p.to_path_buf())
+                .unwrap_or_default();
+            if store::list_segments(self.layout(), &dir)?.len() > 1 {
+                sessions_full.insert(dir);
+            }
+        }
+        for dir in &sessions_full {
+            self.index_session(idx, cw, dir, snap)?;
+        }
+        let in_full = |rel: &str| {
+            sessions_full
+                .iter()
+                .any(|d| std::path::Path::new(rel).parent() == Some(d.as_path()))
+        };
+        for rel in &full_segments {
+            if in_full(rel) {
+                continue;
+            }
+            cw.delete_term(seg_term(idx, rel));
+            let seg = read_prefix(
+                &self.layout().root.join(rel),
+                0,
+                snap.lens.get(rel).copied(),
+            )?;
+            for (i, c) in order_segment(seg.chunks).iter().enumerate() {
+                cw.add_document(idx.chunk_doc(rel, c, i as u64))
+                    .map_err(|e| Error::internal(format!("index: {e}")))?;
+            }
+        }
+        for (rel, from) in &appends {
+            if in_full(rel) || full_segments.contains(rel) {
+                continue;
+            }
+            let seg = read_prefix(
+                &self.layout().root.join(rel),
+                *from,
+                snap.lens.get(rel).copied(),
+            )?;
+            if seg.chunks.is_empty() {
+                continue;
+            }
+            let before =
+                idx.chunks
+                    .reader
+                    .searcher()
+                    .search(
+                        &TermQuery::new(seg_term(idx, rel), IndexRecordOption::Basic),
+                        &Count,
+                    )
+                    .map_err(|e| Error::internal(format!("count: {e}")))? as u64;
+            for (i, c) in order_segment(seg.chunks).iter().enumerate() {
+                cw.add_document(idx.chunk_doc(rel, c, before + i as u64))
+                    .map_err(|e| Error::internal(format!("index: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn index_session(
+        &self,
+        idx: &SearchIndex,
+        cw: &IndexWriter,
+        dir: &std::path::Path,
+        snap: &Snapshot,
+    ) -> Result<u64> {
+        let mut all = Vec::new();
+        let mut session_id = None;
+        let segs = store::list_segments(self.layout(), dir)?;
+        for f in &segs {
+            let rel = f.rel.to_string_lossy().into_owned();
+            let seg = read_prefix(
+                &self.layout().root.join(&f.rel),
+                0,
+                snap.lens.get(&rel).copied().or(Some(f.len)),
+            )?;
+            for c in seg.chunks {
+                session_id.get_or_insert_with(|| c.session_id.clone());
+                all.push((rel.clone(), c));
+            }
+        }
+        if let Some(id) = &session_id {
+            cw.delete_term(session_term(idx, id));
+        }
+        for f in &segs {
+            cw.delete_term(seg_term(idx, &f.rel.to_string_lossy()));
+        }
+        all.sort_by(|(_, a), (_, b)| (&a.hlc, &a.replica, a.seq).cmp(&(&b.hlc, &b.replica, b.seq)));
+        let n = all.len() as u64;
+        for (i, (rel, c)) in all.iter().enumerate() {
+            cw.add_document(idx.chunk_doc(rel, c, i as u64))
+                .map_err(|e| Error::internal(format!("index: {e}")))?;
+        }
+        Ok(n)
+    }
+
+    fn rebuild_into(
+        &self,
+        inner: &Inner,
+        idx: &SearchIndex,
+        cw: &IndexWriter,
+        gw: &IndexWriter,
+        snap: &Snapshot,
+        progress: Option<Progress<'_>>,
+    ) -> Result<()> {
+        cw.delete_all_documents()
+            .map_err(|e| Error::internal(format!("index: {e}")))?;
+        gw.delete_all_documents()
+            .map_err(|e| Error::internal(format!("index: {e}")))?;
+        let total: u64 = snap.lens.values().sum();
+        let mut done = 0u64;
+        for (_, dir) in store::list_session_dirs(self.layout())? {
+            self.index_session(idx, cw, &dir, snap)?;
+            for f in store::list_segments(self.layout(), &dir)? {
+                done += snap
+                    .lens
+                    .get(&*f.rel.to_string_lossy())
+                    .copied()
+                    .unwrap_or(0);
+            }
+            if let Some(p) = progress {
+                p(done, total);
+            }
+        }
+        for name in store::list_category_files(self.layout())?.0 {
+            self.sync_category(inner, &name, None, Sync::Fast)?;
+            self.index_category(inner, idx, gw, name.as_str())?;
+        }
+        Ok(())
+    }
+
+    /// `memdir reindex`: rebuilds the index from the files. Returns the fingerprint and counts.
+    pub fn reindex(&self, progress: Option<Progress<'_>>) -> Result<Value> {
+        let start = Instant::now();
+        if !self.layout().exists() {
+            return Ok(json!({"chunks": 0, "category_docs": 0, "fingerprint": null}));
+        }
+        self.catch_up(true, progress)?;
+        let g = self.index_guard()?;
+        let idx = g.as_ref().expect("invariant: index_guard opens the index");
+        let p = idx.chunks.payload();
+        Ok(json!({
+            "chunks": idx.chunks.reader.searcher().num_docs(),
+            "category_docs": idx.categories.reader.searcher().num_docs(),
+            "fingerprint": p.as_ref().map(|p| index_fingerprint(p)),
+            "files_fingerprint": p.as_ref().map(|p| p.fingerprint.clone()),
+            "analyzer": idx.cfg.tokenizer_name(),
+            "generation": p.as_ref().map(|p| p.generation),
+            "seconds": start.elapsed().as_secs_f64(),
+        }))
+    }
+
+    /// Adds the index's state to a verify-store report (read-only: no catch-up).
+    pub(crate) fn verify_index(&self, report: &mut Value) -> Result<()> {
+        let layout = self.layout();
+        if !layout.index_dir().join("chunks").join("meta.json").exists() {
+            report["index"] = json!({"state": "missing", "note": "built on the next search or by `memdir reindex`"});
+            return Ok(());
+        }
+        let idx = SearchIndex::open(&layout.index_dir(), AnalyzerConfig::from_env()?)?;
+        let (ledger, _) = crate::ledger::Ledger::open(&layout.ledger_path())?;
+        let generation = ledger.generation()?;
+        let epoch = ledger.meta("epoch")?.unwrap_or_default();
+        let pc = idx.chunks.payload();
+        let current = pc.as_ref().is_some_and(|p| {
+            p.generation >= generation && p.epoch == epoch && p.analyzer == idx.cfg.tokenizer_name()
+        });
+        if !current {
+            report["index"] = json!({
+                "state": "behind",
+                "generation": pc.as_ref().map(|p| p.generation), "ledger_generation": generation,
+                "note": "the next search catches it up",
+            });
+            return Ok(());
+        }
+        // Current: every segment and category must have exactly its documents.
+        let s = idx.chunks.reader.searcher();
+        let mut mismatches = Vec::new();
+        let mut chunks = 0u64;
+        for (_, dir) in store::list_session_dirs(layout)? {
+            for f in store::list_segments(layout, &dir)? {
+                let rel = f.rel.to_string_lossy().into_owned();
+                let n = segment::read(&layout.root.join(&f.rel))?.chunks.len() as u64;
+                chunks += n;
+                let indexed =
+                    s.search(
+                        &TermQuery::new(seg_term(&idx, &rel), IndexRecordOption::Basic),
+                        &Count,
+                    )
+                    .map_err(|e| Error::internal(e.to_string()))? as u64;
+                if indexed != n {
+                    mismatches.push(json!({"path": rel, "files": n, "index": indexed}));
+                }
+            }
+        }
+        let gs = idx.categories.reader.searcher();
+        for name in store::list_category_files(layout)?.0 {
+            if let Some(f) = store::read_category(layout, &name)?
+                && let Ok(c) = &f.content
+            {
+                let want = idx.category_docs(name.as_str(), c, &f.hash, "", "").len() as u64;
+                let got = gs
+                    .search(
+                        &TermQuery::new(
+                            category_term(&idx, name.as_str()),
+                            IndexRecordOption::Basic,
+                        ),
+                        &Count,
+                    )
+                    .map_err(|e| Error::internal(e.to_string()))? as u64;
+                if want != got {
+                    mismatches.push(json!({"path": Layout::category_rel(&name).display().to_string(), "files": want, "index": got}));
+                }
+            }
+        }
+        let total = s.num_docs();
+        if total != chunks {
+            mismatches.push(json!({"path": "sessions/", "files": chunks, "index": total}));
+        }
+        let ok = mismatches.is_empty();
+        report["index"] = json!({
+            "state": if ok { "current" } else { "mismatch" },
+            "fingerprint": pc.as_ref().map(index_fingerprint),
+            "chunks": total, "mismatches": mismatches,
+        });
+        if !ok {
+            report["ok"] = json!(false);
+            if let Some(p) = report["problems"].as_array_mut() {
+                p.push(json!({"kind": "index", "path": ".memdir/index", "message": "the index does not match the files: run `memdir reindex`"}));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The index fingerprint: files, analyzer and schema version.
+pub fn index_fingerprint(p: &Payload) -> String {
+    let s = format!("{}\0{}\0{}", p.fingerprint, p.analyzer, p.schema);
+    crate::model::content_hash(s.as_bytes())[..32].to_string()
+}
+
+/// Orders a segment's chunks as positions count them.
+fn order_segment(mut chunks: Vec<ChunkRecord>) -> Vec<ChunkRecord> {
+    chunks.sort_by(|a, b| (&a.hlc, &a.replica, a.seq).cmp(&(&b.hlc, &b.replica, b.seq)));
+    chunks
+}
+
+/// Parses the committed lines of a segment between byte `from` and `to` (or its end).
+fn read_prefix(path: &std::path::Path, from: u64, to: Option<u64>) -> Result<segment::Segment> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(segment::Segment::default());
+        }
+        Err(e) => {
+            return Err(crate::error::IoError {
+                op: "read",
+                path: path.to_path_buf(),
+                source: e,
+            }
+            .into());
+        }
+    };
+    let end = to
+        .map(|t| (t as usize).min(bytes.len()))
+        .unwrap_or(bytes.len());
+    let start = (from as usize).min(end);
+    Ok(segment::parse(&bytes[start..end]))
+}
