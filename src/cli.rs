@@ -165,6 +165,30 @@ pub enum Command {
     Search(SearchArgs),
     /// Rebuild the search index from the files; prints the index fingerprint.
     Reindex,
+    /// Serve MCP over stdio (what MCP clients launch).
+    Serve {
+        /// stdio (the only transport in this build)
+        #[arg(long, default_value = "stdio")]
+        transport: String,
+        /// Tool profile: default (small) or full (every compatibility tool name)
+        #[arg(long, env = "MEMDIR_TOOLS", default_value = "default")]
+        tools: String,
+    },
+    /// Print the snippet or command that registers memdir with an MCP client.
+    Config {
+        /// claude, codex, cursor, opencode or generic
+        #[arg(long)]
+        client: String,
+        /// The memdir binary the client should launch [default: memdir]
+        #[arg(long, default_value = "memdir")]
+        command: String,
+        /// Run the registration command (claude, codex)
+        #[arg(long)]
+        setup: bool,
+        /// With --setup: print the command instead of running it
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -327,17 +351,81 @@ fn ingest(m: &Memdir, a: &IngestArgs) -> Result<Value> {
     })
 }
 
-/// Runs one command; returns the JSON to print and the exit code.
-pub fn run(cli: Cli) -> Result<(Value, i32)> {
+/// What a command prints on stdout.
+pub enum Output {
+    Json(Value),
+    Text(String),
+    Nothing,
+}
+
+fn config(
+    client: &str,
+    command: &str,
+    dir: Option<&std::path::Path>,
+    setup: bool,
+    dry_run: bool,
+) -> Result<(Output, i32)> {
+    let reg = crate::client::registration(client, command, dir)?;
+    if !setup {
+        return Ok((Output::Text(reg.snippet), 0));
+    }
+    let Some(cmd) = reg.command else {
+        return Err(Error::invalid(
+            "setup",
+            format!(
+                "{client} has no registration command: add this to {}:\n{}",
+                reg.file.unwrap_or("its configuration"),
+                reg.snippet
+            ),
+        ));
+    };
+    if dry_run {
+        return Ok((Output::Text(reg.snippet), 0));
+    }
+    let status = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .status()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("could not run {}: {e}", cmd[0]),
+            )
+            .hint(format!("run it by hand: {}", reg.snippet.trim()))
+        })?;
+    Ok((Output::Nothing, status.code().unwrap_or(1)))
+}
+
+/// Runs one command; returns what to print and the exit code.
+pub fn run(cli: Cli) -> Result<(Output, i32)> {
+    if let Command::Config {
+        client,
+        command,
+        setup,
+        dry_run,
+    } = &cli.command
+    {
+        return config(client, command, cli.dir.as_deref(), *setup, *dry_run);
+    }
     let dir = match &cli.dir {
         Some(d) => d.clone(),
         None => service::default_dir()?,
     };
+    if let Command::Serve { transport, tools } = &cli.command {
+        if transport != "stdio" {
+            return Err(Error::invalid(
+                "transport",
+                format!("transport {transport:?} is not available; use stdio"),
+            ));
+        }
+        let profile = crate::mcp::Profile::parse(tools)?;
+        crate::mcp::serve_stdio(Memdir::open_lazy(dir), profile)?;
+        return Ok((Output::Nothing, 0));
+    }
     if let Command::VerifyStore = cli.command {
         // Read-only: no recovery, no adoption; report the store exactly as found.
         let report = Memdir::open_lazy(dir).verify()?;
         let code = if report["ok"] == json!(true) { 0 } else { 1 };
-        return Ok((report, code));
+        return Ok((Output::Json(report), code));
     }
     let m = Memdir::open(dir)?;
     let out = match cli.command {
@@ -419,7 +507,11 @@ pub fn run(cli: Cli) -> Result<(Value, i32)> {
             reason.as_deref(),
         )?,
         Command::Compact { category, keep } => m.compact(category.as_deref(), keep)?,
-        Command::VerifyStore => unreachable!("handled above"),
+        Command::VerifyStore | Command::Serve { .. } | Command::Config { .. } => {
+            return Err(Error::internal(
+                "invariant: handled before the store is opened",
+            ));
+        }
         Command::Search(a) => m.search(&SearchRequest {
             query: a.query,
             mode: a.mode,
@@ -453,7 +545,7 @@ pub fn run(cli: Cli) -> Result<(Value, i32)> {
             out
         }
     };
-    Ok((out, 0))
+    Ok((Output::Json(out), 0))
 }
 
 /// Prints an error as JSON on stderr and returns its exit code.

@@ -16,10 +16,12 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod client;
 pub mod clock;
 pub mod error;
 pub mod index;
 pub mod ledger;
+pub mod mcp;
 pub mod model;
 pub mod search;
 pub mod service;

@@ -7,7 +7,13 @@ fn main() {
     let cli = memdir::cli::Cli::parse();
     let code = match memdir::cli::run(cli) {
         Ok((out, code)) => {
-            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+            match out {
+                memdir::cli::Output::Json(v) => {
+                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default())
+                }
+                memdir::cli::Output::Text(t) => print!("{t}"),
+                memdir::cli::Output::Nothing => {}
+            }
             code
         }
         Err(e) => memdir::cli::report_error(&e),
