@@ -363,7 +363,9 @@ impl Memdir {
         }
         // Changed behind memdir's back: adopt it as a version of its own.
         let Some(lock) = lock else {
-            let lock = self.lock()?;
+            // A crash may have left a committed transaction half published: recover it before
+            // judging what changed behind memdir's back.
+            let lock = self.lock_and_recover()?;
             return self.sync_category(inner, name, Some(&lock), Sync::Full);
         };
         let base = CatState {

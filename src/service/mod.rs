@@ -216,6 +216,16 @@ impl Memdir {
         WriteLock::acquire(&self.layout.lock_path(), lock_timeout())
     }
 
+    /// Takes the write lock and recovers whatever a crashed writer left staged.
+    pub(crate) fn lock_and_recover(&self) -> Result<WriteLock> {
+        let lock = self.lock()?;
+        if !txn::pending(&self.layout.staging()).is_empty() {
+            let mut report = OpenReport::default();
+            self.recover(&mut report)?;
+        }
+        Ok(lock)
+    }
+
     /// `memdir init`: creates the directory skeleton.
     pub fn init(&self) -> Result<Value> {
         let created = self.layout.init()?;
@@ -371,11 +381,7 @@ impl Memdir {
         let inner = guard
             .as_mut()
             .expect("invariant: inner_for_write returns an open ledger");
-        let lock = self.lock()?;
-        if !txn::pending(&self.layout.staging()).is_empty() {
-            let mut report = OpenReport::default();
-            self.recover(&mut report)?;
-        }
+        let lock = self.lock_and_recover()?;
         if inner.ledger.meta("built")?.is_none() {
             self.rebuild_ledger(inner, &lock)?;
         }

@@ -179,31 +179,22 @@ impl Memdir {
                 let mut seg = segment::read(&path)?;
                 let mut stat = (f.len, f.mtime_ns);
                 if seg.tail_len > 0 {
-                    let held;
-                    let l = match lock {
-                        Some(l) => l,
-                        None => {
-                            held = self.lock()?;
-                            &held
-                        }
-                    };
-                    let _ = l;
+                    // Repairs happen under the lock, after recovery: the tail may belong to a
+                    // batch whose intent cuts it back.
+                    let _held = if lock.is_none() { Some(self.lock_and_recover()?) } else { None };
                     seg = segment::read(&path)?;
-                    segment::repair_tail(&path, &seg)?;
-                    seg = segment::read(&path)?;
+                    if segment::repair_tail(&path, &seg)? {
+                        seg = segment::read(&path)?;
+                    }
                     stat = store::stat(&path)?.unwrap_or((0, 0));
                 }
                 let row = segment_row(&rel, &id, &f.replica, stat, &seg);
-                let known = rows.remove(&rel);
+                rows.remove(&rel);
                 inner.ledger.atomically(|l| {
                     l.put_segment(&row)?;
-                    if known.is_some() {
-                        // Changed behind memdir's back (or by a process that crashed before
-                        // recording it): the index re-reads the whole segment.
-                        l.record_change("segment", &rel)?;
-                    } else {
-                        l.record_change("segment", &rel)?;
-                    }
+                    // New to the ledger, changed behind memdir's back, or written by a process
+                    // that crashed before recording it: the index re-reads the whole segment.
+                    l.record_change("segment", &rel)?;
                     Ok(())
                 })?;
             }
@@ -296,7 +287,11 @@ impl Memdir {
             // Per session: (rel, next_seq, len_before, lines, row)
             let mut order: Vec<String> = Vec::new();
             let mut state: BTreeMap<String, (SegmentAppend, u64, SegmentRow)> = BTreeMap::new();
+            // Segments whose cached state was stale (a hand edit, or a writer that died before
+            // recording its append): the index re-reads them whole.
+            let mut resync = std::collections::BTreeSet::new();
             let mut out = Vec::with_capacity(chunks.len());
+            let mut single_positions: BTreeMap<String, u64> = BTreeMap::new();
             let mut last_hlc = None;
             for (c, id) in chunks.iter().zip(&ids) {
                 let rel = Layout::segment_rel(id, &replica);
@@ -309,6 +304,7 @@ impl Memdir {
                         (Some(r), _) => r,
                         (None, None) => segment_row(&key, id.as_str(), &replica, (0, 0), &segment::Segment::default()),
                         (None, Some(_)) => {
+                            resync.insert(key.clone());
                             let seg = segment::read(&path)?;
                             let seg = if segment::repair_tail(&path, &seg)? { segment::read(&path)? } else { seg };
                             let st = store::stat(&path)?.unwrap_or((0, 0));
@@ -334,6 +330,7 @@ impl Memdir {
                     content: c.content.clone(),
                 };
                 *next_seq += 1;
+                single_positions.insert(rec.chunk_id(), row.chunks as u64);
                 append.lines.extend_from_slice(codec::chunk_line(&rec).as_bytes());
                 row.chunks += 1;
                 row.next_seq = *next_seq as i64;
@@ -383,7 +380,11 @@ impl Memdir {
                     row.len = len as i64;
                     row.mtime_ns = m;
                     l.put_segment(&row)?;
-                    l.record_change("append", &format!("{k}\n{}", a.len_before))?;
+                    if resync.contains(k) {
+                        l.record_change("segment", k)?;
+                    } else {
+                        l.record_change("append", &format!("{k}\n{}", a.len_before))?;
+                    }
                 }
                 l.record_txn(&txid, "ingest", &format!("chunks:{}", chunks.len()), self.actor(), &at)?;
                 Ok(())
@@ -391,7 +392,7 @@ impl Memdir {
             let rows: Vec<Value> = out
                 .iter()
                 .map(|r| {
-                    let pos = positions.get(&r.chunk_id()).copied().unwrap_or(r.seq);
+                    let pos = positions.get(&r.chunk_id()).or_else(|| single_positions.get(&r.chunk_id())).copied().unwrap_or(r.seq);
                     json!({"session_id": r.session_id, "position": pos, "chunk_id": r.chunk_id(), "hlc": r.hlc, "ts": r.ts, "ok": true})
                 })
                 .collect();
