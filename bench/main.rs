@@ -1,1 +1,610 @@
-fn main() {}
+//! memdir benchmarks. Prints JSON figures; `bench/README.md` records the latest run.
+//!
+//! ```text
+//! cargo run --release --bin memdir-bench -- store [--chunks 100000]
+//! cargo run --release --bin memdir-bench -- search [--chunks 1000000]
+//! cargo run --release --bin memdir-bench -- mcp [--chunks 1000000]
+//! cargo run --release --bin memdir-bench -- recall
+//! ```
+//!
+//! Every run works in a fresh temporary directory (or `--dir`, reused when it already holds a
+//! store of the right size, to skip building a large corpus twice).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use memdir::service::{NewChunk, SearchRequest, WriteRequest};
+use memdir::{Memdir, Result};
+use serde_json::{Value, json};
+
+/// A small deterministic PRNG (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Words with a Zipf-like frequency: word i is drawn with weight ~1/(i+1).
+struct Vocab {
+    words: Vec<String>,
+}
+
+impl Vocab {
+    fn new(n: usize) -> Vocab {
+        let syll = [
+            "ka", "lo", "mi", "ne", "ru", "ta", "po", "se", "di", "vu", "ba", "ze", "qu", "fo",
+            "hi", "gu",
+        ];
+        let mut words = Vec::with_capacity(n);
+        let mut r = Rng(42);
+        while words.len() < n {
+            let len = 2 + r.below(3);
+            let w: String = (0..len).map(|_| syll[r.below(16) as usize]).collect();
+            if !words.contains(&w) {
+                words.push(w);
+            }
+        }
+        Vocab { words }
+    }
+    fn word(&self, r: &mut Rng) -> &str {
+        // Inverse-CDF of a log-uniform draw gives a Zipf-like rank distribution.
+        let n = self.words.len() as f64;
+        let u = (r.below(1_000_000) as f64 + 0.5) / 1_000_000.0;
+        let i = (n.powf(u) - 1.0) as usize;
+        &self.words[i.min(self.words.len() - 1)]
+    }
+    fn sentence(&self, r: &mut Rng, words: usize) -> String {
+        (0..words)
+            .map(|_| self.word(r))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn pct(mut v: Vec<f64>) -> Value {
+    v.sort_by(f64::total_cmp);
+    let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+    json!({"n": v.len(), "p50_ms": round(at(0.5)), "p95_ms": round(at(0.95)), "p99_ms": round(at(0.99)), "max_ms": round(at(1.0))})
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+fn memdir_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.with_file_name("memdir")
+}
+
+fn dir_size(p: &Path) -> u64 {
+    walkdir::WalkDir::new(p)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+fn fill_sessions(
+    m: &Memdir,
+    chunks: usize,
+    sessions: usize,
+    vocab: &Vocab,
+    seed: u64,
+) -> Result<f64> {
+    let mut r = Rng(seed);
+    let start = Instant::now();
+    let mut batch = Vec::with_capacity(5000);
+    for i in 0..chunks {
+        let s = i % sessions;
+        batch.push(NewChunk {
+            session_id: format!("session-{s:05}"),
+            content: vocab.sentence(&mut r, 30),
+            project: Some(format!("project-{}", s % 10)),
+            metadata: None,
+        });
+        if batch.len() == 5000 {
+            m.ingest(&batch)?;
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        m.ingest(&batch)?;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn arg(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn dir_arg(args: &[String]) -> (Option<tempfile::TempDir>, PathBuf) {
+    match args
+        .iter()
+        .position(|a| a == "--dir")
+        .and_then(|i| args.get(i + 1))
+    {
+        Some(d) => (None, PathBuf::from(d)),
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("memdir-bench-")
+                .tempdir()
+                .expect("temp dir");
+            let p = t.path().join("store");
+            (Some(t), p)
+        }
+    }
+}
+
+fn bench_store(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let vocab = Vocab::new(5000);
+    let mut r = Rng(7);
+    let m = Memdir::open(&dir)?;
+    m.init()?;
+    // Durable single-chunk ingest, in-process.
+    let mut single = Vec::new();
+    for i in 0..300 {
+        let c = NewChunk {
+            session_id: "single".into(),
+            content: vocab.sentence(&mut r, 30),
+            project: None,
+            metadata: None,
+        };
+        let t = Instant::now();
+        m.ingest_one(c)?;
+        if i >= 10 {
+            single.push(ms(t));
+        }
+    }
+    // One CLI process per chunk.
+    let bin = memdir_bin();
+    let mut cli = Vec::new();
+    for _ in 0..60 {
+        let t = Instant::now();
+        let st = Command::new(&bin)
+            .args([
+                "--dir",
+                &dir.display().to_string(),
+                "ingest",
+                "--session-id",
+                "cli",
+                "--text",
+                &vocab.sentence(&mut r, 30),
+            ])
+            .stdout(Stdio::null())
+            .status()
+            .expect("run memdir");
+        assert!(st.success());
+        cli.push(ms(t));
+    }
+    // Batch throughput: 100k chunks of 30 words over 100 sessions.
+    let chunks = arg(args, "--chunks", 100_000);
+    let secs = fill_sessions(&m, chunks, 100, &vocab, 11)?;
+    // Merge-write latency as one category grows from 10 to 1000 keys.
+    let mut merge_at = serde_json::Map::new();
+    let mut lat = Vec::new();
+    for k in 0..1000 {
+        let t = Instant::now();
+        m.write(&WriteRequest {
+            category: "growing".into(),
+            data: json!({ format!("key-{k:04}"): vocab.sentence(&mut r, 8) }),
+            merge: true,
+            ..Default::default()
+        })?;
+        lat.push(ms(t));
+        if [9, 99, 999].contains(&k) {
+            let window: Vec<f64> = lat.split_off(lat.len().saturating_sub(10));
+            merge_at.insert(format!("{}_keys", k + 1), pct(window));
+            lat.clear();
+        }
+    }
+    // Append latency as a log grows to its retention (200) and beyond.
+    let mut append_at = serde_json::Map::new();
+    let mut lat = Vec::new();
+    for k in 0..400 {
+        let t = Instant::now();
+        m.append(&memdir::service::AppendRequest {
+            category: "journal".into(),
+            data: json!({"n": k, "text": vocab.sentence(&mut r, 10)}),
+            ..Default::default()
+        })?;
+        lat.push(ms(t));
+        if [19, 199, 399].contains(&k) {
+            append_at.insert(
+                format!("{}_appends", k + 1),
+                pct(lat.split_off(lat.len().saturating_sub(20))),
+            );
+            lat.clear();
+        }
+    }
+    // 1000 categories for the open-time figure.
+    for c in 0..1000 {
+        m.write(&WriteRequest {
+            category: format!("cat-{c:04}"),
+            data: json!({"note": vocab.sentence(&mut r, 12), "n": c}),
+            ..Default::default()
+        })?;
+    }
+    drop(m);
+    let mut open = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let m = Memdir::open(&dir)?;
+        open.push(ms(t));
+        drop(m);
+    }
+    let mut status_cli = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let st = Command::new(&bin)
+            .args(["--dir", &dir.display().to_string(), "list"])
+            .stdout(Stdio::null())
+            .status()
+            .expect("run memdir");
+        assert!(st.success());
+        status_cli.push(ms(t));
+    }
+    Ok(json!({
+        "ingest_single_in_process": pct(single),
+        "ingest_single_cli_process": pct(cli),
+        "batch_ingest": {"chunks": chunks, "seconds": round(secs), "chunks_per_s": (chunks as f64 / secs).round()},
+        "merge_write": merge_at,
+        "log_append": append_at,
+        "open_clean_store": {"chunks": chunks + 360, "categories": 1002, "in_process": pct(open), "cli_list_process": pct(status_cli)},
+        "store_bytes": dir_size(&dir),
+    }))
+}
+
+fn ensure_corpus(dir: &Path, chunks: usize) -> Result<(Memdir, Option<f64>)> {
+    let m = Memdir::open(dir)?;
+    let have = m.status()?["chunks"].as_u64().unwrap_or(0) as usize;
+    if have >= chunks {
+        return Ok((m, None));
+    }
+    let vocab = Vocab::new(20_000);
+    let secs = fill_sessions(
+        &m,
+        chunks - have,
+        (chunks / 200).max(10),
+        &vocab,
+        99 + have as u64,
+    )?;
+    Ok((m, Some(secs)))
+}
+
+fn bench_search(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let chunks = arg(args, "--chunks", 100_000);
+    let (m, fill) = ensure_corpus(&dir, chunks)?;
+    let t = Instant::now();
+    let re = m.reindex(None)?;
+    let reindex_s = t.elapsed().as_secs_f64();
+    let index_bytes = dir_size(&dir.join(".memdir/index"));
+    let vocab = Vocab::new(20_000);
+    let mut r = Rng(5);
+    let mut run = |make: &dyn Fn(&mut Rng) -> SearchRequest| -> Result<Value> {
+        let mut v = Vec::new();
+        for i in 0..220 {
+            let req = make(&mut r);
+            let t = Instant::now();
+            m.search(&req)?;
+            if i >= 20 {
+                v.push(ms(t));
+            }
+        }
+        Ok(pct(v))
+    };
+    let words = |r: &mut Rng, n: usize| -> String {
+        (0..n)
+            .map(|_| vocab.words[200 + r.below(3000) as usize].clone())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let bm25 = run(&|r| {
+        let n = 2 + r.below(2) as usize;
+        let mut q = SearchRequest::new(&words(r, n));
+        q.mode = Some("bm25".into());
+        q
+    })?;
+    let exact = run(&|r| {
+        let w = words(r, 2);
+        let mut q = SearchRequest::new(&w);
+        q.mode = Some("exact".into());
+        q
+    })?;
+    let filtered = run(&|r| {
+        let mut q = SearchRequest::new(&words(r, 2));
+        q.mode = Some("bm25".into());
+        q.project = Some(format!("project-{}", r.below(10)));
+        q
+    })?;
+    // First search of a fresh CLI process.
+    let bin = memdir_bin();
+    let mut first = Vec::new();
+    for _ in 0..10 {
+        let q = words(&mut r, 2);
+        let t = Instant::now();
+        let st = Command::new(&bin)
+            .args([
+                "--dir",
+                &dir.display().to_string(),
+                "search",
+                &q,
+                "--limit",
+                "5",
+            ])
+            .stdout(Stdio::null())
+            .status()
+            .expect("run memdir");
+        assert!(st.success());
+        first.push(ms(t));
+    }
+    // Catch-up cost after a batch of 1000 writes.
+    let mut catchup = Vec::new();
+    for k in 0..5 {
+        let batch: Vec<NewChunk> = (0..1000)
+            .map(|i| NewChunk {
+                session_id: format!("late-{k}-{}", i % 10),
+                content: vocab.sentence(&mut r, 30),
+                project: None,
+                metadata: None,
+            })
+            .collect();
+        m.ingest(&batch)?;
+        let t = Instant::now();
+        m.search(&SearchRequest::new(&words(&mut r, 2)))?;
+        catchup.push(ms(t));
+    }
+    Ok(json!({
+        "chunks": chunks,
+        "fill_seconds": fill.map(round),
+        "reindex": {"seconds": round(reindex_s), "result": re},
+        "index_bytes": index_bytes,
+        "bm25_2_3_terms_limit5_context3": bm25,
+        "exact_phrase_limit5_context3": exact,
+        "bm25_filtered_by_project": filtered,
+        "first_search_fresh_cli_process": pct(first),
+        "search_after_1000_writes": pct(catchup),
+    }))
+}
+
+struct Client {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    out: BufReader<std::process::ChildStdout>,
+    id: u64,
+}
+
+impl Client {
+    fn start(dir: &Path) -> (Client, f64) {
+        let t = Instant::now();
+        let mut child = Command::new(memdir_bin())
+            .args(["--dir", &dir.display().to_string(), "serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn memdir serve");
+        let stdin = child.stdin.take().expect("stdin");
+        let out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut c = Client {
+            child,
+            stdin,
+            out,
+            id: 0,
+        };
+        c.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}));
+        let init_ms = ms(t);
+        writeln!(
+            c.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .expect("write");
+        (c, init_ms)
+    }
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.id += 1;
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params})
+        )
+        .expect("write");
+        self.stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            self.out.read_line(&mut line).expect("read");
+            let v: Value = serde_json::from_str(&line).expect("json");
+            if v["id"] == json!(self.id) {
+                return v;
+            }
+        }
+    }
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        let v = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        assert!(v["result"]["isError"] != json!(true), "{v}");
+        v
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn bench_mcp(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let chunks = arg(args, "--chunks", 100_000);
+    let (m, _) = ensure_corpus(&dir, chunks)?;
+    m.reindex(None)?;
+    drop(m);
+    let mut inits = Vec::new();
+    for _ in 0..10 {
+        let (_c, init) = Client::start(&dir);
+        inits.push(init);
+    }
+    let (mut c, _) = Client::start(&dir);
+    let vocab = Vocab::new(20_000);
+    let mut r = Rng(3);
+    c.call("memory_search", json!({"query": "warm up"}));
+    let mut search = Vec::new();
+    for _ in 0..200 {
+        let q = format!(
+            "{} {}",
+            vocab.words[200 + r.below(3000) as usize],
+            vocab.words[200 + r.below(3000) as usize]
+        );
+        let t = Instant::now();
+        c.call("memory_search", json!({"query": q, "limit": 5}));
+        search.push(ms(t));
+    }
+    let mut ingest = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        c.call(
+            "memory_ingest",
+            json!({"session_id": "mcp-bench", "content": vocab.sentence(&mut r, 30)}),
+        );
+        ingest.push(ms(t));
+    }
+    Ok(json!({
+        "chunks": chunks,
+        "initialize_fresh_process": pct(inits),
+        "memory_search_round_trip": pct(search),
+        "memory_ingest_round_trip": pct(ingest),
+    }))
+}
+
+/// Recall@k on the fixture in `bench/fixtures/recall.json`: conversations of short turns, and
+/// questions whose evidence sits in given turns.
+fn bench_recall(_args: &[String]) -> Result<Value> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/fixtures/recall.json"),
+    )
+    .expect("fixture");
+    let fx: Value = serde_json::from_str(&text).expect("fixture json");
+    let mut out = serde_json::Map::new();
+    for (label, prop) in [
+        ("no_propagation", "0"),
+        ("propagation_0.3", "0.3"),
+        ("propagation_0.5", "0.5"),
+    ] {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let m = Memdir::open(tmp.path().join("store"))?;
+        let mut hits5 = 0usize;
+        let mut hits10 = 0usize;
+        let mut total = 0usize;
+        for conv in fx["conversations"].as_array().expect("conversations") {
+            let cid = conv["id"].as_str().expect("id");
+            let mut batch = Vec::new();
+            for (si, session) in conv["sessions"]
+                .as_array()
+                .expect("sessions")
+                .iter()
+                .enumerate()
+            {
+                for turn in session.as_array().expect("turns") {
+                    batch.push(NewChunk {
+                        session_id: format!("{cid}-s{si}"),
+                        content: turn.as_str().expect("turn").to_string(),
+                        project: Some(cid.to_string()),
+                        metadata: None,
+                    });
+                }
+            }
+            m.ingest(&batch)?;
+        }
+        for conv in fx["conversations"].as_array().expect("conversations") {
+            let cid = conv["id"].as_str().expect("id");
+            for q in conv["questions"].as_array().expect("questions") {
+                let mut req = SearchRequest::new(q["question"].as_str().expect("question"));
+                req.limit = 10;
+                req.context = Some(0);
+                req.mode = Some("bm25".into());
+                req.project = Some(cid.to_string());
+                req.propagation = Some(prop.parse().expect("weight"));
+                let res = m.search(&req)?;
+                let rows = res["results"].as_array().cloned().unwrap_or_default();
+                let ids: Vec<(String, u64)> = rows
+                    .iter()
+                    .map(|r| {
+                        (
+                            r["session_id"].as_str().unwrap_or("").to_string(),
+                            r["position"].as_u64().unwrap_or(0),
+                        )
+                    })
+                    .collect();
+                for ev in q["evidence"].as_array().expect("evidence") {
+                    let want = (format!("{cid}-s{}", ev[0]), ev[1].as_u64().expect("turn"));
+                    total += 1;
+                    if let Some(rank) = ids.iter().position(|x| *x == want) {
+                        hits10 += 1;
+                        if rank < 5 {
+                            hits5 += 1;
+                        }
+                    }
+                }
+            }
+        }
+        out.insert(label.into(), json!({"evidence": total, "recall@5": round(hits5 as f64 / total as f64), "recall@10": round(hits10 as f64 / total as f64)}));
+    }
+    Ok(Value::Object(out))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let what = args.first().map(String::as_str).unwrap_or("store");
+    let started = Instant::now();
+    let result = match what {
+        "store" => bench_store(&args),
+        "search" => bench_search(&args),
+        "mcp" => bench_mcp(&args),
+        "recall" => bench_recall(&args),
+        other => {
+            eprintln!("unknown benchmark {other:?}: use store, search, mcp or recall");
+            std::process::exit(2);
+        }
+    };
+    match result {
+        Ok(v) => {
+            let out = json!({"benchmark": what, "machine": machine(), "total_seconds": round(started.elapsed().as_secs_f64()), "figures": v});
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        }
+        Err(e) => {
+            eprintln!("benchmark failed: {}", e.to_json());
+            std::process::exit(1);
+        }
+    }
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("model name"))
+            .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+    });
+    json!({"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), "cpu": cpu, "os": std::env::consts::OS})
+}

@@ -289,8 +289,48 @@ fn read_source(path: Option<&PathBuf>, what: &str) -> Result<String> {
 }
 
 fn parse_json(text: &str, field: &str) -> Result<Value> {
-    serde_json::from_str(text)
-        .map_err(|e| Error::invalid(field, format!("{field} is not valid JSON: {e}")))
+    let v = serde_json::from_str(text)
+        .map_err(|e| Error::invalid(field, format!("{field} is not valid JSON: {e}")))?;
+    if let Some(n) = oversized_integer(text) {
+        return Err(Error::invalid(
+            field,
+            format!("{field} holds the integer {n}, which does not fit in 64 bits and would lose precision"),
+        )
+        .hint("store it as a string"));
+    }
+    Ok(v)
+}
+
+/// The first integer literal outside the 64-bit range in valid JSON text, if any (such numbers
+/// would silently become floating point).
+fn oversized_integer(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let lit = &text[start..i];
+                let integral = !lit.contains(['.', 'e', 'E']);
+                if integral && lit.parse::<i64>().is_err() && lit.parse::<u64>().is_err() {
+                    return Some(lit.to_string());
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 impl DataArgs {
@@ -311,6 +351,7 @@ fn ingest(m: &Memdir, a: &IngestArgs) -> Result<Value> {
     if let Some(path) = &a.jsonl {
         let text = read_source(Some(path), "jsonl")?;
         let mut chunks = Vec::new();
+        let mut lines = Vec::new();
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
@@ -330,8 +371,19 @@ fn ingest(m: &Memdir, a: &IngestArgs) -> Result<Value> {
                 Error { message: msg, ..e }.detail("line", Value::from(i + 1))
             })?;
             chunks.push(chunk);
+            lines.push(i + 1);
         }
-        return m.ingest(&chunks);
+        // Errors found after parsing name the chunk's index in the batch; say the line.
+        return m.ingest(&chunks).map_err(|e| {
+            match e.details.get("index").and_then(Value::as_u64) {
+                Some(idx) => {
+                    let line = lines.get(idx as usize).copied().unwrap_or(0);
+                    let msg = format!("line {line}: {}", e.message);
+                    Error { message: msg, ..e }.detail("line", Value::from(line))
+                }
+                None => e,
+            }
+        });
     }
     let Some(session_id) = a.session_id.clone() else {
         return Err(Error::invalid(
@@ -524,6 +576,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             until: a.until,
             context: a.context,
             full: a.full,
+            propagation: None,
         })?,
         Command::Reindex => {
             let tty = std::io::stderr().is_terminal();
@@ -546,6 +599,31 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         }
     };
     Ok((Output::Json(out), 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversized_integers_are_found_outside_strings() {
+        assert_eq!(
+            oversized_integer(r#"{"a": 18446744073709551616}"#).as_deref(),
+            Some("18446744073709551616")
+        );
+        assert_eq!(
+            oversized_integer(r#"{"a": -9223372036854775809}"#).as_deref(),
+            Some("-9223372036854775809")
+        );
+        assert_eq!(
+            oversized_integer(r#"{"a": 18446744073709551615, "b": 1.5e300}"#),
+            None
+        );
+        assert_eq!(
+            oversized_integer(r#"{"a": "99999999999999999999\" 1"}"#),
+            None
+        );
+    }
 }
 
 /// Prints an error as JSON on stderr and returns its exit code.

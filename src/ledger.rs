@@ -132,6 +132,15 @@ impl Ledger {
         Ok(())
     }
 
+    /// Raises the stored HLC high-water mark to `stamp` if it is newer (stamps sort as text).
+    pub fn observe_hlc(&self, stamp: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('hlc', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value WHERE excluded.value > meta.value",
+            [stamp],
+        )?;
+        Ok(())
+    }
+
     pub fn category(&self, name: &str) -> Result<Option<CategoryRow>> {
         Ok(self
             .conn

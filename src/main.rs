@@ -1,19 +1,24 @@
 //! The `memdir` binary: a thin shell over the library.
 #![forbid(unsafe_code)]
 
+use std::io::Write;
+
 use clap::Parser;
 
 fn main() {
     let cli = memdir::cli::Cli::parse();
     let code = match memdir::cli::run(cli) {
         Ok((out, code)) => {
-            match out {
+            let text = match out {
                 memdir::cli::Output::Json(v) => {
-                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default())
+                    serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
                 }
-                memdir::cli::Output::Text(t) => print!("{t}"),
-                memdir::cli::Output::Nothing => {}
-            }
+                memdir::cli::Output::Text(t) => t,
+                memdir::cli::Output::Nothing => String::new(),
+            };
+            // A reader that went away (`| head`) is not an error worth a panic.
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
             code
         }
         Err(e) => memdir::cli::report_error(&e),

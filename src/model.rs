@@ -14,6 +14,9 @@ use crate::error::{Error, ErrorKind};
 pub const MAX_CATEGORY_NAME_CHARS: usize = 128;
 /// Longest session id, in characters.
 pub const MAX_SESSION_ID_CHARS: usize = 256;
+/// Longest encoded name, in bytes: one file-name component, leaving room for a suffix within
+/// the usual 255-byte limit.
+pub const MAX_ENCODED_BYTES: usize = 200;
 /// Longest project name, in characters.
 pub const MAX_PROJECT_CHARS: usize = 256;
 
@@ -99,6 +102,16 @@ fn validate_name(what: &str, field: &str, name: &str, max_chars: usize) -> Resul
             field,
             format!("{what} must not start or end with white space"),
         ));
+    }
+    let encoded = encode_component(name).len();
+    if encoded > MAX_ENCODED_BYTES {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "{what} is {encoded} bytes once encoded as a file name; the limit is {MAX_ENCODED_BYTES} (upper-case and non-ASCII characters take 3 bytes per byte)"
+            ),
+        )
+        .hint("use a shorter name"));
     }
     Ok(())
 }

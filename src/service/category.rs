@@ -333,6 +333,7 @@ impl Memdir {
         if let Some(r) = &row
             && row_matches(r, file.as_ref())
             && r.head_id.is_some()
+            && store::list_history_ids(layout, name)?.last() == r.head_id.as_ref()
         {
             let mut r = r.clone();
             if let Some((len, m)) = stat
@@ -345,6 +346,21 @@ impl Memdir {
             return Ok(CatState { file, row: r });
         }
         let head = store::history_head(layout, name)?;
+        if let Some(h) = &head
+            && let Some(stamp) = h.id.get(..24)
+        {
+            inner.ledger.observe_hlc(stamp)?;
+        }
+        if let Some(f) = &file
+            && let Ok(c) = &f.content
+            && let Some(max) = c.get("entries").and_then(Value::as_array).and_then(|e| {
+                e.iter()
+                    .filter_map(|x| x.get("id")?.as_str()?.get(..24))
+                    .max()
+            })
+        {
+            inner.ledger.observe_hlc(max)?;
+        }
         let consistent = match (&file, &head) {
             (None, None) => true,
             (None, Some(h)) => h.is_tombstone(),
@@ -413,7 +429,10 @@ impl Memdir {
         let content = content.unwrap_or(Value::Null);
         let tombstone = content.is_null();
         let bytes = (!tombstone).then(|| codec::to_pretty(&content));
-        if let Some(b) = &bytes
+        // The limit guards what memdir is asked to write; a larger file placed by hand is
+        // still adopted into history as it is.
+        if write_file
+            && let Some(b) = &bytes
             && b.len() > limits::MAX_CATEGORY_BYTES
         {
             return Err(Error::too_large(
@@ -429,11 +448,12 @@ impl Memdir {
             base_file_hash(layout, name)?
         };
         let replica = self.replica(lock)?;
-        let hlc = self.tick(inner)?;
+        let now = clock::now_ms();
+        let hlc = self.tick(inner, now)?;
         let id = format!("{hlc}_{replica}");
         let mut vv = parse_vv(&base.row.vv);
         *vv.entry(replica.clone()).or_insert(0) += 1;
-        let ts = clock::rfc3339(hlc.ms);
+        let ts = clock::rfc3339(now);
         let entry = HistoryEntry {
             id: id.clone(),
             parents: base.row.head_id.iter().cloned().collect(),
@@ -682,9 +702,10 @@ impl Memdir {
                 }
             };
             let replica = self.replica(lock)?;
-            let hlc = self.tick(inner)?;
+            let now = clock::now_ms();
+            let hlc = self.tick(inner, now)?;
             let id = format!("{hlc}-{replica}");
-            let ts = clock::rfc3339(hlc.ms);
+            let ts = clock::rfc3339(now);
             entries.push(json!({"id": id, "ts": ts, "data": req.data}));
             let key = |e: &Value| e.get("id").and_then(Value::as_str).unwrap_or("").to_string();
             if entries.windows(2).any(|w| key(&w[0]) > key(&w[1])) {

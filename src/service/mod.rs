@@ -186,7 +186,7 @@ impl Memdir {
         let mut guard = self.inner.lock().map_err(|_| {
             Error::internal("a previous operation panicked while holding the store")
         })?;
-        if guard.is_none() && self.layout.exists() {
+        if guard.is_none() && self.layout.exists() && self.layout.holds_store() {
             let meta = self.layout.meta_dir();
             if !meta.is_dir() {
                 self.layout.init()?;
@@ -266,13 +266,15 @@ impl Memdir {
     }
 
     /// Issues the next HLC stamp. Caller holds the lock.
-    pub(crate) fn tick(&self, inner: &Inner) -> Result<Hlc> {
+    /// `now` is the wall-clock time the caller also records as the display `ts`, so both come
+    /// from one clock reading.
+    pub(crate) fn tick(&self, inner: &Inner, now: i64) -> Result<Hlc> {
         let last = match inner.ledger.meta("hlc")?.and_then(|s| Hlc::parse(&s)) {
             Some(h) => h,
             None => self.max_hlc_on_disk()?,
         };
-        let next = last.tick(clock::now_ms());
-        inner.ledger.set_meta("hlc", &next.to_string())?;
+        let next = last.tick(now);
+        inner.ledger.observe_hlc(&next.to_string())?;
         Ok(next)
     }
 
@@ -363,9 +365,15 @@ impl Memdir {
                 .ledger
                 .category(name.as_str())?
                 .and_then(|r| r.head_id);
-            let st = self.sync_category(inner, &name, None, Sync::Fast)?;
-            if st.row.head_id != before && st.row.updated_by == "external" {
-                adopted.push(name.to_string());
+            // One file that cannot be adopted now (busy lock, unreadable) must not break the
+            // open of the whole store: the next scan retries it, verify-store reports it.
+            match self.sync_category(inner, &name, None, Sync::Fast) {
+                Ok(st) if st.row.head_id != before && st.row.updated_by == "external" => {
+                    adopted.push(name.to_string())
+                }
+                Ok(_) => {}
+                Err(e) if e.kind == ErrorKind::Internal => return Err(e),
+                Err(_) => {}
             }
         }
         self.sync_sessions(inner, None)?;
@@ -391,16 +399,13 @@ impl Memdir {
     /// `memdir status`: counts, sizes and health.
     pub fn status(&self) -> Result<Value> {
         let root = self.layout.root.display().to_string();
-        if !self.layout.exists() {
+        let mut guard = self.inner()?;
+        let Some(inner) = guard.as_mut() else {
             return Ok(json!({
-                "dir": root, "exists": false, "sessions": 0, "chunks": 0, "categories": 0,
+                "dir": root, "exists": self.layout.exists(), "sessions": 0, "chunks": 0, "categories": 0,
                 "logs": 0, "size_bytes": 0, "malformed": [], "pending_staging": [],
             }));
-        }
-        let mut guard = self.inner()?;
-        let inner = guard
-            .as_mut()
-            .expect("invariant: an existing store has a ledger");
+        };
         self.scan(inner)?;
         let cats = inner.ledger.categories()?;
         let live: Vec<_> = cats.iter().filter(|r| r.status != "deleted").collect();

@@ -56,6 +56,10 @@ pub struct SearchRequest {
     pub context: Option<usize>,
     #[serde(default)]
     pub full: bool,
+    /// Share of a neighbour's score a chunk gains; `None` for the default. Not a surface
+    /// parameter: benchmarks set it to measure ranking.
+    #[serde(skip)]
+    pub propagation: Option<f32>,
 }
 
 fn default_limit() -> usize {
@@ -77,6 +81,7 @@ impl SearchRequest {
             until: None,
             context: None,
             full: false,
+            propagation: None,
         }
     }
 

@@ -165,28 +165,46 @@ impl Memdir {
             .into_iter()
             .map(|r| (r.rel.clone(), r))
             .collect();
+        // Taken on the first mismatch: a mismatch seen without the lock may just be a writer
+        // between its append and its ledger update, so it is re-checked under the lock.
+        let mut held: Option<WriteLock> = None;
         for (id, dir_rel) in store::list_session_dirs(layout)? {
             for f in store::list_segments(layout, &dir_rel)? {
                 let rel = f.rel.to_string_lossy().into_owned();
                 seen.insert(rel.clone());
-                if let Some(r) = rows.get(&rel)
-                    && r.len == f.len as i64
-                    && r.mtime_ns == f.mtime_ns
-                {
+                let fresh = |r: Option<&SegmentRow>, len: u64, m: i64| {
+                    r.is_some_and(|r| r.len == len as i64 && r.mtime_ns == m)
+                };
+                if fresh(rows.get(&rel), f.len, f.mtime_ns) {
                     continue;
                 }
+                if lock.is_none() && held.is_none() {
+                    held = Some(self.lock_and_recover()?);
+                }
                 let path = layout.root.join(&f.rel);
+                let Some(mut stat) = store::stat(&path)? else {
+                    continue;
+                };
+                if let Some(r) = inner.ledger.segment(&rel)? {
+                    let ok = fresh(Some(&r), stat.0, stat.1);
+                    rows.insert(rel.clone(), r);
+                    if ok {
+                        continue;
+                    }
+                }
                 let mut seg = segment::read(&path)?;
-                let mut stat = (f.len, f.mtime_ns);
                 if seg.tail_len > 0 {
-                    // Repairs happen under the lock, after recovery: the tail may belong to a
-                    // batch whose intent cuts it back.
-                    let _held = if lock.is_none() { Some(self.lock_and_recover()?) } else { None };
-                    seg = segment::read(&path)?;
+                    // Under the lock and after recovery: the tail may belong to a batch whose
+                    // intent has just cut it back.
                     if segment::repair_tail(&path, &seg)? {
                         seg = segment::read(&path)?;
                     }
                     stat = store::stat(&path)?.unwrap_or((0, 0));
+                }
+                // Stamps written elsewhere (a hand edit, another device) move this clock on, so
+                // the next chunk sorts after them.
+                if let Some(max) = seg.chunks.iter().map(|c| c.hlc.as_str()).max() {
+                    inner.ledger.observe_hlc(max)?;
                 }
                 let row = segment_row(&rel, &id, &f.replica, stat, &seg);
                 rows.remove(&rel);
@@ -308,6 +326,9 @@ impl Memdir {
                             let seg = segment::read(&path)?;
                             let seg = if segment::repair_tail(&path, &seg)? { segment::read(&path)? } else { seg };
                             let st = store::stat(&path)?.unwrap_or((0, 0));
+                            if let Some(max) = seg.chunks.iter().map(|c| c.hlc.as_str()).max() {
+                                inner.ledger.observe_hlc(max)?;
+                            }
                             segment_row(&key, id.as_str(), &replica, st, &seg)
                         }
                     };
@@ -317,8 +338,8 @@ impl Memdir {
                     order.push(key.clone());
                 }
                 let (append, next_seq, row) = state.get_mut(&key).expect("invariant: inserted above");
-                let hlc = self.tick(inner)?;
                 let now = clock::now_ms();
+                let hlc = self.tick(inner, now)?;
                 let rec = ChunkRecord {
                     session_id: id.to_string(),
                     replica: replica.clone(),
@@ -454,6 +475,14 @@ impl Memdir {
     /// The session catalog: sessions active within `days` (or all), newest first.
     pub fn overview(&self, req: &OverviewRequest) -> Result<Value> {
         check_limit("limit", req.limit)?;
+        if let Some(d) = req.days
+            && d > 36_500
+        {
+            return Err(Error::invalid(
+                "days",
+                format!("days must be between 0 (all) and 36500; got {d}"),
+            ));
+        }
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
             return Ok(json!({"sessions": [], "total": 0, "next_offset": null}));

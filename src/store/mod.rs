@@ -85,6 +85,19 @@ impl Layout {
         self.root.is_dir()
     }
 
+    /// Whether the directory holds a store (or memdir state): an existing but empty directory
+    /// is answered as empty without writing anything into it.
+    pub fn holds_store(&self) -> bool {
+        [
+            self.meta_dir(),
+            self.categories_dir(),
+            self.history_root(),
+            self.sessions_dir(),
+        ]
+        .iter()
+        .any(|d| d.is_dir())
+    }
+
     /// Creates the directory skeleton; keeps whatever exists. Returns whether anything was new.
     pub fn init(&self) -> Result<bool, IoError> {
         let existed = self.root.join(".gitignore").exists() && self.staging().is_dir();
@@ -356,13 +369,27 @@ pub fn list_segments(layout: &Layout, session_rel: &Path) -> Result<Vec<SegmentF
     Ok(out)
 }
 
-/// Modification time in nanoseconds since the epoch (0 when unknown).
+/// A change stamp in nanoseconds: the later of the modification and the status-change time.
+/// Tools can set a file's mtime back after an edit, but not its ctime, so a cache keyed by
+/// size and this stamp notices every edit.
 pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
-    meta.modified()
+    let mtime = meta
+        .modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+        .unwrap_or(0);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let ctime = meta
+            .ctime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(meta.ctime_nsec());
+        mtime.max(ctime)
+    }
+    #[cfg(not(unix))]
+    mtime
 }
 
 /// Size and mtime of a file, `None` when absent.

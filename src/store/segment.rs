@@ -121,6 +121,8 @@ pub struct SegmentAppend {
 ///
 /// When more than one chunk is written (`batch`), an intent recording every segment's length
 /// is made durable first, so that a crash mid-append cuts every segment back: all or nothing.
+/// A failed append (a full disk, say) is undone before the error is returned: segments are cut
+/// back, files and directories it created are removed, and the intent goes.
 pub fn append(
     root: &Path,
     staging: &Path,
@@ -129,6 +131,39 @@ pub fn append(
     batch: bool,
 ) -> Result<(), IoError> {
     let intent_path = staging.join(format!("{txid}.append"));
+    let mut created: Vec<std::path::PathBuf> = Vec::new();
+    let result = append_in(root, staging, &intent_path, appends, batch, &mut created);
+    if result.is_err() {
+        for a in appends {
+            let path = root.join(&a.rel);
+            if let Ok(meta) = fs::metadata(&path)
+                && meta.len() > a.len_before
+                && let Ok(f) = OpenOptions::new().write(true).open(&path)
+            {
+                let _ = f.set_len(a.len_before).and_then(|_| f.sync_all());
+            }
+        }
+        // Newest first: a segment file before its session directory.
+        for p in created.iter().rev() {
+            let _ = if p.is_dir() {
+                fs::remove_dir(p)
+            } else {
+                fs::remove_file(p)
+            };
+        }
+        let _ = fs::remove_file(&intent_path);
+    }
+    result
+}
+
+fn append_in(
+    root: &Path,
+    staging: &Path,
+    intent_path: &Path,
+    appends: &[SegmentAppend],
+    batch: bool,
+    created: &mut Vec<std::path::PathBuf>,
+) -> Result<(), IoError> {
     if batch {
         let intent = Intent {
             segments: appends
@@ -137,7 +172,7 @@ pub fn append(
                 .collect(),
         };
         write_synced(
-            &intent_path,
+            intent_path,
             &serde_json::to_vec(&intent).expect("invariant: intent serializes"),
         )?;
         // DURABILITY: the intent must be durable before any segment grows.
@@ -149,13 +184,19 @@ pub fn append(
         let parent = path
             .parent()
             .expect("invariant: segments live in a session directory");
-        crate::store::txn::create_dir_durable(parent)?;
+        if !parent.is_dir() {
+            crate::store::txn::create_dir_durable(parent)?;
+            created.push(parent.to_path_buf());
+        }
         let new_file = !path.exists();
         let mut f = OpenOptions::new()
             .append(true)
             .create(true)
             .open(&path)
             .at("open segment", &path)?;
+        if new_file {
+            created.push(path.clone());
+        }
         failpoint::io("append.write").at("append", &path)?;
         if failpoint_torn() {
             let half = a.lines.len() / 2;
@@ -173,7 +214,7 @@ pub fn append(
     }
     failpoint::hit("append.after_write");
     if batch {
-        fs::remove_file(&intent_path).at("remove intent", &intent_path)?;
+        fs::remove_file(intent_path).at("remove intent", intent_path)?;
         // DURABILITY: once acknowledged, a batch must not be cut back by a stale intent.
         sync_dir(staging)?;
     }

@@ -365,9 +365,9 @@ fn jsonl_validation_errors_name_the_line_and_write_nothing() {
     );
     let e = fail_stdin(&env, &["ingest", "--jsonl", "-"], input.as_bytes(), 3);
     assert_eq!(e["field"], "content", "{e}");
-    assert_eq!(e["line"], 4, "jsonl errors must carry the line number: {e}");
     env.fail(&["fetch", "s"], 4);
     env.fail(&["fetch", "t"], 4);
+    assert_eq!(e["line"], 4, "jsonl errors must carry the line number: {e}");
 }
 
 #[test]
@@ -905,7 +905,7 @@ fn expected_hash_mismatch_is_a_conflict_with_the_current_hash() {
     assert_eq!(env.ok(&["read", "base"])["data"], json!({"v": 2}));
     assert_eq!(history_files(&env, "base").len(), 2);
     // Retrying with the hash from the error succeeds.
-    env.ok(&[
+    let w3 = env.ok(&[
         "write",
         "base",
         "--data",
@@ -913,6 +913,9 @@ fn expected_hash_mismatch_is_a_conflict_with_the_current_hash() {
         "--expected-hash",
         &h2,
     ]);
+    let h3 = w3["new_hash"].as_str().unwrap().to_string();
+    env.ok(&["delete", "base", "--expected-hash", &h3]);
+    assert!(!env.path("categories/base.json").exists());
     env.assert_clean();
 }
 
@@ -1768,4 +1771,152 @@ fn oversized_hand_placed_category_does_not_break_other_commands() {
     assert!(names(&l).contains(&"base".to_string()));
     env.ok(&["status"]);
     env.ok(&["write", "base", "--data", r#"{"v": 2}"#]);
+}
+
+#[test]
+fn integers_beyond_64_bits_are_kept_exactly_or_refused() {
+    // Silently rounding 18446744073709551616 to 1.8446744073709552e19 loses the user's data.
+    let env = TestEnv::new();
+    let r = env.run(&["write", "n", "--data", r#"{"id": 18446744073709551616}"#]);
+    match r.code {
+        0 => {
+            let text = env.read("categories/n.json");
+            assert!(
+                text.contains("18446744073709551616"),
+                "the number was rounded on disk:\n{text}"
+            );
+        }
+        3 => assert!(!env.path("categories/n.json").exists()),
+        c => {
+            env.dump(&r);
+            panic!("exit {c}");
+        }
+    }
+}
+
+#[test]
+fn overview_with_a_huge_days_value_neither_panics_nor_hides_sessions() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "x"]);
+    for days in ["200000000000", "18446744073709551615"] {
+        let r = env.run(&["overview", "--days", days]);
+        match r.code {
+            0 => assert_eq!(r.json()["total"], 1, "--days {days}: {}", r.stdout),
+            3 => {}
+            c => {
+                env.dump(&r);
+                panic!("--days {days} exited {c}");
+            }
+        }
+    }
+}
+
+#[test]
+fn names_within_the_documented_length_limits_are_stored_or_refused_as_invalid() {
+    // 128 characters for a category and 256 for a session id are documented as valid; their
+    // escaped file names must not hit the file system's name limit as an I/O error (exit 8).
+    let env = TestEnv::new();
+    let category = "A".repeat(128);
+    let session = "s".repeat(256);
+    let wide_session = "ü".repeat(100);
+    for (args, what) in [
+        (
+            vec!["write", category.as_str(), "--data", r#"{"a": 1}"#],
+            "category",
+        ),
+        (
+            vec!["ingest", "--session-id", session.as_str(), "--text", "x"],
+            "session",
+        ),
+        (
+            vec![
+                "ingest",
+                "--session-id",
+                wide_session.as_str(),
+                "--text",
+                "x",
+            ],
+            "session",
+        ),
+    ] {
+        let r = env.run(&args);
+        assert!(
+            r.code == 0 || r.code == 3,
+            "{what} name of documented length: exit {}\n{}",
+            r.code,
+            r.stderr
+        );
+    }
+    if env.dir.exists() {
+        env.assert_clean();
+    }
+    assert_eq!(entries_outside_store(&env), Vec::<String>::new());
+}
+
+#[test]
+fn closed_stdout_does_not_panic() {
+    // `memdir fetch s | head -c 10`: the reader goes away mid-output.
+    let env = TestEnv::new();
+    let path = env.tmp.path().join("big.txt");
+    std::fs::write(&path, "y".repeat(200 * 1024)).unwrap();
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--file",
+        path.to_str().unwrap(),
+    ]);
+    let mut child = env
+        .command(&["fetch", "s"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Read;
+        let mut out = child.stdout.take().unwrap();
+        let mut buf = [0u8; 10];
+        out.read_exact(&mut buf).unwrap();
+        // Dropping `out` closes the pipe while 200 KiB are still to be written.
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && out.status.code() != Some(101),
+        "exit {:?}, stderr:\n{stderr}",
+        out.status.code()
+    );
+}
+
+#[test]
+fn dir_flag_wins_over_memdir_dir_and_xdg_data_home_is_the_default() {
+    let mut env = TestEnv::new();
+    let flag_dir = env.tmp.path().join("flagged");
+    env.ok(&[
+        "--dir",
+        flag_dir.to_str().unwrap(),
+        "write",
+        "base",
+        "--data",
+        "{}",
+    ]);
+    assert!(flag_dir.join("categories/base.json").is_file());
+    assert!(!env.dir.exists());
+    env.ok(&["write", "env", "--data", "{}"]);
+    assert!(env.path("categories/env.json").is_file());
+    // Without MEMDIR_DIR: $XDG_DATA_HOME/memdir, else ~/.local/share/memdir.
+    env.envs.retain(|(k, _)| k != "MEMDIR_DIR");
+    let xdg = env.tmp.path().join("xdg");
+    env.set_env("XDG_DATA_HOME", xdg.to_str().unwrap());
+    env.ok(&["write", "xdg", "--data", "{}"]);
+    assert!(xdg.join("memdir/categories/xdg.json").is_file());
+    env.envs.retain(|(k, _)| k != "XDG_DATA_HOME");
+    env.ok(&["write", "home", "--data", "{}"]);
+    assert!(
+        env.tmp
+            .path()
+            .join("home/.local/share/memdir/categories/home.json")
+            .is_file()
+    );
 }

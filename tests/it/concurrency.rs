@@ -513,3 +513,82 @@ fn a_held_lock_gives_busy_quickly_and_changes_nothing() {
     assert_eq!(env.session_contents("s"), vec!["hello", "unblocked"]);
     env.assert_clean();
 }
+
+#[test]
+fn eight_processes_appending_to_one_log_lose_no_entry() {
+    const ROUNDS: usize = 6;
+    let mut env = TestEnv::new();
+    env.set_env("MEMDIR_LOCK_TIMEOUT_MS", "30000");
+    env.ok(&["append", "journal", "--data", r#"{"event": "start"}"#]);
+    let start = Barrier::new(PROCS);
+    let failures = std::sync::Mutex::new(Vec::new());
+    let results: Vec<(String, Outcome)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..PROCS)
+            .map(|p| {
+                let (env, start, failures) = (&env, &start, &failures);
+                s.spawn(move || {
+                    start.wait();
+                    let mut out = Vec::new();
+                    for i in 0..ROUNDS {
+                        let event = format!("p{p} i{i}");
+                        let data = json!({"event": event}).to_string();
+                        let r = env.run(&["append", "journal", "--data", &data]);
+                        if let Some(o) = classify(r, failures) {
+                            out.push((event, o));
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    check_no_failures(&env, failures);
+    let log = env.ok(&["read", "journal"]);
+    let entries = log["data"]["entries"].as_array().expect("entries").clone();
+    let by_event: BTreeMap<&str, &str> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["data"]["event"].as_str().unwrap(),
+                e["id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_event.len(),
+        entries.len(),
+        "an entry landed twice: {log:#}"
+    );
+    let mut acked = 1; // "start"
+    let mut versions = BTreeSet::from([1u64]);
+    for (event, o) in &results {
+        match o {
+            Outcome::Acked(v) => {
+                acked += 1;
+                assert_eq!(
+                    by_event.get(event.as_str()).copied(),
+                    v["id"].as_str(),
+                    "acknowledged entry {event:?} is missing: {log:#}"
+                );
+                let ver = v["version"].as_u64().unwrap();
+                assert!(versions.insert(ver), "version {ver} acknowledged twice");
+            }
+            Outcome::Busy => assert!(
+                !by_event.contains_key(event.as_str()),
+                "busy {event:?} landed"
+            ),
+        }
+    }
+    assert_eq!(entries.len(), acked, "entries nobody acknowledged: {log:#}");
+    let ids: Vec<&str> = entries.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "log ids not strictly sorted: {ids:?}"
+    );
+    assert_eq!(versions, (1..=acked as u64).collect::<BTreeSet<_>>());
+    env.assert_clean();
+}

@@ -5,3 +5,4 @@ mod util;
 mod cli;
 mod concurrency;
 mod crash;
+mod handedit;

@@ -1,0 +1,705 @@
+//! Files are the truth: hand edits, hand deletes and hand-appended lines are honoured, and
+//! `.memdir/` can be deleted at any time without losing a single memory.
+
+use serde_json::{Value, json};
+
+use crate::util::{TestEnv, truth_files};
+
+fn hash_of(env: &TestEnv, rel: &str) -> String {
+    blake3::hash(&std::fs::read(env.path(rel)).unwrap())
+        .to_hex()
+        .to_string()
+}
+
+fn history_files(env: &TestEnv, stem: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(env.path(&format!("history/{stem}")))
+        .map(|rd| {
+            rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn contents(fetch: &Value) -> Vec<String> {
+    fetch["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The last line of a session's only segment, parsed.
+fn last_line(env: &TestEnv, session_dir: &str) -> Value {
+    let text = std::fs::read_to_string(env.segment_of(session_dir)).unwrap();
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+/// The stamp `hlc` with its counter raised by `by`.
+fn bump_hlc(hlc: &str, by: u32) -> String {
+    let (time, counter) = hlc.split_at(20);
+    let n: u32 = counter.parse().unwrap();
+    format!("{time}{:04}", n + by)
+}
+
+/// Appends one line to a file, as `echo ... >>` would.
+fn append_line(path: &std::path::Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    f.write_all(line.as_bytes()).unwrap();
+    f.write_all(b"\n").unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Categories edited by hand
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn hand_edit_is_read_back_and_recorded_as_an_external_version() {
+    let env = TestEnv::new();
+    env.ok(&["write", "base", "--data", r#"{"editor": "vim"}"#]);
+    let edited = "{\"editor\":\"helix\",  \"note\": \"typed by hand\"}\n";
+    env.write_file("categories/base.json", edited);
+    let new_hash = hash_of(&env, "categories/base.json");
+
+    let r = env.ok(&["read", "base"]);
+    assert_eq!(
+        r["data"],
+        json!({"editor": "helix", "note": "typed by hand"})
+    );
+    assert_eq!(r["meta"]["hash"], new_hash.as_str());
+    assert_eq!(r["meta"]["updated_by"], "external");
+    assert_eq!(r["meta"]["version"], 2);
+    // The user's bytes stay as they wrote them.
+    assert_eq!(env.read("categories/base.json"), edited);
+
+    let h = env.ok(&["history", "base"]);
+    assert_eq!(h["total"], 2);
+    let v = &h["versions"][0];
+    assert_eq!(v["op"], "external");
+    assert_eq!(v["actor"], "external");
+    assert_eq!(v["hash"], new_hash.as_str());
+    assert_eq!(v["version"], 2);
+    // The history entry on disk keeps the edited content.
+    let files = history_files(&env, "base");
+    let entry: Value =
+        serde_json::from_str(&env.read(&format!("history/base/{}", files[1]))).unwrap();
+    assert_eq!(entry["op"], "external");
+    assert_eq!(entry["actor"], "external");
+    assert_eq!(entry["content"], r["data"]);
+    assert_eq!(
+        entry["parents"],
+        json!([files[0].trim_end_matches(".json")])
+    );
+    // Adopted once: reading again adds nothing.
+    env.ok(&["read", "base"]);
+    env.ok(&["list"]);
+    assert_eq!(history_files(&env, "base").len(), 2);
+    // The diff shows the edit.
+    let d = env.ok(&["diff", "base"]);
+    assert!(
+        d["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+  \"note\": \"typed by hand\""),
+        "{d}"
+    );
+    env.assert_clean();
+}
+
+#[test]
+fn hand_edit_is_noticed_by_list_and_history_before_any_read() {
+    let env = TestEnv::new();
+    env.ok(&["write", "base", "--data", r#"{"v": 1}"#]);
+    env.write_file("categories/base.json", "{\"v\": 2, \"longer\": true}\n");
+    let new_hash = hash_of(&env, "categories/base.json");
+    let l = env.ok(&["list"]);
+    assert_eq!(l["categories"][0]["hash"], new_hash.as_str());
+    assert_eq!(l["categories"][0]["updated_by"], "external");
+    assert_eq!(
+        env.ok(&["history", "base"])["versions"][0]["op"],
+        "external"
+    );
+}
+
+#[test]
+fn same_size_hand_edit_with_an_unchanged_mtime_is_still_noticed() {
+    // An edit that keeps the size and the modification time (a `cp -p` of a same-size file, or
+    // an edit within one tick of a coarse file-system clock) is still an edit.
+    let env = TestEnv::new();
+    env.ok(&["write", "base", "--data", r#"{"v": 1}"#]);
+    let path = env.path("categories/base.json");
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let old_len = std::fs::metadata(&path).unwrap().len();
+    std::fs::write(&path, "{\n  \"v\": 2\n}\n").unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), old_len);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let new_hash = hash_of(&env, "categories/base.json");
+    let l = env.ok(&["list"]);
+    assert_eq!(
+        l["categories"][0]["hash"],
+        new_hash.as_str(),
+        "list serves the hash of the content before the hand edit"
+    );
+    assert_eq!(
+        env.ok(&["history", "base"])["versions"][0]["op"],
+        "external"
+    );
+    assert_eq!(env.ok(&["read", "base"])["data"], json!({"v": 2}));
+}
+
+#[test]
+fn write_with_the_pre_edit_hash_is_refused_after_a_hand_edit() {
+    let env = TestEnv::new();
+    let w = env.ok(&["write", "base", "--data", r#"{"a": 1}"#]);
+    let pre = w["new_hash"].as_str().unwrap().to_string();
+    let edited = "{\n  \"a\": 1,\n  \"b\": \"by hand\"\n}\n";
+    env.write_file("categories/base.json", edited);
+    let post = hash_of(&env, "categories/base.json");
+    // No read in between: the write itself must notice the edit.
+    let e = env.fail(
+        &[
+            "write",
+            "base",
+            "--merge",
+            "--data",
+            r#"{"c": 3}"#,
+            "--expected-hash",
+            &pre,
+        ],
+        5,
+    );
+    assert_eq!(e["code"], "conflict");
+    assert_eq!(e["current_hash"], post.as_str());
+    let e = env.fail(
+        &[
+            "write",
+            "base",
+            "--data",
+            r#"{"c": 3}"#,
+            "--expected-hash",
+            &pre,
+        ],
+        5,
+    );
+    assert_eq!(e["current_hash"], post.as_str());
+    env.fail(&["delete", "base", "--expected-hash", &pre], 5);
+    assert_eq!(env.read("categories/base.json"), edited);
+    // With the new hash the merge goes through and keeps the hand-edited key.
+    env.ok(&[
+        "write",
+        "base",
+        "--merge",
+        "--data",
+        r#"{"c": 3}"#,
+        "--expected-hash",
+        &post,
+    ]);
+    assert_eq!(
+        env.ok(&["read", "base"])["data"],
+        json!({"a": 1, "b": "by hand", "c": 3})
+    );
+    let ops: Vec<String> = env.ok(&["history", "base"])["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["op"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ops, vec!["merge", "external", "write"]);
+    env.assert_clean();
+}
+
+#[test]
+fn merge_without_expected_hash_builds_on_the_hand_edit() {
+    let env = TestEnv::new();
+    env.ok(&["write", "base", "--data", r#"{"a": 1}"#]);
+    env.write_file("categories/base.json", "{\"a\": 1, \"hand\": true}\n");
+    env.ok(&["write", "base", "--merge", "--data", r#"{"b": 2}"#]);
+    assert_eq!(
+        env.ok(&["read", "base"])["data"],
+        json!({"a": 1, "hand": true, "b": 2})
+    );
+    // The hand edit is a version of its own, restorable.
+    let h = env.ok(&["history", "base"]);
+    assert_eq!(h["versions"][1]["op"], "external");
+    env.ok(&["restore", "base", "--version", "2"]);
+    assert_eq!(
+        env.ok(&["read", "base"])["data"],
+        json!({"a": 1, "hand": true})
+    );
+}
+
+#[test]
+fn hand_created_category_is_adopted() {
+    let env = TestEnv::new();
+    env.ok(&["init"]);
+    env.write_file("categories/notes.json", "{\"todo\": [\"buy milk\"]}\n");
+    let r = env.ok(&["read", "notes"]);
+    assert_eq!(r["data"], json!({"todo": ["buy milk"]}));
+    assert_eq!(r["meta"]["version"], 1);
+    assert_eq!(r["meta"]["updated_by"], "external");
+    let l = env.ok(&["list"]);
+    assert_eq!(l["categories"][0]["name"], "notes");
+    let h = env.ok(&["history", "notes"]);
+    assert_eq!(h["versions"][0]["op"], "external");
+    assert_eq!(h["versions"][0]["parents"], json!([]));
+    env.assert_clean();
+}
+
+#[test]
+fn hand_delete_records_a_tombstone_by_external() {
+    let env = TestEnv::new();
+    env.ok(&["write", "base", "--data", r#"{"v": 1}"#]);
+    env.ok(&["write", "other", "--data", r#"{"o": 1}"#]);
+    std::fs::remove_file(env.path("categories/base.json")).unwrap();
+
+    let e = env.fail(&["read", "base"], 4);
+    assert_eq!(e["available"], json!(["other"]));
+    let h = env.ok(&["history", "base"]);
+    assert_eq!(h["status"], "deleted");
+    let v = &h["versions"][0];
+    assert_eq!(v["op"], "delete");
+    assert_eq!(v["actor"], "external");
+    assert_eq!(v["hash"], Value::Null);
+    assert_eq!(v["version"], 2);
+    let files = history_files(&env, "base");
+    assert_eq!(files.len(), 2, "history must be kept and gain a tombstone");
+    let tomb: Value =
+        serde_json::from_str(&env.read(&format!("history/base/{}", files[1]))).unwrap();
+    assert_eq!(tomb["op"], "delete");
+    assert_eq!(tomb["actor"], "external");
+    assert_eq!(tomb["content"], Value::Null);
+    let list = env.ok(&["list"]);
+    let names: Vec<&str> = list["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["other"]);
+    // Recorded once, and restorable.
+    env.ok(&["list"]);
+    assert_eq!(history_files(&env, "base").len(), 2);
+    env.ok(&["restore", "base", "--version", "1"]);
+    assert_eq!(env.ok(&["read", "base"])["data"], json!({"v": 1}));
+    env.assert_clean();
+}
+
+#[test]
+fn fixing_a_malformed_hand_edit_by_hand_makes_it_readable_again() {
+    let env = TestEnv::new();
+    env.ok(&["write", "base", "--data", r#"{"v": 1}"#]);
+    env.write_file("categories/base.json", "{\"v\": 2,\n");
+    env.fail(&["read", "base"], 7);
+    env.fail(&["write", "base", "--data", r#"{"v": 9}"#], 7);
+    env.write_file("categories/base.json", "{\"v\": 2}\n");
+    let r = env.ok(&["read", "base"]);
+    assert_eq!(r["data"], json!({"v": 2}));
+    assert_eq!(r["meta"]["updated_by"], "external");
+    // The malformed state was never a version.
+    let ops: Vec<String> = env.ok(&["history", "base"])["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["op"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ops, vec!["external", "write"]);
+    env.assert_clean();
+}
+
+#[test]
+fn hand_edited_log_keeps_working_as_a_log() {
+    let env = TestEnv::new();
+    env.ok(&["append", "journal", "--data", r#"{"e": 1}"#]);
+    let mut log: Value = serde_json::from_str(&env.read("categories/journal.json")).unwrap();
+    log["entries"][0]["data"] = json!({"e": "corrected by hand"});
+    env.write_file(
+        "categories/journal.json",
+        &serde_json::to_string_pretty(&log).unwrap(),
+    );
+    env.ok(&["append", "journal", "--data", r#"{"e": 2}"#]);
+    let data = env.ok(&["read", "journal"])["data"].clone();
+    assert_eq!(
+        data["entries"][0]["data"],
+        json!({"e": "corrected by hand"})
+    );
+    assert_eq!(data["entries"][1]["data"], json!({"e": 2}));
+    let ops: Vec<String> = env.ok(&["history", "journal"])["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["op"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ops, vec!["append", "external", "append"]);
+    env.assert_clean();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions edited by hand
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn hand_appended_chunk_line_is_fetched() {
+    let env = TestEnv::new();
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--project",
+        "p",
+        "--text",
+        "one",
+    ]);
+    env.ok(&["ingest", "--session-id", "s", "--text", "two"]);
+    assert_eq!(env.ok(&["overview"])["sessions"][0]["message_count"], 2);
+    let last = last_line(&env, "s");
+    let line = json!({
+        "session_id": "s",
+        "replica": last["replica"],
+        "seq": 2,
+        "hlc": bump_hlc(last["hlc"].as_str().unwrap(), 1),
+        "ts": last["ts"],
+        "project": "p",
+        "metadata": {"by": "hand"},
+        "content": "added by hand",
+    });
+    append_line(&env.segment_of("s"), &line.to_string());
+
+    let f = env.ok(&["fetch", "s"]);
+    assert_eq!(contents(&f), vec!["one", "two", "added by hand"]);
+    let c = &f["chunks"][2];
+    assert_eq!(c["position"], 2);
+    assert_eq!(c["metadata"], json!({"by": "hand"}));
+    assert_eq!(
+        c["chunk_id"],
+        format!("{}:2", last["replica"].as_str().unwrap()).as_str()
+    );
+    let o = env.ok(&["overview"]);
+    assert_eq!(o["sessions"][0]["message_count"], 3);
+    assert_eq!(env.ok(&["status"])["chunks"], 3);
+    env.assert_clean();
+}
+
+#[test]
+fn ingest_after_a_hand_appended_chunk_continues_after_it() {
+    // The hand-appended line carries a later stamp than memdir's clock has issued (it was
+    // written 5 s "ahead"): the next chunk must still get the next seq, a larger stamp and
+    // the next position, and no position handed out earlier may move.
+    let mut env = TestEnv::new();
+    env.set_env("MEMDIR_CLOCK", "2026-01-01T00:00:00Z");
+    env.ok(&["ingest", "--session-id", "s", "--text", "one"]);
+    let last = last_line(&env, "s");
+    let line = json!({
+        "session_id": "s",
+        "replica": last["replica"],
+        "seq": 1,
+        "hlc": "20260101T000005000Z-0000",
+        "ts": "2026-01-01T00:00:05.000Z",
+        "project": "",
+        "metadata": {},
+        "content": "added by hand",
+    });
+    append_line(&env.segment_of("s"), &line.to_string());
+    let before = env.ok(&["fetch", "s"]);
+    assert_eq!(contents(&before), vec!["one", "added by hand"]);
+
+    let r = env.ok(&["ingest", "--session-id", "s", "--text", "three"]);
+    let after = env.ok(&["fetch", "s"]);
+    assert_eq!(
+        contents(&after),
+        vec!["one", "added by hand", "three"],
+        "a chunk ingested after the hand-appended one sorts before it"
+    );
+    assert_eq!(r["position"], 2);
+    assert_eq!(after["chunks"][2]["position"], r["position"]);
+    let l = last_line(&env, "s");
+    assert_eq!(l["seq"], 2);
+    assert!(
+        l["hlc"].as_str().unwrap() > "20260101T000005000Z-0000",
+        "stamp {} does not follow the hand-appended one",
+        l["hlc"]
+    );
+    env.assert_clean();
+}
+
+#[test]
+fn segment_of_another_replica_arriving_by_hand_is_merged_into_the_session() {
+    // As after a `git pull`: another device's segment appears next to ours.
+    let mut env = TestEnv::new();
+    env.set_env("MEMDIR_CLOCK", "2026-01-01T00:00:00Z");
+    env.ok(&["ingest", "--session-id", "s", "--text", "local 0"]);
+    env.ok(&["ingest", "--session-id", "s", "--text", "local 1"]);
+    let remote: String = (0..2)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({
+                    "session_id": "s", "replica": "laptop-abcd", "seq": i,
+                    "hlc": format!("20260101T00000{}000Z-0000", i + 1),
+                    "ts": format!("2026-01-01T00:00:0{}.000Z", i + 1),
+                    "project": "", "metadata": {}, "content": format!("remote {i}"),
+                })
+            )
+        })
+        .collect();
+    env.write_file("sessions/s/laptop-abcd.jsonl", &remote);
+    env.write_file(
+        "sessions/only-remote/laptop-abcd.jsonl",
+        &format!(
+            "{}\n",
+            json!({
+                "session_id": "only-remote", "replica": "laptop-abcd", "seq": 0,
+                "hlc": "20260101T000003000Z-0000", "ts": "2026-01-01T00:00:03.000Z",
+                "project": "x", "metadata": {}, "content": "hello from the laptop",
+            })
+        ),
+    );
+    let f = env.ok(&["fetch", "s"]);
+    assert_eq!(
+        contents(&f),
+        vec!["local 0", "local 1", "remote 0", "remote 1"]
+    );
+    assert_eq!(f["chunks"][2]["chunk_id"], "laptop-abcd:0");
+    let positions: Vec<u64> = f["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["position"].as_u64().unwrap())
+        .collect();
+    assert_eq!(positions, vec![0, 1, 2, 3]);
+    let o = env.ok(&["overview"]);
+    assert_eq!(o["total"], 2);
+    let s = o["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "s")
+        .unwrap();
+    assert_eq!(s["message_count"], 4);
+    assert_eq!(
+        contents(&env.ok(&["fetch", "only-remote"])),
+        vec!["hello from the laptop"]
+    );
+    env.assert_clean();
+}
+
+#[test]
+fn malformed_hand_appended_line_is_skipped_and_reported() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "one"]);
+    append_line(&env.segment_of("s"), "{this is not a chunk}");
+    assert_eq!(contents(&env.ok(&["fetch", "s"])), vec!["one"]);
+    let st = env.ok(&["status"]);
+    assert_eq!(st["malformed_lines"].as_array().unwrap().len(), 1, "{st}");
+    assert_eq!(env.run(&["verify-store"]).code, 1);
+    // Other sessions are unaffected.
+    env.ok(&["ingest", "--session-id", "t", "--text", "two"]);
+    assert_eq!(contents(&env.ok(&["fetch", "t"])), vec!["two"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `.memdir/` is disposable
+// ---------------------------------------------------------------------------------------------
+
+/// A store with a bit of everything: documents with several versions, a merge, a hand edit,
+/// a deleted and a restored category, a log, and sessions with projects and metadata.
+fn rich_store() -> TestEnv {
+    let env = TestEnv::new();
+    env.ok(&[
+        "write",
+        "base",
+        "--data",
+        r#"{"name": "Ada", "editor": "vim"}"#,
+        "--reason",
+        "first",
+    ]);
+    env.ok(&[
+        "write",
+        "base",
+        "--merge",
+        "--data",
+        r#"{"editor": "helix", "lang": "rust"}"#,
+    ]);
+    env.write_file(
+        "categories/base.json",
+        "{\"name\": \"Ada\", \"editor\": \"helix\", \"lang\": \"rust\", \"hand\": 1}\n",
+    );
+    env.ok(&["read", "base"]);
+    env.ok(&["write", "gone", "--data", r#"{"x": 1}"#]);
+    env.ok(&["delete", "gone"]);
+    env.ok(&["write", "back", "--data", r#"{"v": 1}"#]);
+    env.ok(&["write", "back", "--data", r#"{"v": 2}"#]);
+    env.ok(&["delete", "back"]);
+    env.ok(&["restore", "back", "--version", "1"]);
+    for i in 0..3 {
+        env.ok(&["append", "journal", "--data", &json!({"e": i}).to_string()]);
+    }
+    let batch: String = (0..5)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"session_id": if i % 2 == 0 { "s1" } else { "s2" },
+                       "content": format!("chunk {i}"), "project": "web",
+                       "metadata": {"i": i}})
+            )
+        })
+        .collect();
+    env.ok_stdin(&["ingest", "--jsonl", "-"], batch.as_bytes());
+    env.ok(&["ingest", "--session-id", "Odd:Id", "--text", "odd"]);
+    env
+}
+
+/// Everything a reader can see, as JSON.
+fn observe(env: &TestEnv) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("list".into(), env.ok(&["list"]));
+    out.insert("overview".into(), env.ok(&["overview"]));
+    for c in ["base", "back", "journal"] {
+        out.insert(format!("read {c}"), env.ok(&["read", c]));
+        out.insert(
+            format!("read {c} v1"),
+            env.ok(&["read", c, "--version", "1"]),
+        );
+        out.insert(format!("diff {c}"), env.ok(&["diff", c]));
+    }
+    for c in ["base", "gone", "back", "journal"] {
+        out.insert(format!("history {c}"), env.ok(&["history", c]));
+    }
+    out.insert("read gone".into(), env.fail(&["read", "gone"], 4));
+    for s in ["s1", "s2", "Odd:Id"] {
+        out.insert(format!("fetch {s}"), env.ok(&["fetch", s]));
+    }
+    out.insert(
+        "fetch page".into(),
+        env.ok(&["fetch", "s1", "--position", "1", "--limit", "1"]),
+    );
+    let st = env.ok(&["status"]);
+    let mut counts = serde_json::Map::new();
+    for k in [
+        "sessions",
+        "chunks",
+        "categories",
+        "logs",
+        "malformed",
+        "malformed_lines",
+    ] {
+        counts.insert(k.into(), st[k].clone());
+    }
+    out.insert("status".into(), Value::Object(counts));
+    Value::Object(out)
+}
+
+fn assert_same(before: &Value, after: &Value) {
+    for (k, v) in before.as_object().unwrap() {
+        assert_eq!(
+            &after[k], v,
+            "`{k}` differs after deleting .memdir/\nbefore: {v:#}\nafter: {:#}",
+            after[k]
+        );
+    }
+}
+
+#[test]
+fn deleting_dot_memdir_loses_nothing() {
+    let env = rich_store();
+    env.assert_clean();
+    let files_before = truth_files(&env.dir);
+    let before = observe(&env);
+    std::fs::remove_dir_all(env.path(".memdir")).unwrap();
+    // verify-store is read-only and finds the files clean without a ledger.
+    env.assert_clean();
+    let after = observe(&env);
+    assert_same(&before, &after);
+    // Reading rebuilt only derived state: the truth files are as they were.
+    assert_eq!(truth_files(&env.dir), files_before);
+    env.assert_clean();
+}
+
+#[test]
+fn writes_after_deleting_dot_memdir_continue_versions_and_positions() {
+    let mut env = rich_store();
+    let base_hash = env.ok(&["read", "base"])["meta"]["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let base_version = env.ok(&["read", "base"])["meta"]["version"]
+        .as_u64()
+        .unwrap();
+    let s1_total = env.ok(&["fetch", "s1"])["total"].as_u64().unwrap();
+    let journal_len = env.ok(&["read", "journal"])["data"]["entries"]
+        .as_array()
+        .unwrap()
+        .len();
+    std::fs::remove_dir_all(env.path(".memdir")).unwrap();
+    // This machine now mints a new replica id, as a fresh clone would.
+    env.set_env("MEMDIR_SEED", "another-seed");
+
+    // The first command is a write: compare-and-swap still works against the file.
+    let w = env.ok(&[
+        "write",
+        "base",
+        "--merge",
+        "--data",
+        r#"{"after": true}"#,
+        "--expected-hash",
+        &base_hash,
+    ]);
+    assert_eq!(w["version"], base_version + 1);
+    env.fail(
+        &[
+            "write",
+            "base",
+            "--data",
+            "{}",
+            "--expected-hash",
+            &base_hash,
+        ],
+        5,
+    );
+    let i = env.ok(&["ingest", "--session-id", "s1", "--text", "after"]);
+    assert_eq!(i["position"], s1_total);
+    let f = env.ok(&["fetch", "s1"]);
+    assert_eq!(f["total"], s1_total + 1);
+    assert_eq!(f["chunks"][s1_total as usize]["content"], "after");
+    let a = env.ok(&["append", "journal", "--data", r#"{"e": "after"}"#]);
+    assert_eq!(a["entries"], journal_len + 1);
+    let entries = env.ok(&["read", "journal"])["data"]["entries"].clone();
+    let ids: Vec<&str> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted);
+    assert_eq!(entries[journal_len]["data"], json!({"e": "after"}));
+    // Deleted categories stay deleted; restore still reaches their history.
+    env.fail(&["read", "gone"], 4);
+    env.ok(&["restore", "gone", "--version", "1"]);
+    assert_eq!(env.ok(&["read", "gone"])["data"], json!({"x": 1}));
+    env.assert_clean();
+}
+
+#[test]
+fn hand_edit_made_while_dot_memdir_is_gone_is_still_adopted() {
+    let env = TestEnv::new();
+    env.ok(&["write", "base", "--data", r#"{"v": 1}"#]);
+    std::fs::remove_dir_all(env.path(".memdir")).unwrap();
+    env.write_file("categories/base.json", "{\"v\": 2}\n");
+    let r = env.ok(&["read", "base"]);
+    assert_eq!(r["data"], json!({"v": 2}));
+    assert_eq!(r["meta"]["updated_by"], "external");
+    assert_eq!(
+        env.ok(&["history", "base"])["versions"][0]["op"],
+        "external"
+    );
+    env.assert_clean();
+}
