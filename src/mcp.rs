@@ -158,7 +158,7 @@ const TOOLS: &[ToolDef] = &[
     ToolDef {
         name: "memory_read",
         title: "Read a category",
-        description: "Read a category by its name (not a key inside it). Returns content and meta {hash, version, updated_at, updated_by, size_bytes}.",
+        description: "Read a category by its name (not a key inside it). Returns {data, meta: {hash, version, updated_at, updated_by, size_bytes}}.",
         schema: || {
             obj(
                 json!({"category": s("Category name, e.g. base. memory_list shows them."), "fields": s("Comma-separated top-level keys to return (default all)."), "version": {"type": ["integer", "string"], "description": "An old version number or id from memory_history."}}),

@@ -6,3 +6,4 @@ mod cli;
 mod concurrency;
 mod crash;
 mod handedit;
+mod mcp;
