@@ -507,11 +507,13 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
     .expect("fixture");
     let fx: Value = serde_json::from_str(&text).expect("fixture json");
     let mut out = serde_json::Map::new();
-    for (label, prop) in [
-        ("no_propagation", "0"),
-        ("propagation_0.3", "0.3"),
-        ("propagation_0.5", "0.5"),
-    ] {
+    let variants: &[(&str, f32)] = &[
+        ("plain_bm25", 0.0),
+        ("prev_turn_0.3", 0.3),
+        ("prev_turn_0.5 (default)", 0.5),
+        ("prev_turn_1.0", 1.0),
+    ];
+    for &(label, ctx) in variants {
         let tmp = tempfile::tempdir().expect("temp dir");
         let m = Memdir::open(tmp.path().join("store"))?;
         let mut hits5 = 0usize;
@@ -545,7 +547,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                 req.context = Some(0);
                 req.mode = Some("bm25".into());
                 req.project = Some(cid.to_string());
-                req.propagation = Some(prop.parse().expect("weight"));
+                req.context_weight = Some(ctx);
                 let res = m.search(&req)?;
                 let rows = res["results"].as_array().cloned().unwrap_or_default();
                 let ids: Vec<(String, u64)> = rows

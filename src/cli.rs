@@ -576,7 +576,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             until: a.until,
             context: a.context,
             full: a.full,
-            propagation: None,
+            context_weight: None,
         })?,
         Command::Reindex => {
             let tty = std::io::stderr().is_terminal();

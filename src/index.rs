@@ -24,18 +24,79 @@ use tantivy::schema::{
 };
 use tantivy::tokenizer::{
     AsciiFoldingFilter, Language, LowerCaser, RegexTokenizer, RemoveLongFilter, Stemmer,
-    StopWordFilter, TextAnalyzer,
+    StopWordFilter, TextAnalyzer, Token, TokenFilter, TokenStream, Tokenizer,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError, Term};
 
 use crate::error::{Error, ErrorKind, Result};
 
 /// Bumped whenever the schema or the way documents are built changes.
-pub const INDEX_SCHEMA_VERSION: u32 = 1;
+pub const INDEX_SCHEMA_VERSION: u32 = 3;
 
 /// Words: runs of letters, marks and digits; CJK ideographs, kana and emoji one token each, so
 /// text in any script stays findable and CJK substrings become phrases of characters.
 const TOKEN_PATTERN: &str = r"\p{Han}|\p{Hiragana}|\p{Katakana}|\p{Extended_Pictographic}|[[\p{Alphabetic}\p{M}\p{N}]--[\p{Han}\p{Hiragana}\p{Katakana}]]+";
+
+/// Removes combining diacritical marks (U+0300..U+036F), so an accent typed as a separate
+/// mark (`e` + U+0301, as some systems write `é`) folds like the precomposed letter. Marks of
+/// other blocks, which carry vowels in Indic scripts, stay.
+#[derive(Clone)]
+struct StripMarks;
+
+#[derive(Clone)]
+struct StripMarksFilter<T> {
+    inner: T,
+}
+
+struct StripMarksStream<T> {
+    tail: T,
+}
+
+fn is_combining_diacritic(c: char) -> bool {
+    ('\u{0300}'..='\u{036F}').contains(&c)
+}
+
+impl TokenFilter for StripMarks {
+    type Tokenizer<T: Tokenizer> = StripMarksFilter<T>;
+
+    fn transform<T: Tokenizer>(self, tokenizer: T) -> StripMarksFilter<T> {
+        StripMarksFilter { inner: tokenizer }
+    }
+}
+
+impl<T: Tokenizer> Tokenizer for StripMarksFilter<T> {
+    type TokenStream<'a> = StripMarksStream<T::TokenStream<'a>>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
+        StripMarksStream {
+            tail: self.inner.token_stream(text),
+        }
+    }
+}
+
+impl<T: TokenStream> TokenStream for StripMarksStream<T> {
+    fn advance(&mut self) -> bool {
+        if !self.tail.advance() {
+            return false;
+        }
+        let text = &mut self.tail.token_mut().text;
+        if !text.is_ascii() && text.chars().any(is_combining_diacritic) {
+            *text = text
+                .chars()
+                .filter(|c| !is_combining_diacritic(*c))
+                .collect();
+        }
+        true
+    }
+
+    fn token(&self) -> &Token {
+        self.tail.token()
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        self.tail.token_mut()
+    }
+}
 
 /// The text analyzer: a language's stemmer and stop words, or plain lower-cased words.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,8 +182,9 @@ impl AnalyzerConfig {
         let tok = RegexTokenizer::new(TOKEN_PATTERN)
             .map_err(|e| Error::internal(format!("tokenizer: {e}")))?;
         let base = TextAnalyzer::builder(tok)
-            .filter(RemoveLongFilter::limit(80))
+            .filter(RemoveLongFilter::limit(512))
             .filter(LowerCaser)
+            .filter(StripMarks)
             .filter(AsciiFoldingFilter);
         Ok(match language(&self.language) {
             None => base.build(),
@@ -138,6 +200,9 @@ impl AnalyzerConfig {
 #[derive(Clone, Copy)]
 pub struct ChunkFields {
     pub content: Field,
+    /// The previous chunk of the same session, indexed (not stored) so that a reply can match
+    /// the words of the turn it answers.
+    pub context: Field,
     pub session: Field,
     pub seg: Field,
     pub project: Field,
@@ -172,6 +237,7 @@ fn chunk_schema(tokenizer: &str) -> (Schema, ChunkFields) {
     let mut sb = Schema::builder();
     let f = ChunkFields {
         content: sb.add_text_field("content", text_options(tokenizer).set_stored()),
+        context: sb.add_text_field("context", text_options(tokenizer)),
         session: sb.add_text_field("session", STRING | STORED),
         seg: sb.add_text_field("seg", STRING),
         project: sb.add_text_field("project", STRING | STORED),
@@ -407,10 +473,14 @@ impl SearchIndex {
         rel: &str,
         c: &crate::model::ChunkRecord,
         position: u64,
+        prev: Option<&str>,
     ) -> TantivyDocument {
         let f = &self.chunk_fields;
         let mut d = TantivyDocument::default();
         d.add_text(f.content, &c.content);
+        if let Some(p) = prev {
+            d.add_text(f.context, p);
+        }
         d.add_text(f.session, &c.session_id);
         d.add_text(f.seg, rel);
         d.add_text(f.project, &c.project);
@@ -547,6 +617,7 @@ mod tests {
         let cfg = AnalyzerConfig::parse("none").unwrap();
         assert_eq!(tokens(&cfg, "東京大学"), vec!["東", "京", "大", "学"]);
         assert_eq!(tokens(&cfg, "café déjà vu"), vec!["cafe", "deja", "vu"]);
+        assert_eq!(tokens(&cfg, "cafe\u{301}"), vec!["cafe"]);
         assert_eq!(
             tokens(&cfg, "ship it 🚀 now"),
             vec!["ship", "it", "🚀", "now"]

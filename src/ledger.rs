@@ -82,8 +82,29 @@ impl Ledger {
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         // DURABILITY: the ledger is derived state, rebuilt from the files after a loss, so it
         // does not need a sync per commit; WAL lets readers run beside the one writer.
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")?;
-        conn.execute_batch(SCHEMA)?;
+        // Switching a new database to WAL needs an exclusive lock, and SQLite reports "busy" at
+        // once instead of waiting when several processes create the ledger together: retry
+        // within the same deadline as the store lock.
+        let deadline = std::time::Instant::now() + crate::store::lock::lock_timeout();
+        let mut wait = 2u64;
+        loop {
+            let r = conn
+                .execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+                .and_then(|_| conn.execute_batch(SCHEMA));
+            match r {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if matches!(
+                        f.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(wait));
+                    wait = (wait * 2).min(50);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let ledger = Ledger { conn };
         let version: Option<i64> = ledger.meta("schema")?.and_then(|v| v.parse().ok());
         let fresh = version != Some(LEDGER_SCHEMA) || ledger.meta("built")?.is_none();

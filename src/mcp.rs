@@ -5,7 +5,7 @@
 //! `{code, message, hints, ...}`); JSON-RPC errors are kept for unknown tools and malformed
 //! requests. Initialize does no store or index work, so it answers at once on any store size.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -191,7 +191,7 @@ const TOOLS: &[ToolDef] = &[
         description: "Append an entry to a log category (created if missing), keeping the newest max_entries (default 200) and entries within max_age_days of the newest.",
         schema: || {
             obj(
-                json!({"category": s("Log name."), "data": {"type": "object", "description": "The entry."}, "max_entries": int("Entries to keep.", 1, 100000), "max_age_days": int("Drop entries older than this, counted from the newest.", 1, 36500)}),
+                json!({"category": s("Log name."), "data": {"type": "object", "description": "The entry."}, "max_entries": int("Entries to keep.", 1, 100000), "max_age_days": int("Drop entries older than this, counted from the newest.", 1, 36500), "reason": s("Why, kept in history.")}),
                 &["category", "data"],
             )
         },
@@ -366,7 +366,7 @@ pub fn tools(profile: Profile) -> Vec<Tool> {
 pub struct Server {
     memdir: Arc<Memdir>,
     profile: Profile,
-    started: OnceLock<std::result::Result<(), String>>,
+    started: std::sync::Mutex<bool>,
 }
 
 fn args<T: for<'de> Deserialize<'de>>(a: &JsonObject) -> Result<T> {
@@ -430,7 +430,7 @@ impl Server {
         Server {
             memdir: Arc::new(memdir),
             profile,
-            started: OnceLock::new(),
+            started: std::sync::Mutex::new(false),
         }
     }
 
@@ -558,11 +558,18 @@ impl Server {
         }
     }
 
+    /// Opens the store on the first call (not at initialize, which must answer at once); a
+    /// failure (a busy lock, say) is returned as it is and retried by the next call.
     fn ensure_started(&self) -> Result<()> {
-        self.started
-            .get_or_init(|| self.memdir.startup().map(|_| ()).map_err(|e| e.message))
-            .clone()
-            .map_err(|m| Error::new(ErrorKind::Unavailable, m))
+        let mut started = self
+            .started
+            .lock()
+            .map_err(|_| Error::internal("startup poisoned"))?;
+        if !*started {
+            self.memdir.startup()?;
+            *started = true;
+        }
+        Ok(())
     }
 }
 

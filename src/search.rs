@@ -1,10 +1,9 @@
 //! Query planning and execution over the [`SearchIndex`]: auto, BM25 and exact modes, filters,
-//! score propagation within a session, context windows and result shaping.
+//! a chunk's previous turn as weighted context, context windows and result shaping.
 //!
 //! Architecture Invariant: every engine and every fallback applies the same [`Filters`], as
 //! zero-scoring required clauses, so a filter never changes a score.
 
-use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 use serde::Deserialize;
@@ -12,7 +11,8 @@ use serde_json::{Value, json};
 use tantivy::collector::TopDocs;
 use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue};
 use tantivy::query::{
-    BooleanQuery, ConstScoreQuery, EmptyQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
+    BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, Occur, PhraseQuery, Query, RangeQuery,
+    TermQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption, Value as _};
 use tantivy::tokenizer::TokenStream;
@@ -108,13 +108,9 @@ pub struct Request {
     pub context: usize,
     /// Characters of content per row; `None` for full text.
     pub max_chars: Option<usize>,
-    /// Weight of a neighbour's score added to a chunk (0 disables propagation).
-    pub propagation: f32,
+    /// Weight of a match in the previous turn (0 disables it).
+    pub context_weight: f32,
 }
-
-/// Score propagation weight: a chunk gains this share of the best BM25 score of its direct
-/// neighbours in the same session (chat answers often sit next to the turn that matches).
-pub const DEFAULT_PROPAGATION: f32 = 0.3;
 
 /// One hit before shaping.
 #[derive(Clone, Debug)]
@@ -266,7 +262,15 @@ fn with_filters(text: Box<dyn Query>, filters: Vec<(Occur, Box<dyn Query>)>) -> 
     Box::new(BooleanQuery::new(clauses))
 }
 
-fn bm25_text_query(field: Field, words: &[(usize, String)]) -> Box<dyn Query> {
+/// Weight of a match in the previous turn's text (the `context` field) relative to a match in
+/// the chunk itself.
+pub const CONTEXT_WEIGHT: f32 = 0.5;
+
+fn bm25_text_query(
+    field: Field,
+    context: Option<(Field, f32)>,
+    words: &[(usize, String)],
+) -> Box<dyn Query> {
     let mut seen = Vec::new();
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for (_, w) in words {
@@ -281,6 +285,15 @@ fn bm25_text_query(field: Field, words: &[(usize, String)]) -> Box<dyn Query> {
                 IndexRecordOption::WithFreqs,
             )),
         ));
+        if let Some((cf, weight)) = context
+            && weight > 0.0
+        {
+            let q = TermQuery::new(Term::from_field_text(cf, w), IndexRecordOption::WithFreqs);
+            clauses.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(Box::new(q), weight)),
+            ));
+        }
     }
     if clauses.is_empty() {
         return Box::new(EmptyQuery);
@@ -413,18 +426,16 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request) -> Result<Vec<Hit>> {
         return Ok(Vec::new());
     }
     let mut hits = Vec::new();
-    let pool = (req.limit * 4).max(50);
     if req.filters.wants_chunks() {
         let f = &idx.chunk_fields;
         let s = idx.chunks.reader.searcher();
         let query = with_filters(
-            bm25_text_query(f.content, &words),
+            bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
             filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
         );
-        let mut chunk_hits = Vec::new();
-        for (score, order, addr) in top(&s, query.as_ref(), pool, 0)? {
+        for (score, order, addr) in top(&s, query.as_ref(), req.limit, 0)? {
             let d = doc(&s, addr)?;
-            chunk_hits.push(Hit::Chunk {
+            hits.push(Hit::Chunk {
                 addr: Some(addr),
                 session: get_str(&d, f.session),
                 position: get_u64(&d, f.position),
@@ -432,16 +443,12 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request) -> Result<Vec<Hit>> {
                 order,
             });
         }
-        if req.propagation > 0.0 {
-            chunk_hits = propagate(idx, &s, chunk_hits, req)?;
-        }
-        hits.extend(chunk_hits);
     }
     if req.filters.wants_categories() {
         let f = &idx.category_fields;
         let s = idx.categories.reader.searcher();
         let query = with_filters(
-            bm25_text_query(f.content, &words),
+            bm25_text_query(f.content, None, &words),
             filter_clauses(&req.filters, None, None, Some(f.category), f.ts),
         );
         for (score, order, addr) in top(&s, query.as_ref(), req.limit, 0)? {
@@ -451,71 +458,6 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request) -> Result<Vec<Hit>> {
     sort_hits(&mut hits);
     hits.truncate(req.limit);
     Ok(hits)
-}
-
-/// Adds to each chunk a share of its direct neighbours' scores, so a turn next to the one that
-/// matches the words can rank; neighbours outside the pool join it. Filters still hold: a
-/// joining neighbour must pass them.
-fn propagate(idx: &SearchIndex, s: &Searcher, hits: Vec<Hit>, req: &Request) -> Result<Vec<Hit>> {
-    let mut base: HashMap<(String, u64), (f32, Option<DocAddress>, u64)> = HashMap::new();
-    for h in &hits {
-        if let Hit::Chunk {
-            session,
-            position,
-            score,
-            addr,
-            order,
-        } = h
-        {
-            base.insert((session.clone(), *position), (*score, *addr, *order));
-        }
-    }
-    let mut bonus: BTreeMap<(String, u64), f32> = BTreeMap::new();
-    for ((session, position), (score, _, _)) in &base {
-        for n in [position.checked_sub(1), position.checked_add(1)]
-            .into_iter()
-            .flatten()
-        {
-            let e = bonus.entry((session.clone(), n)).or_insert(0.0);
-            *e = e.max(*score);
-        }
-    }
-    let mut out = Vec::new();
-    let f = &idx.chunk_fields;
-    for ((session, position), best) in &bonus {
-        let add = req.propagation * best;
-        if let Some((score, addr, order)) = base.get(&(session.clone(), *position)) {
-            out.push(Hit::Chunk {
-                addr: *addr,
-                session: session.clone(),
-                position: *position,
-                score: score + add,
-                order: *order,
-            });
-        } else if let Some((addr, d)) = chunk_at(idx, s, session, *position, &req.filters)? {
-            let order = crate::index::order_key(&[session, &get_str(&d, f.chunk_id)]);
-            out.push(Hit::Chunk {
-                addr: Some(addr),
-                session: session.clone(),
-                position: *position,
-                score: add,
-                order,
-            });
-        }
-    }
-    for ((session, position), (score, addr, order)) in base {
-        if !bonus.contains_key(&(session.clone(), position)) {
-            out.push(Hit::Chunk {
-                addr,
-                session,
-                position,
-                score,
-                order,
-            });
-        }
-    }
-    sort_hits(&mut out);
-    Ok(out)
 }
 
 fn chunk_at(
@@ -549,6 +491,17 @@ fn chunk_at(
         Some((_, _, addr)) => Ok(Some((addr, doc(s, addr)?))),
         None => Ok(None),
     }
+}
+
+/// The stored content of the chunk at `position` in `session`, if indexed.
+pub fn stored_content_at(
+    idx: &SearchIndex,
+    session: &str,
+    position: u64,
+) -> Result<Option<String>> {
+    let s = idx.chunks.reader.searcher();
+    Ok(chunk_at(idx, &s, session, position, &Filters::default())?
+        .map(|(_, d)| get_str(&d, idx.chunk_fields.content)))
 }
 
 /// Exact: the index narrows candidates by the phrase of the query's words; the stored text

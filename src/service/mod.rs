@@ -428,6 +428,38 @@ impl Memdir {
             "malformed_lines": segs.iter().filter(|s| s.bad_lines > 0).map(|s| json!({"segment": s.rel, "lines": s.bad_lines})).collect::<Vec<_>>(),
             "pending_staging": txn::pending(&self.layout.staging()),
             "ledger": {"transactions": inner.ledger.txn_count()?, "generation": inner.ledger.generation()?},
+            "index": self.index_state(inner)?,
+        }))
+    }
+
+    /// The index's state from its commit metadata, without opening it.
+    fn index_state(&self, inner: &Inner) -> Result<Value> {
+        let generation = inner.ledger.generation()?;
+        let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
+        let payload = |part: &str| -> Option<crate::index::Payload> {
+            let meta: Value = serde_json::from_slice(
+                &std::fs::read(self.layout.index_dir().join(part).join("meta.json")).ok()?,
+            )
+            .ok()?;
+            serde_json::from_str(meta.get("payload")?.as_str()?).ok()
+        };
+        let (pc, pg) = (payload("chunks"), payload("categories"));
+        let state = match (&pc, &pg) {
+            (Some(c), Some(g))
+                if c.epoch == epoch
+                    && g.epoch == epoch
+                    && c.generation >= generation
+                    && g.generation >= generation =>
+            {
+                "current"
+            }
+            (Some(_), Some(_)) => "behind (caught up by the next search)",
+            _ => "missing (built by the next search or memdir reindex)",
+        };
+        Ok(json!({
+            "state": state,
+            "generation": pc.as_ref().map(|p| p.generation),
+            "size_bytes": walk_size(&self.layout.index_dir()),
         }))
     }
 }
@@ -533,17 +565,23 @@ pub(crate) fn check_reason(reason: Option<&str>) -> Result<Option<String>> {
 /// Deserializes tool or request arguments, turning serde's message into an `invalid` error
 /// that names the field where serde does.
 pub fn from_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T> {
-    serde_json::from_value(args).map_err(|e| {
-        let msg = e.to_string();
-        let field = msg
-            .split('`')
-            .nth(1)
-            .filter(|_| msg.contains("field"))
-            .map(str::to_string);
-        let mut err = Error::new(ErrorKind::Invalid, format!("invalid arguments: {msg}"));
-        if let Some(f) = field {
-            err = err.field(&f);
+    serde_path_to_error::deserialize(args).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.inner().to_string();
+        // serde names unknown and missing fields in its message; others come from the path.
+        let field = if path != "." && !path.is_empty() {
+            Some(path.clone())
+        } else {
+            msg.split('`')
+                .nth(1)
+                .filter(|_| msg.contains("field"))
+                .map(str::to_string)
+        };
+        match field {
+            Some(f) => {
+                Error::new(ErrorKind::Invalid, format!("invalid argument {f}: {msg}")).field(&f)
+            }
+            None => Error::new(ErrorKind::Invalid, format!("invalid arguments: {msg}")),
         }
-        err
     })
 }

@@ -56,10 +56,10 @@ pub struct SearchRequest {
     pub context: Option<usize>,
     #[serde(default)]
     pub full: bool,
-    /// Share of a neighbour's score a chunk gains; `None` for the default. Not a surface
+    /// Weight of a match in the previous turn; `None` for the default. Not a surface
     /// parameter: benchmarks set it to measure ranking.
     #[serde(skip)]
-    pub propagation: Option<f32>,
+    pub context_weight: Option<f32>,
 }
 
 fn default_limit() -> usize {
@@ -81,7 +81,7 @@ impl SearchRequest {
             until: None,
             context: None,
             full: false,
-            propagation: None,
+            context_weight: None,
         }
     }
 
@@ -134,10 +134,7 @@ impl SearchRequest {
             } else {
                 Some(search::DEFAULT_MAX_CHARS)
             },
-            propagation: std::env::var("MEMDIR_PROPAGATION")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(search::DEFAULT_PROPAGATION),
+            context_weight: self.context_weight.unwrap_or(search::CONTEXT_WEIGHT),
         })
     }
 }
@@ -284,6 +281,16 @@ impl Memdir {
         let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
         let generation = inner.ledger.generation()?;
         let analyzer = idx.cfg.tokenizer_name();
+        // Another process may have committed since this reader last looked: the payloads read
+        // below come from disk, so the reader must see at least that commit.
+        idx.chunks
+            .reader
+            .reload()
+            .map_err(|e| Error::internal(format!("index reload: {e}")))?;
+        idx.categories
+            .reader
+            .reload()
+            .map_err(|e| Error::internal(format!("index reload: {e}")))?;
         let valid = |p: &Option<Payload>| {
             p.as_ref().is_some_and(|p| {
                 p.epoch == epoch && p.schema == INDEX_SCHEMA_VERSION && p.analyzer == analyzer
@@ -460,9 +467,11 @@ impl Memdir {
                 0,
                 snap.lens.get(rel).copied(),
             )?;
-            for (i, c) in order_segment(seg.chunks).iter().enumerate() {
-                cw.add_document(idx.chunk_doc(rel, c, i as u64))
+            let mut prev: Option<String> = None;
+            for (i, c) in order_segment(seg.chunks).into_iter().enumerate() {
+                cw.add_document(idx.chunk_doc(rel, &c, i as u64, prev.as_deref()))
                     .map_err(|e| Error::internal(format!("index: {e}")))?;
+                prev = Some(c.content);
             }
         }
         for (rel, from) in &appends {
@@ -486,9 +495,14 @@ impl Memdir {
                         &Count,
                     )
                     .map_err(|e| Error::internal(format!("count: {e}")))? as u64;
-            for (i, c) in order_segment(seg.chunks).iter().enumerate() {
-                cw.add_document(idx.chunk_doc(rel, c, before + i as u64))
+            let mut prev = match (before, seg.chunks.first()) {
+                (0, _) | (_, None) => None,
+                (b, Some(c)) => search::stored_content_at(idx, &c.session_id, b - 1)?,
+            };
+            for (i, c) in order_segment(seg.chunks).into_iter().enumerate() {
+                cw.add_document(idx.chunk_doc(rel, &c, before + i as u64, prev.as_deref()))
                     .map_err(|e| Error::internal(format!("index: {e}")))?;
+                prev = Some(c.content);
             }
         }
         Ok(())
@@ -525,7 +539,8 @@ impl Memdir {
         all.sort_by(|(_, a), (_, b)| (&a.hlc, &a.replica, a.seq).cmp(&(&b.hlc, &b.replica, b.seq)));
         let n = all.len() as u64;
         for (i, (rel, c)) in all.iter().enumerate() {
-            cw.add_document(idx.chunk_doc(rel, c, i as u64))
+            let prev = i.checked_sub(1).map(|p| all[p].1.content.as_str());
+            cw.add_document(idx.chunk_doc(rel, c, i as u64, prev))
                 .map_err(|e| Error::internal(format!("index: {e}")))?;
         }
         Ok(n)

@@ -7,3 +7,4 @@ mod concurrency;
 mod crash;
 mod handedit;
 mod mcp;
+mod search;
