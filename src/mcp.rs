@@ -475,7 +475,22 @@ impl Server {
             "memory_ingest" => {
                 if let Some(chunks) = a.get("chunks") {
                     reject_unknown(a, &["chunks"])?;
-                    let chunks: Vec<NewChunk> = service::from_args(chunks.clone())?;
+                    let chunks: Vec<NewChunk> =
+                        service::from_args(chunks.clone()).map_err(|e| {
+                            let inner = e
+                                .details
+                                .get("field")
+                                .and_then(Value::as_str)
+                                .map(str::to_string);
+                            let field = match inner {
+                                Some(f) => format!(
+                                    "chunks{}{f}",
+                                    if f.starts_with('[') { "" } else { "." }
+                                ),
+                                None => "chunks".to_string(),
+                            };
+                            e.field(&field)
+                        })?;
                     memdir.ingest(&chunks)
                 } else {
                     memdir.ingest_one(args::<NewChunk>(a)?)
