@@ -23,19 +23,132 @@ use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::{
-    AsciiFoldingFilter, Language, LowerCaser, RegexTokenizer, RemoveLongFilter, Stemmer,
-    StopWordFilter, TextAnalyzer, Token, TokenFilter, TokenStream, Tokenizer,
+    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter,
+    TextAnalyzer, Token, TokenFilter, TokenStream, Tokenizer,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError, Term};
 
 use crate::error::{Error, ErrorKind, Result};
 
 /// Bumped whenever the schema or the way documents are built changes.
-pub const INDEX_SCHEMA_VERSION: u32 = 3;
+pub const INDEX_SCHEMA_VERSION: u32 = 5;
 
-/// Words: runs of letters, marks and digits; CJK ideographs, kana and emoji one token each, so
-/// text in any script stays findable and CJK substrings become phrases of characters.
-const TOKEN_PATTERN: &str = r"\p{Han}|\p{Hiragana}|\p{Katakana}|\p{Extended_Pictographic}|[[\p{Alphabetic}\p{M}\p{N}]--[\p{Han}\p{Hiragana}\p{Katakana}]]+";
+/// How a character takes part in a word.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CharClass {
+    /// Part of a word: letters, digits, and marks or letters of any script.
+    Word,
+    /// A word on its own: CJK ideographs and kana (so CJK substrings become phrases of
+    /// characters) and emoji.
+    Single,
+    /// Separates words: white space, punctuation, symbols.
+    Separator,
+}
+
+fn char_class(c: char) -> CharClass {
+    if c.is_ascii() {
+        return if c.is_ascii_alphanumeric() {
+            CharClass::Word
+        } else {
+            CharClass::Separator
+        };
+    }
+    let u = c as u32;
+    let single = matches!(u,
+        0x3040..=0x30FF | 0x31F0..=0x31FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF
+        | 0x20000..=0x2FA1F
+        | 0x1F000..=0x1FAFF | 0x2600..=0x27BF | 0x2B00..=0x2BFF | 0x2300..=0x23FF);
+    if single {
+        return CharClass::Single;
+    }
+    let separator = c.is_whitespace()
+        || matches!(u,
+            0x80..=0xBF | 0xD7 | 0xF7 | 0x2000..=0x206F | 0x20A0..=0x20CF | 0x2100..=0x22FF
+            | 0x2400..=0x25FF | 0x27C0..=0x2AFF | 0x2E00..=0x2E7F | 0x3000..=0x303F
+            | 0xFE10..=0xFE1F | 0xFE30..=0xFE6F | 0xFF00..=0xFF0F | 0xFF1A..=0xFF20
+            | 0xFF3B..=0xFF40 | 0xFF5B..=0xFF65 | 0xFFF0..=0xFFFF);
+    if separator {
+        CharClass::Separator
+    } else {
+        CharClass::Word
+    }
+}
+
+/// Splits text into words: runs of letters, digits and marks of any script; CJK ideographs,
+/// kana and emoji one token each; everything else separates. A hand-written scanner, several
+/// times faster than the equivalent regular expression.
+#[derive(Clone, Default)]
+struct WordTokenizer {
+    token: Token,
+}
+
+struct WordStream<'a> {
+    text: &'a str,
+    pos: usize,
+    token: &'a mut Token,
+}
+
+impl Tokenizer for WordTokenizer {
+    type TokenStream<'a> = WordStream<'a>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> WordStream<'a> {
+        self.token.reset();
+        self.token.position = usize::MAX;
+        WordStream {
+            text,
+            pos: 0,
+            token: &mut self.token,
+        }
+    }
+}
+
+impl TokenStream for WordStream<'_> {
+    fn advance(&mut self) -> bool {
+        let rest = &self.text[self.pos..];
+        let mut start = None;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match (char_class(c), start) {
+                (CharClass::Separator, None) => {}
+                (CharClass::Separator, Some(_)) => {
+                    end = i;
+                    break;
+                }
+                (CharClass::Single, None) => {
+                    start = Some(i);
+                    end = i + c.len_utf8();
+                    break;
+                }
+                (CharClass::Single, Some(_)) => {
+                    end = i;
+                    break;
+                }
+                (CharClass::Word, None) => start = Some(i),
+                (CharClass::Word, Some(_)) => {}
+            }
+        }
+        let Some(start) = start else {
+            self.pos = self.text.len();
+            return false;
+        };
+        let (from, to) = (self.pos + start, self.pos + end);
+        self.pos = to;
+        self.token.text.clear();
+        self.token.text.push_str(&self.text[from..to]);
+        self.token.offset_from = from;
+        self.token.offset_to = to;
+        self.token.position = self.token.position.wrapping_add(1);
+        true
+    }
+
+    fn token(&self) -> &Token {
+        self.token
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        self.token
+    }
+}
 
 /// Removes combining diacritical marks (U+0300..U+036F), so an accent typed as a separate
 /// mark (`e` + U+0301, as some systems write `é`) folds like the precomposed letter. Marks of
@@ -179,9 +292,7 @@ impl AnalyzerConfig {
 
     /// The analyzer for indexed text and BM25 queries.
     pub fn build(&self) -> Result<TextAnalyzer> {
-        let tok = RegexTokenizer::new(TOKEN_PATTERN)
-            .map_err(|e| Error::internal(format!("tokenizer: {e}")))?;
-        let base = TextAnalyzer::builder(tok)
+        let base = TextAnalyzer::builder(WordTokenizer::default())
             .filter(RemoveLongFilter::limit(512))
             .filter(LowerCaser)
             .filter(StripMarks)
@@ -237,7 +348,15 @@ fn chunk_schema(tokenizer: &str) -> (Schema, ChunkFields) {
     let mut sb = Schema::builder();
     let f = ChunkFields {
         content: sb.add_text_field("content", text_options(tokenizer).set_stored()),
-        context: sb.add_text_field("context", text_options(tokenizer)),
+        // Frequencies only: the previous turn is scored, never searched as a phrase.
+        context: sb.add_text_field(
+            "context",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer(tokenizer)
+                    .set_index_option(IndexRecordOption::WithFreqs),
+            ),
+        ),
         session: sb.add_text_field("session", STRING | STORED),
         seg: sb.add_text_field("seg", STRING),
         project: sb.add_text_field("project", STRING | STORED),
@@ -623,6 +742,16 @@ mod tests {
             vec!["ship", "it", "🚀", "now"]
         );
         assert_eq!(tokens(&cfg, "Привет мир"), vec!["привет", "мир"]);
+        assert_eq!(tokens(&cfg, "नमस्ते दुनिया"), vec!["नमस्ते", "दुनिया"]);
+        assert_eq!(
+            tokens(&cfg, "東京に行きました!"),
+            vec!["東", "京", "に", "行", "き", "ま", "し", "た"]
+        );
+        assert_eq!(
+            tokens(&cfg, "«quoted» — dash…end"),
+            vec!["quoted", "dash", "end"]
+        );
+        assert_eq!(tokens(&cfg, "a🚀b"), vec!["a", "🚀", "b"]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::Result;
 
 /// The ledger's schema version; a different version is rebuilt from the files.
-pub const LEDGER_SCHEMA: i64 = 1;
+pub const LEDGER_SCHEMA: i64 = 2;
 
 /// Cached state of one category.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -32,6 +32,9 @@ pub struct CategoryRow {
     pub kind: String,
     pub updated_at: String,
     pub updated_by: String,
+    /// Change stamp of the category's history directory when the row was made: while it is
+    /// unchanged, no history entry was added or removed, so `head_id` is still the newest.
+    pub hist_stamp: i64,
 }
 
 /// Cached state of one session segment.
@@ -61,7 +64,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS category (
   name TEXT PRIMARY KEY, status TEXT NOT NULL, file_hash TEXT, file_len INTEGER NOT NULL,
   mtime_ns INTEGER NOT NULL, head_id TEXT, vv TEXT NOT NULL, version INTEGER NOT NULL,
-  kind TEXT NOT NULL, updated_at TEXT NOT NULL, updated_by TEXT NOT NULL);
+  kind TEXT NOT NULL, updated_at TEXT NOT NULL, updated_by TEXT NOT NULL, hist_stamp INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS segment (
   rel TEXT PRIMARY KEY, session_id TEXT NOT NULL, replica TEXT NOT NULL, len INTEGER NOT NULL,
   mtime_ns INTEGER NOT NULL, chunks INTEGER NOT NULL, next_seq INTEGER NOT NULL,
@@ -109,9 +112,12 @@ impl Ledger {
         let version: Option<i64> = ledger.meta("schema")?.and_then(|v| v.parse().ok());
         let fresh = version != Some(LEDGER_SCHEMA) || ledger.meta("built")?.is_none();
         if version.is_some() && version != Some(LEDGER_SCHEMA) {
+            // Another schema: everything here is derived, so drop it and rebuild from the files.
             ledger.conn.execute_batch(
-                "DELETE FROM meta; DELETE FROM category; DELETE FROM segment; DELETE FROM change;",
+                "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS category; DROP TABLE IF EXISTS segment;
+                 DROP TABLE IF EXISTS change; DROP TABLE IF EXISTS txn;",
             )?;
+            ledger.conn.execute_batch(SCHEMA)?;
         }
         Ok((ledger, fresh))
     }
@@ -185,7 +191,7 @@ impl Ledger {
 
     pub fn put_category(&self, r: &CategoryRow) -> Result<()> {
         self.conn.execute(
-            "INSERT OR REPLACE INTO category VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            "INSERT OR REPLACE INTO category VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 r.name,
                 r.status,
@@ -197,7 +203,7 @@ impl Ledger {
                 r.version,
                 r.kind,
                 r.updated_at,
-                r.updated_by
+                r.updated_by, r.hist_stamp
             ],
         )?;
         Ok(())
@@ -310,6 +316,7 @@ fn category_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CategoryRow> {
         kind: r.get(8)?,
         updated_at: r.get(9)?,
         updated_by: r.get(10)?,
+        hist_stamp: r.get(11)?,
     })
 }
 

@@ -129,6 +129,7 @@ fn row_from(
     head: Option<&HistoryEntry>,
     file: Option<&CategoryFile>,
     stat: Option<(u64, i64)>,
+    hist_stamp: i64,
 ) -> CategoryRow {
     let (len, mtime) = stat.unwrap_or((0, 0));
     let status = match file {
@@ -154,7 +155,14 @@ fn row_from(
         kind: kind.as_str().to_string(),
         updated_at: head.map(|h| h.ts.clone()).unwrap_or_default(),
         updated_by: head.map(|h| h.actor.clone()).unwrap_or_default(),
+        hist_stamp,
     }
+}
+
+fn hist_stamp(layout: &Layout, name: &CategoryName) -> Result<i64> {
+    Ok(store::stat(&layout.root.join(Layout::history_rel(name)))?
+        .map(|s| s.1)
+        .unwrap_or(0))
 }
 
 fn row_matches(row: &CategoryRow, file: Option<&CategoryFile>) -> bool {
@@ -312,6 +320,7 @@ impl Memdir {
         let path = layout.root.join(Layout::category_rel(name));
         // The stat comes before the read, so a cached row can only be stale towards "re-check".
         let stat = store::stat(&path)?;
+        let hstamp = hist_stamp(layout, name)?;
         let row = inner.ledger.category(name.as_str())?;
         if mode == Sync::Fast
             && let Some(r) = &row
@@ -322,7 +331,7 @@ impl Memdir {
                     r.file_len == len as i64 && r.mtime_ns == m && r.status != "deleted"
                 }
             };
-            if fresh && r.head_id.is_some() {
+            if fresh && r.head_id.is_some() && r.hist_stamp == hstamp {
                 return Ok(CatState {
                     file: None,
                     row: r.clone(),
@@ -333,14 +342,15 @@ impl Memdir {
         if let Some(r) = &row
             && row_matches(r, file.as_ref())
             && r.head_id.is_some()
-            && store::list_history_ids(layout, name)?.last() == r.head_id.as_ref()
+            && (r.hist_stamp == hstamp
+                || store::list_history_ids(layout, name)?.last() == r.head_id.as_ref())
         {
             let mut r = r.clone();
-            if let Some((len, m)) = stat
-                && (r.file_len != len as i64 || r.mtime_ns != m)
-            {
+            let (len, m) = stat.unwrap_or((0, 0));
+            if r.file_len != len as i64 || r.mtime_ns != m || r.hist_stamp != hstamp {
                 r.file_len = len as i64;
                 r.mtime_ns = m;
+                r.hist_stamp = hstamp;
                 inner.ledger.put_category(&r)?;
             }
             return Ok(CatState { file, row: r });
@@ -369,7 +379,7 @@ impl Memdir {
         };
         let malformed = file.as_ref().is_some_and(|f| f.content.is_err());
         if consistent || malformed {
-            let r = row_from(name, head.as_ref(), file.as_ref(), stat);
+            let r = row_from(name, head.as_ref(), file.as_ref(), stat, hstamp);
             if r.status != "absent" {
                 inner.ledger.put_category(&r)?;
             } else if row.is_some() {
@@ -386,7 +396,7 @@ impl Memdir {
         };
         let base = CatState {
             file: None,
-            row: row_from(name, head.as_ref(), None, None),
+            row: row_from(name, head.as_ref(), None, None, 0),
         };
         let (op, reason, content) = match &file {
             Some(f) => (
@@ -481,9 +491,14 @@ impl Memdir {
         }
         txn::commit(&layout.root, &layout.staging(), &id, &files)?;
         failpoint::hit("ledger.before_update");
-        let file = store::read_category(layout, name)?;
+        // The row comes from what was just written; re-reading the file would only cost time.
         let stat = store::stat(&layout.root.join(Layout::category_rel(name)))?;
-        let row = row_from(name, Some(&entry), file.as_ref(), stat);
+        let mut row = row_from(name, Some(&entry), None, stat, hist_stamp(layout, name)?);
+        if stat.is_some() {
+            row.status = "ok".to_string();
+            row.file_hash = hash.clone();
+            row.kind = CategoryKind::of(&entry.content).as_str().to_string();
+        }
         inner.ledger.atomically(|l| {
             l.put_category(&row)?;
             l.record_txn(&id, op, &format!("category:{name}"), actor, &ts)?;

@@ -269,13 +269,18 @@ impl Memdir {
     /// `now` is the wall-clock time the caller also records as the display `ts`, so both come
     /// from one clock reading.
     pub(crate) fn tick(&self, inner: &Inner, now: i64) -> Result<Hlc> {
-        let last = match inner.ledger.meta("hlc")?.and_then(|s| Hlc::parse(&s)) {
-            Some(h) => h,
-            None => self.max_hlc_on_disk()?,
-        };
-        let next = last.tick(now);
+        let next = self.last_hlc(inner)?.tick(now);
         inner.ledger.observe_hlc(&next.to_string())?;
         Ok(next)
+    }
+
+    /// The newest stamp issued or observed. A batch ticks from it in memory and records its
+    /// last stamp once (caller holds the lock).
+    pub(crate) fn last_hlc(&self, inner: &Inner) -> Result<Hlc> {
+        match inner.ledger.meta("hlc")?.and_then(|s| Hlc::parse(&s)) {
+            Some(h) => Ok(h),
+            None => self.max_hlc_on_disk(),
+        }
     }
 
     /// The newest stamp found in the files (history ids and the last line of each segment).

@@ -311,6 +311,7 @@ impl Memdir {
             let mut out = Vec::with_capacity(chunks.len());
             let mut single_positions: BTreeMap<String, u64> = BTreeMap::new();
             let mut last_hlc = None;
+            let mut clock_state = self.last_hlc(inner)?;
             for (c, id) in chunks.iter().zip(&ids) {
                 let rel = Layout::segment_rel(id, &replica);
                 let key = rel.to_string_lossy().into_owned();
@@ -339,7 +340,8 @@ impl Memdir {
                 }
                 let (append, next_seq, row) = state.get_mut(&key).expect("invariant: inserted above");
                 let now = clock::now_ms();
-                let hlc = self.tick(inner, now)?;
+                let hlc = clock_state.tick(now);
+                clock_state = hlc;
                 let rec = ChunkRecord {
                     session_id: id.to_string(),
                     replica: replica.clone(),
@@ -407,6 +409,7 @@ impl Memdir {
                         l.record_change("append", &format!("{k}\n{}", a.len_before))?;
                     }
                 }
+                l.observe_hlc(&clock_state.to_string())?;
                 l.record_txn(&txid, "ingest", &format!("chunks:{}", chunks.len()), self.actor(), &at)?;
                 Ok(())
             })?;

@@ -23,9 +23,29 @@ pub fn to_compact(value: &Value) -> String {
     out
 }
 
+/// Writes `s` as a JSON string, escaping exactly as serde_json does (quote, backslash and
+/// control characters), without an intermediate allocation.
 fn write_str(out: &mut String, s: &str) {
-    // serde_json escapes strings exactly as JSON requires; writing a &str cannot fail.
-    out.push_str(&serde_json::to_string(s).expect("invariant: serializing a str never fails"));
+    out.push('"');
+    let needs = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    if !s.bytes().any(needs) {
+        out.push_str(s);
+    } else {
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{08}' => out.push_str("\\b"),
+                '\u{0c}' => out.push_str("\\f"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+    }
+    out.push('"');
 }
 
 fn newline(out: &mut String, indent: Option<usize>) {
@@ -91,7 +111,9 @@ pub fn chunk_line(c: &ChunkRecord) -> String {
     write_str(&mut out, &c.session_id);
     out.push_str(",\"replica\":");
     write_str(&mut out, &c.replica);
-    out.push_str(&format!(",\"seq\":{},\"hlc\":", c.seq));
+    out.push_str(",\"seq\":");
+    out.push_str(&c.seq.to_string());
+    out.push_str(",\"hlc\":");
     write_str(&mut out, &c.hlc);
     out.push_str(",\"ts\":");
     write_str(&mut out, &c.ts);
@@ -139,6 +161,22 @@ mod tests {
             to_compact(&v),
             r#"{"a":{},"b":[1,{"a":"x\ny","z":null}],"c":[]}"#
         );
+    }
+
+    #[test]
+    fn strings_escape_like_serde_json() {
+        for s in [
+            "plain",
+            "q\"uote",
+            "back\\slash",
+            "nl\ncr\rtab\t",
+            "\u{1}\u{8}\u{c}\u{1f}",
+            "é 😀 \u{7f} /",
+        ] {
+            let mut out = String::new();
+            write_str(&mut out, s);
+            assert_eq!(out, serde_json::to_string(s).unwrap());
+        }
     }
 
     #[test]
