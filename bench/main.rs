@@ -459,7 +459,7 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
     let (_tmp, dir) = dir_arg(args);
     let chunks = arg(args, "--chunks", 100_000);
     let (m, _) = ensure_corpus(&dir, chunks)?;
-    m.reindex(None)?;
+    m.refresh_index()?;
     drop(m);
     let mut inits = Vec::new();
     for _ in 0..10 {

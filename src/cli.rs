@@ -601,6 +601,16 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     Ok((Output::Json(out), 0))
 }
 
+/// Prints an error as JSON on stderr and returns its exit code.
+pub fn report_error(e: &Error) -> i32 {
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(&json!({"error": e.to_json()}))
+            .unwrap_or_else(|_| e.message.clone())
+    );
+    e.kind.exit_code()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -624,14 +634,4 @@ mod tests {
             None
         );
     }
-}
-
-/// Prints an error as JSON on stderr and returns its exit code.
-pub fn report_error(e: &Error) -> i32 {
-    eprintln!(
-        "{}",
-        serde_json::to_string_pretty(&json!({"error": e.to_json()}))
-            .unwrap_or_else(|_| e.message.clone())
-    );
-    e.kind.exit_code()
 }

@@ -416,6 +416,8 @@ pub struct Part {
     pub index: Index,
     pub reader: IndexReader,
     pub dir: PathBuf,
+    /// The commit opstamp the reader was last reloaded at.
+    loaded: std::sync::atomic::AtomicU64,
 }
 
 fn tantivy_err(what: &str, e: TantivyError) -> Error {
@@ -473,6 +475,7 @@ impl Part {
             index,
             reader,
             dir: dir.to_path_buf(),
+            loaded: std::sync::atomic::AtomicU64::new(u64::MAX),
         })
     }
 
@@ -480,6 +483,24 @@ impl Part {
     pub fn payload(&self) -> Option<Payload> {
         let metas = self.index.load_metas().ok()?;
         serde_json::from_str(metas.payload.as_deref()?).ok()
+    }
+
+    /// Reloads the reader if another commit (by any process) happened since it last loaded;
+    /// returns the payload of the newest commit.
+    pub fn refresh(&self) -> Result<Option<Payload>> {
+        use std::sync::atomic::Ordering;
+        let metas = self
+            .index
+            .load_metas()
+            .map_err(|e| tantivy_err("metas", e))?;
+        if self.loaded.load(Ordering::Acquire) != metas.opstamp {
+            self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
+            self.loaded.store(metas.opstamp, Ordering::Release);
+        }
+        Ok(metas
+            .payload
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok()))
     }
 
     /// A writer, waiting (bounded) while another process holds the index's writer lock.

@@ -76,6 +76,7 @@ CREATE TABLE IF NOT EXISTS txn (
   target TEXT NOT NULL, actor TEXT NOT NULL, at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS change (
   gen INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, key TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS change_kind ON change(kind, gen);
 ";
 
 impl Ledger {
@@ -282,6 +283,28 @@ impl Ledger {
         Ok(self
             .conn
             .query_row("SELECT COALESCE(MAX(gen), 0) FROM change", [], |r| r.get(0))?)
+    }
+
+    /// The newest generation among changes of the given kinds (0 when none).
+    pub fn last_change_of(&self, kinds: &[&str]) -> Result<i64> {
+        let mut max = 0;
+        for k in kinds {
+            let g: i64 = self
+                .conn
+                .prepare_cached("SELECT COALESCE(MAX(gen), 0) FROM change WHERE kind = ?1")?
+                .query_row([k], |r| r.get(0))?;
+            max = max.max(g);
+        }
+        Ok(max)
+    }
+
+    /// Drops changes older than `before` that every index has absorbed. The newest change is
+    /// always kept, so the generation never goes back.
+    pub fn prune_changes(&self, before: i64) -> Result<usize> {
+        Ok(self.conn.execute(
+            "DELETE FROM change WHERE gen < ?1 AND gen < (SELECT MAX(gen) FROM change)",
+            [before],
+        )?)
     }
 
     /// Changes after `gen`, oldest first: (gen, kind, key).

@@ -320,12 +320,83 @@ fn phrase_query(field: Field, words: &[(usize, String)]) -> Box<dyn Query> {
     }
 }
 
+/// The best `limit` hits after `offset`, by score, ties broken by the `order` fast field so the
+/// result does not depend on how the index is split into segments.
+///
+/// Fast path: the plain score-ordered collector (which can skip blocks of documents that
+/// cannot make the cut) fetches a few extra hits; when the last score needed is strictly above
+/// the last score fetched, every tie at the cut is inside the fetched set and sorting it gives
+/// the exact answer. Otherwise the full sort-key collector decides.
 fn top(
     searcher: &Searcher,
     q: &dyn Query,
     limit: usize,
     offset: usize,
 ) -> Result<Vec<(f32, u64, DocAddress)>> {
+    const SLACK: usize = 16;
+    let want = offset + limit;
+    let fast = TopDocs::with_limit(want + SLACK).order_by_score();
+    let hits: Vec<(Score, DocAddress)> = searcher
+        .search(q, &fast)
+        .map_err(|e| Error::internal(format!("search: {e}")))?;
+    let exhausted = hits.len() < want + SLACK;
+    let decisive = exhausted
+        || hits
+            .get(want.saturating_sub(1))
+            .zip(hits.last())
+            .is_some_and(|(a, b)| a.0 > b.0 + a.0.abs() * 1e-4 + 1e-6);
+    if decisive {
+        // Block-skipping sums a document's term scores in an order that depends on how the index
+        // is split into segments, so the last bits of a score can differ between two indexes of
+        // the same files. Hits that can make the cut are re-scored in clause order, which is what
+        // the exhaustive collector computes, so scores and ties are the same whatever the layout.
+        let cut = hits
+            .get(want.saturating_sub(1))
+            .map(|h| h.0)
+            .unwrap_or(f32::MIN);
+        let margin = cut.abs() * 1e-4 + 1e-6;
+        let mut candidates: Vec<(f32, DocAddress)> = hits
+            .into_iter()
+            .filter(|(raw, _)| *raw >= cut - margin)
+            .collect();
+        candidates.sort_by_key(|(_, a)| (a.segment_ord, a.doc_id));
+        let weight = q
+            .weight(tantivy::query::EnableScoring::enabled_from_searcher(
+                searcher,
+            ))
+            .map_err(|e| Error::internal(format!("search: {e}")))?;
+        let mut keyed: Vec<(f32, u64, DocAddress)> = Vec::with_capacity(candidates.len());
+        let mut current: Option<(u32, Box<dyn tantivy::query::Scorer>)> = None;
+        for (raw, addr) in candidates {
+            let reader = searcher.segment_reader(addr.segment_ord);
+            if current
+                .as_ref()
+                .is_none_or(|(ord, _)| *ord != addr.segment_ord)
+            {
+                let scorer = weight
+                    .scorer(reader, 1.0)
+                    .map_err(|e| Error::internal(format!("search: {e}")))?;
+                current = Some((addr.segment_ord, scorer));
+            }
+            let (_, scorer) = current.as_mut().expect("invariant: set just above");
+            // Documents are visited in ascending order within a segment, so one scorer seeks
+            // forward through them.
+            let score = if scorer.doc() <= addr.doc_id && scorer.seek(addr.doc_id) == addr.doc_id {
+                scorer.score()
+            } else {
+                raw
+            };
+            let order = reader
+                .fast_fields()
+                .u64("order")
+                .ok()
+                .and_then(|col| col.first(addr.doc_id))
+                .unwrap_or(u64::MAX);
+            keyed.push((score, order, addr));
+        }
+        keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        return Ok(keyed.into_iter().skip(offset).take(limit).collect());
+    }
     let collector = TopDocs::with_limit(limit).and_offset(offset).order_by((
         (SortBySimilarityScore, Order::Desc),
         (SortByStaticFastValue::<u64>::for_field("order"), Order::Asc),

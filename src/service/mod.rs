@@ -439,7 +439,8 @@ impl Memdir {
 
     /// The index's state from its commit metadata, without opening it.
     fn index_state(&self, inner: &Inner) -> Result<Value> {
-        let generation = inner.ledger.generation()?;
+        let generation = inner.ledger.last_change_of(&["append", "segment"])?;
+        let cat_generation = inner.ledger.last_change_of(&["category"])?;
         let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
         let payload = |part: &str| -> Option<crate::index::Payload> {
             let meta: Value = serde_json::from_slice(
@@ -454,7 +455,7 @@ impl Memdir {
                 if c.epoch == epoch
                     && g.epoch == epoch
                     && c.generation >= generation
-                    && g.generation >= generation =>
+                    && g.generation >= cat_generation =>
             {
                 "current"
             }

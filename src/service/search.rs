@@ -279,30 +279,24 @@ impl Memdir {
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
         let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
-        let generation = inner.ledger.generation()?;
         let analyzer = idx.cfg.tokenizer_name();
-        // Another process may have committed since this reader last looked: the payloads read
-        // below come from disk, so the reader must see at least that commit.
-        idx.chunks
-            .reader
-            .reload()
-            .map_err(|e| Error::internal(format!("index reload: {e}")))?;
-        idx.categories
-            .reader
-            .reload()
-            .map_err(|e| Error::internal(format!("index reload: {e}")))?;
+        // Another process may have committed since this reader last looked: the reader must see
+        // at least the commit whose payload is judged below.
+        let pc = idx.chunks.refresh()?;
+        let pg = idx.categories.refresh()?;
         let valid = |p: &Option<Payload>| {
             p.as_ref().is_some_and(|p| {
                 p.epoch == epoch && p.schema == INDEX_SCHEMA_VERSION && p.analyzer == analyzer
             })
         };
-        let (pc, pg) = (idx.chunks.payload(), idx.categories.payload());
-        if !full
-            && valid(&pc)
-            && valid(&pg)
-            && pc.as_ref().is_some_and(|p| p.generation >= generation)
-            && pg.as_ref().is_some_and(|p| p.generation >= generation)
-        {
+        // Each index only needs the changes of its own kinds: a category write does not make
+        // the chunk index commit, and an ingest does not touch the category index.
+        let need_chunks = inner.ledger.last_change_of(&["append", "segment"])?;
+        let need_categories = inner.ledger.last_change_of(&["category"])?;
+        let behind = |p: &Option<Payload>, need: i64| {
+            !valid(p) || p.as_ref().is_some_and(|p| p.generation < need)
+        };
+        if !full && !behind(&pc, need_chunks) && !behind(&pg, need_categories) {
             return Ok(true);
         }
         let timeout = crate::store::lock::lock_timeout();
@@ -311,30 +305,52 @@ impl Memdir {
         } else {
             (1, 32_000_000)
         };
-        let cw = idx.chunks.writer(threads, budget, timeout)?;
-        let gw = idx.categories.writer(1, 16_000_000, timeout)?;
-        // Another process may have caught up while we waited for the writer locks.
-        let _ = idx.chunks.reader.reload();
-        let _ = idx.categories.reader.reload();
-        let (pc, pg) = (idx.chunks.payload(), idx.categories.payload());
         let rebuild = full || !valid(&pc) || !valid(&pg);
-        let from = pc
-            .as_ref()
-            .map(|p| p.generation)
-            .unwrap_or(0)
-            .min(pg.as_ref().map(|p| p.generation).unwrap_or(0));
+        let cw = if rebuild || behind(&pc, need_chunks) {
+            Some(idx.chunks.writer(threads, budget, timeout)?)
+        } else {
+            None
+        };
+        let gw = if rebuild || behind(&pg, need_categories) {
+            Some(idx.categories.writer(1, 16_000_000, timeout)?)
+        } else {
+            None
+        };
+        // Another process may have caught up while we waited for the writer locks.
+        let (pc, pg) = (idx.chunks.refresh()?, idx.categories.refresh()?);
+        let rebuild = full || !valid(&pc) || !valid(&pg);
+        if !rebuild && !behind(&pc, need_chunks) && !behind(&pg, need_categories) {
+            return Ok(true);
+        }
+        let (cw, gw) = match (cw, gw) {
+            (Some(c), Some(g)) => (Some(c), Some(g)),
+            (c, g) if !rebuild => (c, g),
+            // A rebuild found necessary only now needs both writers.
+            (c, g) => (
+                Some(match c {
+                    Some(c) => c,
+                    None => idx.chunks.writer(threads, budget, timeout)?,
+                }),
+                Some(match g {
+                    Some(g) => g,
+                    None => idx.categories.writer(1, 16_000_000, timeout)?,
+                }),
+            ),
+        };
+        let chunk_gen = pc.as_ref().map(|p| p.generation).unwrap_or(0);
+        let cat_gen = pg.as_ref().map(|p| p.generation).unwrap_or(0);
+        let from = if cw.is_some() && gw.is_some() {
+            chunk_gen.min(cat_gen)
+        } else if cw.is_some() {
+            chunk_gen
+        } else {
+            cat_gen
+        };
         let changes = if rebuild {
             Vec::new()
         } else {
             inner.ledger.changes_since(from)?
         };
-        if !rebuild
-            && changes.is_empty()
-            && pc.as_ref().is_some_and(|p| p.generation >= generation)
-            && pg.as_ref().is_some_and(|p| p.generation >= generation)
-        {
-            return Ok(true);
-        }
         let mut touched = BTreeSet::new();
         for (_, kind, key) in &changes {
             if kind == "append" || kind == "segment" {
@@ -350,21 +366,27 @@ impl Memdir {
             super::files_fingerprint(self.layout())?
         } else {
             pc.as_ref()
+                .or(pg.as_ref())
                 .map(|p| p.fingerprint.clone())
                 .unwrap_or_default()
         };
         if rebuild {
-            self.rebuild_into(inner, idx, &cw, &gw, &snap, progress)?;
+            let (Some(c), Some(g)) = (&cw, &gw) else {
+                return Err(Error::internal(
+                    "invariant: a rebuild holds both index writers",
+                ));
+            };
+            self.rebuild_into(inner, idx, c, g, &snap, progress)?;
         } else {
             self.apply_changes(
                 inner,
                 idx,
-                &cw,
-                &gw,
+                cw.as_ref(),
+                gw.as_ref(),
                 &changes,
                 &snap,
-                pc.as_ref().map(|p| p.generation).unwrap_or(0),
-                pg.as_ref().map(|p| p.generation).unwrap_or(0),
+                chunk_gen,
+                cat_gen,
             )?;
         }
         let payload = Payload {
@@ -374,8 +396,21 @@ impl Memdir {
             generation: snap.generation,
             fingerprint,
         };
-        idx.chunks.commit(cw, &payload, 200_000)?;
-        idx.categories.commit(gw, &payload, u32::MAX)?;
+        if let Some(c) = cw {
+            idx.chunks.commit(c, &payload, 200_000)?;
+        }
+        if let Some(g) = gw {
+            idx.categories.commit(g, &payload, u32::MAX)?;
+        }
+        // Changes both indexes have absorbed are needed by nobody (a lost index is rebuilt from
+        // the files, not from the feed).
+        let absorbed = match (idx.chunks.payload(), idx.categories.payload()) {
+            (Some(c), Some(g)) if c.epoch == snap.epoch && g.epoch == snap.epoch => {
+                c.generation.min(g.generation)
+            }
+            _ => 0,
+        };
+        inner.ledger.prune_changes(absorbed)?;
         Ok(snap.generation >= inner.ledger.generation()?)
     }
 
@@ -407,8 +442,8 @@ impl Memdir {
         &self,
         inner: &Inner,
         idx: &SearchIndex,
-        cw: &IndexWriter,
-        gw: &IndexWriter,
+        cw: Option<&IndexWriter>,
+        gw: Option<&IndexWriter>,
         changes: &[(i64, String, String)],
         snap: &Snapshot,
         chunk_gen: i64,
@@ -434,9 +469,12 @@ impl Memdir {
                 _ => {}
             }
         }
-        for name in &categories {
-            self.index_category(inner, idx, gw, name)?;
+        if let Some(gw) = gw {
+            for name in &categories {
+                self.index_category(inner, idx, gw, name)?;
+            }
         }
+        let Some(cw) = cw else { return Ok(()) };
         // Sessions with more than one segment are numbered by rank over all segments, so any
         // change to one of them re-reads the whole session.
         let mut sessions_full = BTreeSet::new();
@@ -594,7 +632,7 @@ impl Memdir {
         Ok(json!({
             "chunks": idx.chunks.reader.searcher().num_docs(),
             "category_docs": idx.categories.reader.searcher().num_docs(),
-            "fingerprint": p.as_ref().map(|p| index_fingerprint(p)),
+            "fingerprint": p.as_ref().map(index_fingerprint),
             "files_fingerprint": p.as_ref().map(|p| p.fingerprint.clone()),
             "analyzer": idx.cfg.tokenizer_name(),
             "generation": p.as_ref().map(|p| p.generation),
@@ -611,11 +649,16 @@ impl Memdir {
         }
         let idx = SearchIndex::open(&layout.index_dir(), AnalyzerConfig::from_env()?)?;
         let (ledger, _) = crate::ledger::Ledger::open(&layout.ledger_path())?;
-        let generation = ledger.generation()?;
+        let generation = ledger.last_change_of(&["append", "segment"])?;
+        let cat_generation = ledger.last_change_of(&["category"])?;
         let epoch = ledger.meta("epoch")?.unwrap_or_default();
         let pc = idx.chunks.payload();
+        let pg = idx.categories.payload();
+        let analyzer = idx.cfg.tokenizer_name();
         let current = pc.as_ref().is_some_and(|p| {
-            p.generation >= generation && p.epoch == epoch && p.analyzer == idx.cfg.tokenizer_name()
+            p.generation >= generation && p.epoch == epoch && p.analyzer == analyzer
+        }) && pg.as_ref().is_some_and(|p| {
+            p.generation >= cat_generation && p.epoch == epoch && p.analyzer == analyzer
         });
         if !current {
             report["index"] = json!({
