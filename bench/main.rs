@@ -100,6 +100,8 @@ fn dir_size(p: &Path) -> u64 {
         .sum()
 }
 
+/// Ingests `chunks` chunks of 30 words spread evenly over `sessions` sessions, one session's
+/// chunks per batch (as an import of whole transcripts would).
 fn fill_sessions(
     m: &Memdir,
     chunks: usize,
@@ -109,22 +111,25 @@ fn fill_sessions(
 ) -> Result<f64> {
     let mut r = Rng(seed);
     let start = Instant::now();
-    let mut batch = Vec::with_capacity(5000);
-    for i in 0..chunks {
-        let s = i % sessions;
-        batch.push(NewChunk {
-            session_id: format!("session-{s:05}"),
-            content: vocab.sentence(&mut r, 30),
-            project: Some(format!("project-{}", s % 10)),
-            metadata: None,
-        });
-        if batch.len() == 5000 {
+    let per = chunks.div_ceil(sessions);
+    let mut left = chunks;
+    for s in 0..sessions {
+        let n = per.min(left);
+        left -= n;
+        let mut i = 0;
+        while i < n {
+            let take = (n - i).min(5000);
+            let batch: Vec<NewChunk> = (0..take)
+                .map(|_| NewChunk {
+                    session_id: format!("session-{s:05}"),
+                    content: vocab.sentence(&mut r, 30),
+                    project: Some(format!("project-{}", s % 10)),
+                    metadata: None,
+                })
+                .collect();
             m.ingest(&batch)?;
-            batch.clear();
+            i += take;
         }
-    }
-    if !batch.is_empty() {
-        m.ingest(&batch)?;
     }
     Ok(start.elapsed().as_secs_f64())
 }

@@ -74,14 +74,13 @@ impl PositionedChunk {
     }
 }
 
-fn title_of(c: &ChunkRecord) -> String {
-    if let Some(t) = c.metadata.get("title").and_then(Value::as_str)
+fn title_of(metadata: &Value, content: &str) -> String {
+    if let Some(t) = metadata.get("title").and_then(Value::as_str)
         && !t.trim().is_empty()
     {
         return t.trim().chars().take(80).collect();
     }
-    let line = c
-        .content
+    let line = content
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
@@ -120,7 +119,9 @@ fn segment_row(
             .find(|p| !p.is_empty())
             .unwrap_or("")
             .to_string(),
-        title: first.map(title_of).unwrap_or_default(),
+        title: first
+            .map(|c| title_of(&c.metadata, &c.content))
+            .unwrap_or_default(),
         first_ts: seg
             .chunks
             .iter()
@@ -309,7 +310,7 @@ impl Memdir {
             // recording its append): the index re-reads them whole.
             let mut resync = std::collections::BTreeSet::new();
             let mut out = Vec::with_capacity(chunks.len());
-            let mut single_positions: BTreeMap<String, u64> = BTreeMap::new();
+            let mut single_positions: Vec<u64> = Vec::with_capacity(chunks.len());
             let mut last_hlc = None;
             let mut clock_state = self.last_hlc(inner)?;
             for (c, id) in chunks.iter().zip(&ids) {
@@ -342,6 +343,8 @@ impl Memdir {
                 let now = clock::now_ms();
                 let hlc = clock_state.tick(now);
                 clock_state = hlc;
+                // The record carries no copy of the content: the line is written from the
+                // request's text directly.
                 let rec = ChunkRecord {
                     session_id: id.to_string(),
                     replica: replica.clone(),
@@ -350,18 +353,18 @@ impl Memdir {
                     ts: clock::rfc3339(now),
                     project: c.project.clone().unwrap_or_default(),
                     metadata: c.metadata.clone().filter(|m| !m.is_null()).unwrap_or_else(|| json!({})),
-                    content: c.content.clone(),
+                    content: String::new(),
                 };
                 *next_seq += 1;
-                single_positions.insert(rec.chunk_id(), row.chunks as u64);
-                append.lines.extend_from_slice(codec::chunk_line(&rec).as_bytes());
+                single_positions.push(row.chunks as u64);
+                append.lines.extend_from_slice(codec::chunk_line_with(&rec, &c.content).as_bytes());
                 row.chunks += 1;
                 row.next_seq = *next_seq as i64;
                 if row.project.is_empty() {
                     row.project = rec.project.clone();
                 }
                 if row.title.is_empty() {
-                    row.title = title_of(&rec);
+                    row.title = title_of(&rec.metadata, &c.content);
                 }
                 if row.first_ts.is_empty() || rec.ts < row.first_ts {
                     row.first_ts = rec.ts.clone();
@@ -375,8 +378,8 @@ impl Memdir {
             let appends: Vec<SegmentAppend> = order
                 .iter()
                 .map(|k| {
-                    let (a, _, _) = &state[k];
-                    SegmentAppend { rel: a.rel.clone(), lines: a.lines.clone(), len_before: a.len_before }
+                    let (a, _, _) = state.get_mut(k).expect("invariant: every ordered key has a state");
+                    SegmentAppend { rel: a.rel.clone(), lines: std::mem::take(&mut a.lines), len_before: a.len_before }
                 })
                 .collect();
             let txid = format!("{}_{}", last_hlc.expect("invariant: a batch is not empty"), replica);
@@ -415,8 +418,9 @@ impl Memdir {
             })?;
             let rows: Vec<Value> = out
                 .iter()
-                .map(|r| {
-                    let pos = positions.get(&r.chunk_id()).or_else(|| single_positions.get(&r.chunk_id())).copied().unwrap_or(r.seq);
+                .zip(&single_positions)
+                .map(|(r, single)| {
+                    let pos = positions.get(&r.chunk_id()).copied().unwrap_or(*single);
                     json!({"session_id": r.session_id, "position": pos, "chunk_id": r.chunk_id(), "hlc": r.hlc, "ts": r.ts, "ok": true})
                 })
                 .collect();

@@ -106,7 +106,13 @@ fn write_value(out: &mut String, value: &Value, indent: Option<usize>) {
 
 /// One chunk line, fields in file order, with a trailing newline.
 pub fn chunk_line(c: &ChunkRecord) -> String {
-    let mut out = String::with_capacity(c.content.len() + 160);
+    chunk_line_with(c, &c.content)
+}
+
+/// One chunk line whose content is `content` (the record's own `content` is ignored), so a
+/// caller can write a line without first copying the text into a record.
+pub fn chunk_line_with(c: &ChunkRecord, content: &str) -> String {
+    let mut out = String::with_capacity(content.len() + 160);
     out.push_str("{\"session_id\":");
     write_str(&mut out, &c.session_id);
     out.push_str(",\"replica\":");
@@ -122,7 +128,7 @@ pub fn chunk_line(c: &ChunkRecord) -> String {
     out.push_str(",\"metadata\":");
     write_value(&mut out, &c.metadata, None);
     out.push_str(",\"content\":");
-    write_str(&mut out, &c.content);
+    write_str(&mut out, content);
     out.push_str("}\n");
     out
 }
