@@ -28,7 +28,7 @@ use tantivy::tokenizer::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError, Term};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, IoContext, Result};
 
 /// Bumped whenever the schema or the way documents are built changes.
 pub const INDEX_SCHEMA_VERSION: u32 = 5;
@@ -430,13 +430,7 @@ fn tantivy_err(what: &str, e: TantivyError) -> Error {
 
 impl Part {
     fn open(dir: &Path, schema: Schema, cfg: &AnalyzerConfig) -> Result<Part> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            Error::from(crate::error::IoError {
-                op: "create directory",
-                path: dir.to_path_buf(),
-                source: e,
-            })
-        })?;
+        std::fs::create_dir_all(dir).at("create directory", dir)?;
         let open = |schema: Schema| -> std::result::Result<Index, TantivyError> {
             let d =
                 MmapDirectory::open(dir).map_err(|e| TantivyError::SystemError(e.to_string()))?;
@@ -446,20 +440,8 @@ impl Part {
             Ok(i) => i,
             Err(_) => {
                 // A different schema or a damaged index: it is derived, so start it afresh.
-                std::fs::remove_dir_all(dir).map_err(|e| {
-                    Error::from(crate::error::IoError {
-                        op: "remove stale index",
-                        path: dir.to_path_buf(),
-                        source: e,
-                    })
-                })?;
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    Error::from(crate::error::IoError {
-                        op: "create directory",
-                        path: dir.to_path_buf(),
-                        source: e,
-                    })
-                })?;
+                std::fs::remove_dir_all(dir).at("remove stale index", dir)?;
+                std::fs::create_dir_all(dir).at("create directory", dir)?;
                 open(schema).map_err(|e| tantivy_err("create", e))?
             }
         };

@@ -531,6 +531,26 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request) -> Result<Vec<Hit>> {
     Ok(hits)
 }
 
+/// Chunks of `session` at positions `lo..=hi`.
+fn session_range(f: &crate::index::ChunkFields, session: &str, lo: u64, hi: u64) -> Box<dyn Query> {
+    Box::new(BooleanQuery::new(vec![
+        (
+            Occur::Must,
+            Box::new(TermQuery::new(
+                Term::from_field_text(f.session, session),
+                IndexRecordOption::Basic,
+            )) as Box<dyn Query>,
+        ),
+        (
+            Occur::Must,
+            Box::new(RangeQuery::new(
+                Bound::Included(Term::from_field_u64(f.position, lo)),
+                Bound::Included(Term::from_field_u64(f.position, hi)),
+            )),
+        ),
+    ]))
+}
+
 fn chunk_at(
     idx: &SearchIndex,
     s: &Searcher,
@@ -540,22 +560,7 @@ fn chunk_at(
 ) -> Result<Option<(DocAddress, TantivyDocument)>> {
     let f = &idx.chunk_fields;
     let q = with_filters(
-        Box::new(BooleanQuery::new(vec![
-            (
-                Occur::Must,
-                Box::new(TermQuery::new(
-                    Term::from_field_text(f.session, session),
-                    IndexRecordOption::Basic,
-                )) as Box<dyn Query>,
-            ),
-            (
-                Occur::Must,
-                Box::new(TermQuery::new(
-                    Term::from_field_u64(f.position, position),
-                    IndexRecordOption::Basic,
-                )),
-            ),
-        ])),
+        session_range(f, session, position, position),
         filter_clauses(filters, Some(f.session), Some(f.project), None, f.ts),
     );
     match top(s, q.as_ref(), 1, 0)?.into_iter().next() {
@@ -661,24 +666,9 @@ pub fn window(
     let f = &idx.chunk_fields;
     let lo = position.saturating_sub(n as u64);
     let hi = position + n as u64;
-    let q = BooleanQuery::new(vec![
-        (
-            Occur::Must,
-            Box::new(TermQuery::new(
-                Term::from_field_text(f.session, session),
-                IndexRecordOption::Basic,
-            )) as Box<dyn Query>,
-        ),
-        (
-            Occur::Must,
-            Box::new(RangeQuery::new(
-                Bound::Included(Term::from_field_u64(f.position, lo)),
-                Bound::Included(Term::from_field_u64(f.position, hi)),
-            )),
-        ),
-    ]);
+    let q = session_range(f, session, lo, hi);
     let mut rows: Vec<(u64, Value)> = Vec::new();
-    for (_, _, addr) in top(s, &q, 2 * n + 1, 0)? {
+    for (_, _, addr) in top(s, q.as_ref(), 2 * n + 1, 0)? {
         let d = doc(s, addr)?;
         let p = get_u64(&d, f.position);
         let (content, truncated) = truncate(&get_str(&d, f.content), max_chars);
