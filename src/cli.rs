@@ -167,9 +167,21 @@ pub enum Command {
     Reindex,
     /// Serve MCP over stdio (what MCP clients launch).
     Serve {
-        /// stdio (the only transport in this build)
+        /// stdio (default), http (REST) or mcp-http (MCP streamable HTTP at /mcp)
         #[arg(long, default_value = "stdio")]
         transport: String,
+        /// Address to listen on (http transports); other than loopback needs --token
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port [default: 8787 for http, 8000 for mcp-http; 0 picks a free one]
+        #[arg(long)]
+        port: Option<u16>,
+        /// Bearer token every request must carry (http transports)
+        #[arg(long, env = "MEMDIR_HTTP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Largest request body in bytes (http transports)
+        #[arg(long, default_value_t = 16 * 1024 * 1024)]
+        body_limit: usize,
         /// Tool profile: default (small) or full (every compatibility tool name)
         #[arg(long, env = "MEMDIR_TOOLS", default_value = "default")]
         tools: String,
@@ -447,6 +459,51 @@ fn config(
     Ok((Output::Nothing, status.code().unwrap_or(1)))
 }
 
+#[cfg(feature = "http")]
+fn serve_http(
+    dir: PathBuf,
+    transport: &str,
+    profile: crate::mcp::Profile,
+    host: &str,
+    port: Option<u16>,
+    token: Option<String>,
+    body_limit: usize,
+) -> Result<()> {
+    use crate::http::{Options, Transport, parse_transport, serve};
+    let Some(t) = parse_transport(transport)? else {
+        return Err(Error::internal("invariant: stdio is served by the caller"));
+    };
+    serve(
+        Memdir::open_lazy(dir),
+        Options {
+            transport: t,
+            host: host.to_string(),
+            port: port.unwrap_or(if t == Transport::Rest { 8787 } else { 8000 }),
+            token,
+            profile,
+            body_limit,
+            max_concurrency: 64,
+            timeout: std::time::Duration::from_secs(30),
+        },
+    )
+}
+
+#[cfg(not(feature = "http"))]
+fn serve_http(
+    _: PathBuf,
+    transport: &str,
+    _: crate::mcp::Profile,
+    _: &str,
+    _: Option<u16>,
+    _: Option<String>,
+    _: usize,
+) -> Result<()> {
+    Err(Error::invalid(
+        "transport",
+        format!("transport {transport:?} needs a build with the `http` feature"),
+    ))
+}
+
 /// Runs one command; returns what to print and the exit code.
 pub fn run(cli: Cli) -> Result<(Output, i32)> {
     if let Command::Config {
@@ -462,15 +519,29 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         Some(d) => d.clone(),
         None => service::default_dir()?,
     };
-    if let Command::Serve { transport, tools } = &cli.command {
-        if transport != "stdio" {
-            return Err(Error::invalid(
-                "transport",
-                format!("transport {transport:?} is not available; use stdio"),
-            ));
-        }
+    if let Command::Serve {
+        transport,
+        tools,
+        host,
+        port,
+        token,
+        body_limit,
+    } = &cli.command
+    {
         let profile = crate::mcp::Profile::parse(tools)?;
-        crate::mcp::serve_stdio(Memdir::open_lazy(dir), profile)?;
+        if transport == "stdio" {
+            crate::mcp::serve_stdio(Memdir::open_lazy(dir), profile)?;
+        } else {
+            serve_http(
+                dir,
+                transport,
+                profile,
+                host,
+                *port,
+                token.clone(),
+                *body_limit,
+            )?;
+        }
         return Ok((Output::Nothing, 0));
     }
     if let Command::VerifyStore = cli.command {

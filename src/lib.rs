@@ -19,6 +19,8 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod index;
 pub mod ledger;
 pub mod mcp;

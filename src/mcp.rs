@@ -366,7 +366,8 @@ pub fn tools(profile: Profile) -> Vec<Tool> {
 pub struct Server {
     memdir: Arc<Memdir>,
     profile: Profile,
-    started: std::sync::Mutex<bool>,
+    /// Whether the store was opened; shared by every session of one HTTP server.
+    started: Arc<std::sync::Mutex<bool>>,
 }
 
 fn args<T: for<'de> Deserialize<'de>>(a: &JsonObject) -> Result<T> {
@@ -427,11 +428,27 @@ fn reject_unknown(a: &JsonObject, known: &[&str]) -> Result<()> {
 impl Server {
     /// A server over `memdir`.
     pub fn new(memdir: Memdir, profile: Profile) -> Server {
+        Server::shared(Arc::new(memdir), profile, Arc::default())
+    }
+
+    /// A server over a store shared with other sessions (MCP over HTTP makes one per session).
+    pub fn shared(
+        memdir: Arc<Memdir>,
+        profile: Profile,
+        started: Arc<std::sync::Mutex<bool>>,
+    ) -> Server {
         Server {
-            memdir: Arc::new(memdir),
+            memdir,
             profile,
-            started: std::sync::Mutex::new(false),
+            started,
         }
+    }
+
+    /// Whether `name` is a tool of `profile`.
+    pub fn offers(profile: Profile, name: &str) -> bool {
+        TOOLS
+            .iter()
+            .any(|d| d.name == name && (profile == Profile::Full || !d.full_only))
     }
 
     /// Runs one tool call (blocking).
@@ -519,6 +536,17 @@ impl Server {
                 let cat = get_str(a, "category")?
                     .ok_or_else(|| Error::invalid("category", "category is required"))?;
                 memdir.delete(cat, get_str(a, "expected_hash")?, get_str(a, "reason")?)
+            }
+            // Not a tool (memory_history diffs for MCP); the REST API's diff endpoint.
+            "memory_diff" => {
+                reject_unknown(a, &["category", "from", "to"])?;
+                let cat = get_str(a, "category")?
+                    .ok_or_else(|| Error::invalid("category", "category is required"))?;
+                memdir.diff(
+                    cat,
+                    version_ref(a, "from")?.as_ref(),
+                    version_ref(a, "to")?.as_ref(),
+                )
             }
             "memory_restore" => {
                 reject_unknown(a, &["category", "version", "expected_hash", "reason"])?;
@@ -632,9 +660,7 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let known = TOOLS
-            .iter()
-            .any(|d| d.name == name && (self.profile == Profile::Full || !d.full_only));
+        let known = Server::offers(self.profile, &name);
         if !known {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {name}"),
