@@ -5,6 +5,7 @@
 //! cargo run --release --bin memdir-bench -- search [--chunks 1000000]
 //! cargo run --release --bin memdir-bench -- mcp [--chunks 1000000]
 //! cargo run --release --bin memdir-bench -- recall
+//! cargo run --release --bin memdir-bench -- http [--chunks 100000] [--seconds 30]
 //! ```
 //!
 //! Every run works in a fresh temporary directory (or `--dir`, reused when it already holds a
@@ -503,6 +504,132 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
     }))
 }
 
+/// A minimal HTTP/1.1 keep-alive client for loopback load.
+struct HttpConn {
+    stream: BufReader<std::net::TcpStream>,
+    host: String,
+}
+
+impl HttpConn {
+    fn connect(addr: &str) -> HttpConn {
+        let s = std::net::TcpStream::connect(addr).expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        HttpConn { stream: BufReader::new(s), host: addr.to_string() }
+    }
+
+    fn post(&mut self, path: &str, body: &Value) -> (u16, Value) {
+        let body = body.to_string();
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.host,
+            body.len()
+        );
+        self.stream.get_mut().write_all(req.as_bytes()).expect("send");
+        let mut status = String::new();
+        self.stream.read_line(&mut status).expect("status line");
+        let code: u16 = status.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let mut len = 0usize;
+        loop {
+            let mut line = String::new();
+            self.stream.read_line(&mut line).expect("header");
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                len = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut buf = vec![0u8; len];
+        std::io::Read::read_exact(&mut self.stream, &mut buf).expect("body");
+        (code, serde_json::from_slice(&buf).unwrap_or(Value::Null))
+    }
+}
+
+/// REST search and ingest under a loopback load of 8 concurrent clients.
+fn bench_http(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let chunks = arg(args, "--chunks", 100_000);
+    let seconds = arg(args, "--seconds", 30) as u64;
+    let (m, _) = ensure_corpus(&dir, chunks)?;
+    m.refresh_index()?;
+    drop(m);
+    let mut child = Command::new(memdir_bin())
+        .args(["--dir", &dir.display().to_string(), "serve", "--transport", "http", "--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memdir serve --transport http");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    err.read_line(&mut line).expect("listening line");
+    let addr = line.trim().rsplit("http://").next().expect("address").to_string();
+    let vocab = std::sync::Arc::new(Vocab::new(20_000));
+    let deadline = Instant::now() + std::time::Duration::from_secs(seconds);
+    let workers: Vec<_> = (0..8)
+        .map(|w| {
+            let addr = addr.clone();
+            let vocab = vocab.clone();
+            std::thread::spawn(move || {
+                let mut c = HttpConn::connect(&addr);
+                let mut r = Rng(1000 + w);
+                let (mut search, mut ingest, mut acked) = (Vec::new(), Vec::new(), Vec::new());
+                while Instant::now() < deadline {
+                    let q = format!("{} {}", vocab.words[200 + r.below(3000) as usize], vocab.words[200 + r.below(3000) as usize]);
+                    let t = Instant::now();
+                    let (code, _) = c.post("/search", &json!({"query": q, "limit": 5}));
+                    assert_eq!(code, 200);
+                    search.push(ms(t));
+                    let t = Instant::now();
+                    let (code, v) = c.post("/ingest", &json!({"session_id": format!("http-{w}"), "content": vocab.sentence(&mut r, 30)}));
+                    ingest.push(ms(t));
+                    if code == 200 {
+                        acked.push(v["position"].as_u64().expect("position"));
+                    }
+                }
+                (search, ingest, acked)
+            })
+        })
+        .collect();
+    let mut search = Vec::new();
+    let mut ingest = Vec::new();
+    let mut lost = 0usize;
+    let mut acked_total = 0usize;
+    let mut conn = HttpConn::connect(&addr);
+    for (w, h) in workers.into_iter().enumerate() {
+        let (s, i, acked) = h.join().expect("worker");
+        search.extend(s);
+        ingest.extend(i);
+        acked_total += acked.len();
+        let (_, v) = conn.post("/fetch", &json!({"session_id": format!("http-{w}"), "limit": 1000}));
+        let mut have: Vec<u64> = v["chunks"].as_array().map(|a| a.iter().filter_map(|c| c["position"].as_u64()).collect()).unwrap_or_default();
+        let total = v["total"].as_u64().unwrap_or(0);
+        let mut next = v["next_position"].as_u64();
+        while let Some(p) = next {
+            let (_, v) = conn.post("/fetch", &json!({"session_id": format!("http-{w}"), "position": p, "limit": 1000}));
+            have.extend(v["chunks"].as_array().map(|a| a.iter().filter_map(|c| c["position"].as_u64()).collect::<Vec<_>>()).unwrap_or_default());
+            next = v["next_position"].as_u64();
+        }
+        have.sort();
+        lost += acked.iter().filter(|p| have.binary_search(p).is_err()).count();
+        assert_eq!(have.len() as u64, total);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(json!({
+        "chunks": chunks,
+        "clients": 8,
+        "seconds": seconds,
+        "rest_search": pct(search),
+        "rest_ingest": pct(ingest),
+        "acknowledged_writes": acked_total,
+        "acknowledged_writes_missing_afterwards": lost,
+    }))
+}
+
 /// Recall@k on the fixture in `bench/fixtures/recall.json`: conversations of short turns, and
 /// questions whose evidence sits in given turns.
 fn bench_recall(_args: &[String]) -> Result<Value> {
@@ -590,8 +717,9 @@ fn main() {
         "search" => bench_search(&args),
         "mcp" => bench_mcp(&args),
         "recall" => bench_recall(&args),
+        "http" => bench_http(&args),
         other => {
-            eprintln!("unknown benchmark {other:?}: use store, search, mcp or recall");
+            eprintln!("unknown benchmark {other:?}: use store, search, mcp, recall or http");
             std::process::exit(2);
         }
     };
