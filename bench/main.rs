@@ -514,7 +514,10 @@ impl HttpConn {
     fn connect(addr: &str) -> HttpConn {
         let s = std::net::TcpStream::connect(addr).expect("connect");
         s.set_nodelay(true).expect("nodelay");
-        HttpConn { stream: BufReader::new(s), host: addr.to_string() }
+        HttpConn {
+            stream: BufReader::new(s),
+            host: addr.to_string(),
+        }
     }
 
     fn post(&mut self, path: &str, body: &Value) -> (u16, Value) {
@@ -524,10 +527,17 @@ impl HttpConn {
             self.host,
             body.len()
         );
-        self.stream.get_mut().write_all(req.as_bytes()).expect("send");
+        self.stream
+            .get_mut()
+            .write_all(req.as_bytes())
+            .expect("send");
         let mut status = String::new();
         self.stream.read_line(&mut status).expect("status line");
-        let code: u16 = status.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let code: u16 = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
         let mut len = 0usize;
         loop {
             let mut line = String::new();
@@ -557,7 +567,15 @@ fn bench_http(args: &[String]) -> Result<Value> {
     m.refresh_index()?;
     drop(m);
     let mut child = Command::new(memdir_bin())
-        .args(["--dir", &dir.display().to_string(), "serve", "--transport", "http", "--port", "0"])
+        .args([
+            "--dir",
+            &dir.display().to_string(),
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -566,7 +584,12 @@ fn bench_http(args: &[String]) -> Result<Value> {
     let mut err = BufReader::new(child.stderr.take().expect("stderr"));
     let mut line = String::new();
     err.read_line(&mut line).expect("listening line");
-    let addr = line.trim().rsplit("http://").next().expect("address").to_string();
+    let addr = line
+        .trim()
+        .rsplit("http://")
+        .next()
+        .expect("address")
+        .to_string();
     let vocab = std::sync::Arc::new(Vocab::new(20_000));
     let deadline = Instant::now() + std::time::Duration::from_secs(seconds);
     let workers: Vec<_> = (0..8)
@@ -604,17 +627,38 @@ fn bench_http(args: &[String]) -> Result<Value> {
         search.extend(s);
         ingest.extend(i);
         acked_total += acked.len();
-        let (_, v) = conn.post("/fetch", &json!({"session_id": format!("http-{w}"), "limit": 1000}));
-        let mut have: Vec<u64> = v["chunks"].as_array().map(|a| a.iter().filter_map(|c| c["position"].as_u64()).collect()).unwrap_or_default();
+        let (_, v) = conn.post(
+            "/fetch",
+            &json!({"session_id": format!("http-{w}"), "limit": 1000}),
+        );
+        let mut have: Vec<u64> = v["chunks"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|c| c["position"].as_u64()).collect())
+            .unwrap_or_default();
         let total = v["total"].as_u64().unwrap_or(0);
         let mut next = v["next_position"].as_u64();
         while let Some(p) = next {
-            let (_, v) = conn.post("/fetch", &json!({"session_id": format!("http-{w}"), "position": p, "limit": 1000}));
-            have.extend(v["chunks"].as_array().map(|a| a.iter().filter_map(|c| c["position"].as_u64()).collect::<Vec<_>>()).unwrap_or_default());
+            let (_, v) = conn.post(
+                "/fetch",
+                &json!({"session_id": format!("http-{w}"), "position": p, "limit": 1000}),
+            );
+            have.extend(
+                v["chunks"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|c| c["position"].as_u64())
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default(),
+            );
             next = v["next_position"].as_u64();
         }
         have.sort();
-        lost += acked.iter().filter(|p| have.binary_search(p).is_err()).count();
+        lost += acked
+            .iter()
+            .filter(|p| have.binary_search(p).is_err())
+            .count();
         assert_eq!(have.len() as u64, total);
     }
     let _ = child.kill();

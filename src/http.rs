@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -123,6 +123,7 @@ fn plain_error(status: StatusCode, code: &str, message: &str) -> Response {
 #[derive(Clone)]
 struct App {
     memdir: Arc<Memdir>,
+    /// The MCP tool profile `GET /tools` lists (the REST routes serve every operation).
     profile: Profile,
     token: Option<Arc<str>>,
     body_limit: usize,
@@ -152,11 +153,13 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     match &app.token {
         Some(token) if !open => {
+            // The scheme name is case-insensitive (RFC 9110 §11.1); exactly one space follows.
             let bearer = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::as_bytes);
+                .and_then(|v| v.split_once(' '))
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, t)| t.as_bytes());
             let x_token = headers.get("x-token").map(HeaderValue::as_bytes);
             let ok = bearer
                 .or(x_token)
@@ -213,11 +216,16 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     } else {
         match tokio::time::timeout(app.timeout, next.run(req)).await {
             Ok(r) => r,
-            Err(_) => plain_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "busy",
-                "the request took too long; retry",
-            ),
+            Err(_) => {
+                let mut r = plain_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    "the request took too long; retry",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
         }
     };
     drop(permit);
@@ -236,10 +244,26 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     response
 }
 
-async fn read_json(body: Body, limit: usize) -> Result<Map<String, Value>> {
-    let bytes: Bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        Error::too_large("body", limit + 1, limit, "bytes").hint("send a smaller request")
-    })?;
+async fn read_json(req: Request, limit: usize) -> Result<Map<String, Value>> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let bytes: Bytes = axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| match declared {
+            Some(n) if n > limit => {
+                Error::too_large("body", n, limit, "bytes").hint("send a smaller request")
+            }
+            _ => Error::new(
+                ErrorKind::TooLarge,
+                format!("the body is over the limit of {limit} bytes (or could not be read)"),
+            )
+            .field("body")
+            .detail("limit", Value::from(limit))
+            .hint("send a smaller request"),
+        })?;
     if bytes.is_empty() {
         return Ok(Map::new());
     }
@@ -275,7 +299,7 @@ async fn run(app: &App, tool: &'static str, args: Map<String, Value>) -> Respons
 }
 
 async fn post_tool(State(app): State<App>, tool: &'static str, req: Request) -> Response {
-    match read_json(req.into_body(), app.body_limit).await {
+    match read_json(req, app.body_limit).await {
         Ok(args) => run(&app, tool, args).await,
         Err(e) => error_response(&e),
     }
@@ -328,7 +352,7 @@ fn percent_decode(s: &str) -> Option<String> {
 }
 
 async fn search(State(app): State<App>, req: Request) -> Response {
-    let mut args = match read_json(req.into_body(), app.body_limit).await {
+    let mut args = match read_json(req, app.body_limit).await {
         Ok(a) => a,
         Err(e) => return error_response(&e),
     };
@@ -440,7 +464,7 @@ pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
         )
         .hint("set --token or MEMDIR_HTTP_TOKEN, or bind to 127.0.0.1, ::1 or localhost"));
     }
-    let host = if opts.host == "localhost" {
+    let host = if opts.host.eq_ignore_ascii_case("localhost") {
         "127.0.0.1".to_string()
     } else {
         opts.host

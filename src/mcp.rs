@@ -161,7 +161,7 @@ const TOOLS: &[ToolDef] = &[
         description: "Read a category by its name (not a key inside it). Returns {data, meta: {hash, version, updated_at, updated_by, size_bytes}}.",
         schema: || {
             obj(
-                json!({"category": s("Category name, e.g. base. memory_list shows them."), "fields": s("Comma-separated top-level keys to return (default all)."), "version": {"type": ["integer", "string"], "description": "An old version number or id from memory_history."}}),
+                json!({"category": s("Category name, e.g. base. memory_list shows them."), "fields": {"type": ["string", "array"], "items": {"type": "string"}, "description": "Top-level keys to return, comma-separated or a list (default all)."}, "version": {"type": ["integer", "string"], "description": "An old version number or id from memory_history."}}),
                 &["category"],
             )
         },

@@ -820,7 +820,11 @@ impl Memdir {
         }
         let found = match v {
             VersionRef::Ordinal(n) => entries.iter().find(|e| e.ordinal() == *n),
-            VersionRef::Id(id) => entries.iter().find(|e| &e.id == id),
+            // A number given as a string ("3") is an ordinal on every surface.
+            VersionRef::Id(id) => match id.parse::<u64>() {
+                Ok(n) => entries.iter().find(|e| e.ordinal() == n),
+                Err(_) => entries.iter().find(|e| &e.id == id),
+            },
         };
         found.cloned().ok_or_else(|| {
             let have: Vec<u64> = entries.iter().map(HistoryEntry::ordinal).collect();

@@ -1074,7 +1074,9 @@ def test_body_over_limit_is_413(http_server):
         err = r.json["error"]
         assert err["code"] == "too_large" and err["field"] == "body", r.describe()
         assert err["limit"] == limit
-        assert err["size"] > limit
+        # The size is known only from a Content-Length; a chunked body is cut off at the limit.
+        assert err.get("size", limit + 1) > limit
+        assert chunked or err["size"] == len(body)
         assert err["hints"]
     assert store_digest(srv.store) == before
     assert srv.get("/health")["ok"] is True
@@ -1117,6 +1119,8 @@ def token_cases(t: str) -> tuple[list[tuple[str, list[tuple[str, str]]]], list[t
         ("x-token lowercase name", [("x-token", t)]),
         ("right Bearer, wrong X-Token", [("Authorization", f"Bearer {t}"), ("X-Token", "wrong")]),
         ("another Authorization scheme falls back to X-Token", [("Authorization", "Basic Zm9vOmJhcg=="), ("X-Token", t)]),
+        ("lowercase bearer scheme (RFC 9110: schemes are case-insensitive)", [("Authorization", f"bearer {t}")]),
+        ("uppercase BEARER scheme", [("Authorization", f"BEARER {t}")]),
     ]
     rejected = [
         ("no token header", []),
@@ -1128,8 +1132,6 @@ def token_cases(t: str) -> tuple[list[tuple[str, list[tuple[str, str]]]], list[t
         ("Bearer with two spaces", [("Authorization", f"Bearer  {t}")]),
         ("Bearer with a tab", [("Authorization", f"Bearer\t{t}")]),
         ("Bearer without a space", [("Authorization", f"Bearer{t}")]),
-        ("lowercase bearer scheme (strip_prefix(\"Bearer \") is case-sensitive)", [("Authorization", f"bearer {t}")]),
-        ("uppercase BEARER scheme", [("Authorization", f"BEARER {t}")]),
         ("bare token in Authorization", [("Authorization", t)]),
         ("Basic with the token as password", [("Authorization", "Basic " + base64.b64encode(f"u:{t}".encode()).decode())]),
         ("whitespace inside the token", [("X-Token", f"{t[:4]} {t[4:]}")]),
@@ -1453,7 +1455,7 @@ async def test_mcp_http_with_token(http_server):
             assert ing["ok"] is True
         assert 401 not in statuses, statuses
     # Without the token, or with a wrong one, the server answers 401 and the client fails.
-    for headers in ({}, {"Authorization": f"Bearer {token}x"}, {"X-Token": "wrong"}, {"Authorization": f"bearer {token}"}):
+    for headers in ({}, {"Authorization": f"Bearer {token}x"}, {"X-Token": "wrong"}, {"Authorization": f"bearer {token}x"}):
         statuses = []
         with pytest.raises(MCPError):
             async with mcp_session(srv.mcp_url, headers, statuses):

@@ -1007,6 +1007,8 @@ def wrong_type_value(prop_schema: dict[str, Any]) -> Any:
         return "not an array"
     if types == {"integer", "string"}:
         return [1]
+    if types == {"string", "array"}:
+        return 12345
     raise AssertionError(f"no wrong-type value for {prop_schema}")
 
 
