@@ -272,13 +272,21 @@ impl Memdir {
     /// Catches the index up (or rebuilds it when `full` or when it cannot catch up). Returns
     /// whether the index is current afterwards.
     pub(crate) fn catch_up(&self, full: bool, progress: Option<Progress<'_>>) -> Result<bool> {
-        let mut guard = self.inner()?;
-        let Some(inner) = guard.as_mut() else {
-            return Ok(true);
+        // Each index only needs the changes of its own kinds: a category write does not make
+        // the chunk index commit, and an ingest does not touch the category index.
+        let (epoch, need_chunks, need_categories) = {
+            let guard = self.inner()?;
+            let Some(shared) = guard.as_ref() else {
+                return Ok(true);
+            };
+            (
+                shared.ledger.meta("epoch")?.unwrap_or_default(),
+                shared.ledger.last_change_of(&["append", "segment"])?,
+                shared.ledger.last_change_of(&["category"])?,
+            )
         };
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
-        let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
         let analyzer = idx.cfg.tokenizer_name();
         // Another process may have committed since this reader last looked: the reader must see
         // at least the commit whose payload is judged below.
@@ -289,16 +297,18 @@ impl Memdir {
                 p.epoch == epoch && p.schema == INDEX_SCHEMA_VERSION && p.analyzer == analyzer
             })
         };
-        // Each index only needs the changes of its own kinds: a category write does not make
-        // the chunk index commit, and an ingest does not touch the category index.
-        let need_chunks = inner.ledger.last_change_of(&["append", "segment"])?;
-        let need_categories = inner.ledger.last_change_of(&["category"])?;
         let behind = |p: &Option<Payload>, need: i64| {
             !valid(p) || p.as_ref().is_some_and(|p| p.generation < need)
         };
         if !full && !behind(&pc, need_chunks) && !behind(&pg, need_categories) {
             return Ok(true);
         }
+        // Work to do: with a connection of its own, so that writes of this process (which go
+        // through the shared connection's mutex) do not wait while it indexes.
+        let own = Inner {
+            ledger: crate::ledger::Ledger::open(&self.layout().ledger_path())?.0,
+        };
+        let inner = &own;
         let timeout = crate::store::lock::lock_timeout();
         let (threads, budget) = if full {
             (2, 256_000_000)
