@@ -129,21 +129,6 @@ struct App {
     body_limit: usize,
     permits: Arc<Semaphore>,
     timeout: Duration,
-    started: Arc<std::sync::Mutex<bool>>,
-}
-
-impl App {
-    fn ensure_started(&self) -> Result<()> {
-        let mut started = self
-            .started
-            .lock()
-            .map_err(|_| Error::internal("startup poisoned"))?;
-        if !*started {
-            self.memdir.startup()?;
-            *started = true;
-        }
-        Ok(())
-    }
 }
 
 /// Authentication, Host/Origin checks, concurrency and time limits, and JSON for every error
@@ -285,7 +270,7 @@ async fn read_json(req: Request, limit: usize) -> Result<Map<String, Value>> {
 
 /// Runs a tool on the blocking pool and shapes the response.
 async fn run(app: &App, tool: &'static str, args: Map<String, Value>) -> Response {
-    if let Err(e) = app.ensure_started() {
+    if let Err(e) = app.memdir.ensure_started() {
         return error_response(&e);
     }
     let memdir = app.memdir.clone();
@@ -485,7 +470,6 @@ pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
         .map_err(|e| Error::internal(format!("runtime: {e}")))?;
     rt.block_on(async move {
         let memdir = Arc::new(memdir);
-        let started: Arc<std::sync::Mutex<bool>> = Arc::default();
         let app = App {
             memdir: memdir.clone(),
             profile: opts.profile,
@@ -493,7 +477,6 @@ pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
             body_limit: opts.body_limit,
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
             timeout: opts.timeout,
-            started: started.clone(),
         };
         let cancel = tokio_util::sync::CancellationToken::new();
         let router = match opts.transport {
@@ -501,13 +484,12 @@ pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
             Transport::Mcp => {
                 let profile = opts.profile;
                 let m = memdir.clone();
-                let s = started.clone();
                 let mut config = StreamableHttpServerConfig::default()
                     .with_max_request_body_bytes(opts.body_limit)
                     .with_cancellation_token(cancel.child_token());
                 // Host and token checks happen in `guard`, for both transports alike.
                 config = config.disable_allowed_hosts();
-                let service = StreamableHttpService::new(move || Ok(Server::shared(m.clone(), profile, s.clone())), Arc::new(LocalSessionManager::default()), config);
+                let service = StreamableHttpService::new(move || Ok(Server::shared(m.clone(), profile)), Arc::new(LocalSessionManager::default()), config);
                 Router::new().nest_service("/mcp", service).route("/health", get(health)).fallback(not_found)
             }
         };

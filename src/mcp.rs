@@ -366,8 +366,6 @@ pub fn tools(profile: Profile) -> Vec<Tool> {
 pub struct Server {
     memdir: Arc<Memdir>,
     profile: Profile,
-    /// Whether the store was opened; shared by every session of one HTTP server.
-    started: Arc<std::sync::Mutex<bool>>,
 }
 
 fn args<T: for<'de> Deserialize<'de>>(a: &JsonObject) -> Result<T> {
@@ -428,20 +426,12 @@ fn reject_unknown(a: &JsonObject, known: &[&str]) -> Result<()> {
 impl Server {
     /// A server over `memdir`.
     pub fn new(memdir: Memdir, profile: Profile) -> Server {
-        Server::shared(Arc::new(memdir), profile, Arc::default())
+        Server::shared(Arc::new(memdir), profile)
     }
 
     /// A server over a store shared with other sessions (MCP over HTTP makes one per session).
-    pub fn shared(
-        memdir: Arc<Memdir>,
-        profile: Profile,
-        started: Arc<std::sync::Mutex<bool>>,
-    ) -> Server {
-        Server {
-            memdir,
-            profile,
-            started,
-        }
+    pub fn shared(memdir: Arc<Memdir>, profile: Profile) -> Server {
+        Server { memdir, profile }
     }
 
     /// Whether `name` is a tool of `profile`.
@@ -600,20 +590,6 @@ impl Server {
             )),
         }
     }
-
-    /// Opens the store on the first call (not at initialize, which must answer at once); a
-    /// failure (a busy lock, say) is returned as it is and retried by the next call.
-    fn ensure_started(&self) -> Result<()> {
-        let mut started = self
-            .started
-            .lock()
-            .map_err(|_| Error::internal("startup poisoned"))?;
-        if !*started {
-            self.memdir.startup()?;
-            *started = true;
-        }
-        Ok(())
-    }
 }
 
 fn tool_result(r: Result<Value>) -> CallToolResult {
@@ -669,7 +645,7 @@ impl ServerHandler for Server {
         }
         let a = request.arguments.unwrap_or_default();
         let memdir = self.memdir.clone();
-        if let Err(e) = self.ensure_started() {
+        if let Err(e) = self.memdir.ensure_started() {
             return Ok(tool_result(Err(e)).into());
         }
         let out = tokio::task::spawn_blocking(move || Server::call(&memdir, &name, &a))

@@ -62,6 +62,7 @@ pub struct Memdir {
     inner: Mutex<Option<Inner>>,
     index: Mutex<Option<crate::index::SearchIndex>>,
     last_scan: Mutex<Option<std::time::Instant>>,
+    started: Mutex<bool>,
 }
 
 pub(crate) struct Inner {
@@ -133,6 +134,7 @@ impl Memdir {
             inner: Mutex::new(None),
             index: Mutex::new(None),
             last_scan: Mutex::new(None),
+            started: Mutex::new(false),
         }
     }
 
@@ -144,6 +146,21 @@ impl Memdir {
     /// The actor recorded on writes.
     pub fn actor(&self) -> &str {
         &self.actor
+    }
+
+    /// Runs [`Memdir::startup`] once: servers open the store on their first request (not at
+    /// their handshake, which must answer at once). A failure (a busy lock, say) is returned as
+    /// it is and retried by the next call.
+    pub fn ensure_started(&self) -> Result<()> {
+        let mut started = self
+            .started
+            .lock()
+            .map_err(|_| Error::internal("startup poisoned"))?;
+        if !*started {
+            self.startup()?;
+            *started = true;
+        }
+        Ok(())
     }
 
     /// Recovery and external-change adoption; a no-op on a directory that does not exist.
