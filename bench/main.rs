@@ -338,6 +338,13 @@ fn bench_search(args: &[String]) -> Result<Value> {
         q.mode = Some("exact".into());
         q
     })?;
+    let bm25_no_context = run(&|r| {
+        let n = 2 + r.below(2) as usize;
+        let mut q = SearchRequest::new(&words(r, n));
+        q.mode = Some("bm25".into());
+        q.context = Some(0);
+        q
+    })?;
     let filtered = run(&|r| {
         let mut q = SearchRequest::new(&words(r, 2));
         q.mode = Some("bm25".into());
@@ -387,6 +394,7 @@ fn bench_search(args: &[String]) -> Result<Value> {
         "reindex": {"seconds": round(reindex_s), "result": re},
         "index_bytes": index_bytes,
         "bm25_2_3_terms_limit5_context3": bm25,
+        "bm25_2_3_terms_limit5_no_context": bm25_no_context,
         "exact_phrase_limit5_context3": exact,
         "bm25_filtered_by_project": filtered,
         "first_search_fresh_cli_process": pct(first),

@@ -31,7 +31,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Ta
 use crate::error::{Error, ErrorKind, IoContext, Result};
 
 /// Bumped whenever the schema or the way documents are built changes.
-pub const INDEX_SCHEMA_VERSION: u32 = 5;
+pub const INDEX_SCHEMA_VERSION: u32 = 6;
 
 /// How a character takes part in a word.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -319,8 +319,16 @@ pub struct ChunkFields {
     pub project: Field,
     pub chunk_id: Field,
     pub position: Field,
+    /// `session` and `position` in one term (see [`place_key`]): a context window is a handful of
+    /// exact terms instead of a range over a million-row column.
+    pub place: Field,
     pub ts: Field,
     pub order: Field,
+}
+
+/// The term naming the chunk at `position` of `session`.
+pub fn place_key(session: &str, position: u64) -> String {
+    format!("{session}\u{1}{position:012}")
 }
 
 /// The fields of the category index.
@@ -362,6 +370,7 @@ fn chunk_schema(tokenizer: &str) -> (Schema, ChunkFields) {
         project: sb.add_text_field("project", STRING | STORED),
         chunk_id: sb.add_text_field("chunk_id", STRING | STORED),
         position: sb.add_u64_field("position", INDEXED | FAST | STORED),
+        place: sb.add_text_field("place", STRING),
         ts: sb.add_i64_field("ts", INDEXED | FAST | STORED),
         order: sb.add_u64_field("order", FAST),
     };
@@ -608,6 +617,7 @@ impl SearchIndex {
         d.add_text(f.project, &c.project);
         d.add_text(f.chunk_id, c.chunk_id());
         d.add_u64(f.position, position);
+        d.add_text(f.place, place_key(&c.session_id, position));
         d.add_i64(f.ts, crate::clock::parse_time(&c.ts).unwrap_or(0));
         d.add_u64(f.order, order_key(&[&c.session_id, &c.chunk_id()]));
         d

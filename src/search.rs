@@ -533,22 +533,17 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request) -> Result<Vec<Hit>> {
 
 /// Chunks of `session` at positions `lo..=hi`.
 fn session_range(f: &crate::index::ChunkFields, session: &str, lo: u64, hi: u64) -> Box<dyn Query> {
-    Box::new(BooleanQuery::new(vec![
-        (
-            Occur::Must,
-            Box::new(TermQuery::new(
-                Term::from_field_text(f.session, session),
-                IndexRecordOption::Basic,
-            )) as Box<dyn Query>,
-        ),
-        (
-            Occur::Must,
-            Box::new(RangeQuery::new(
-                Bound::Included(Term::from_field_u64(f.position, lo)),
-                Bound::Included(Term::from_field_u64(f.position, hi)),
-            )),
-        ),
-    ]))
+    // A disjunction of exact term lookups: a term-set query would walk the whole dictionary.
+    let clauses: Vec<(Occur, Box<dyn Query>)> = (lo..=hi)
+        .map(|p| {
+            let t = Term::from_field_text(f.place, &crate::index::place_key(session, p));
+            (
+                Occur::Should,
+                Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>,
+            )
+        })
+        .collect();
+    Box::new(BooleanQuery::new(clauses))
 }
 
 fn chunk_at(
