@@ -152,6 +152,8 @@ fn scan_interval() -> Duration {
 /// A progress callback: (done, total).
 pub type Progress<'a> = &'a dyn Fn(u64, u64);
 
+type Change = (i64, String, String);
+
 struct Snapshot {
     epoch: String,
     generation: i64,
@@ -244,29 +246,49 @@ impl Memdir {
         }
     }
 
-    fn snapshot(&self, inner: &Inner, full: bool, touched: &BTreeSet<String>) -> Result<Snapshot> {
+    /// Reads the feed from `from` and the state it describes under the store lock, so that the
+    /// generation recorded as absorbed covers exactly the changes read: a change committed
+    /// after the read is newer than the recorded generation and is applied by the next
+    /// catch-up, never counted as applied without being applied. `from` is `None` for a rebuild
+    /// (every segment is measured, no change is read).
+    fn snapshot(&self, inner: &Inner, from: Option<i64>) -> Result<(Snapshot, Vec<Change>)> {
         let _lock = self.lock()?;
         let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
         let generation = inner.ledger.generation()?;
         let mut lens = BTreeMap::new();
-        if full {
-            for (_, dir) in store::list_session_dirs(self.layout())? {
-                for f in store::list_segments(self.layout(), &dir)? {
-                    lens.insert(f.rel.to_string_lossy().into_owned(), f.len);
+        let mut changes = Vec::new();
+        match from {
+            None => {
+                for (_, dir) in store::list_session_dirs(self.layout())? {
+                    for f in store::list_segments(self.layout(), &dir)? {
+                        lens.insert(f.rel.to_string_lossy().into_owned(), f.len);
+                    }
                 }
             }
-        } else {
-            for rel in touched {
-                if let Some((len, _)) = store::stat(&self.layout().root.join(rel))? {
-                    lens.insert(rel.clone(), len);
+            Some(from) => {
+                changes = inner.ledger.changes_since(from)?;
+                changes.retain(|(g, _, _)| *g <= generation);
+                let mut touched = BTreeSet::new();
+                for (_, kind, key) in &changes {
+                    if kind == "append" || kind == "segment" {
+                        touched.insert(key.split('\n').next().unwrap_or("").to_string());
+                    }
+                }
+                for rel in touched {
+                    if let Some((len, _)) = store::stat(&self.layout().root.join(&rel))? {
+                        lens.insert(rel, len);
+                    }
                 }
             }
         }
-        Ok(Snapshot {
-            epoch,
-            generation,
-            lens,
-        })
+        Ok((
+            Snapshot {
+                epoch,
+                generation,
+                lens,
+            },
+            changes,
+        ))
     }
 
     /// Catches the index up (or rebuilds it when `full` or when it cannot catch up). Returns
@@ -356,22 +378,8 @@ impl Memdir {
         } else {
             cat_gen
         };
-        let changes = if rebuild {
-            Vec::new()
-        } else {
-            inner.ledger.changes_since(from)?
-        };
-        let mut touched = BTreeSet::new();
-        for (_, kind, key) in &changes {
-            if kind == "append" || kind == "segment" {
-                touched.insert(key.split('\n').next().unwrap_or("").to_string());
-            }
-        }
-        let snap = self.snapshot(inner, rebuild, &touched)?;
-        let changes: Vec<_> = changes
-            .into_iter()
-            .filter(|(g, _, _)| *g <= snap.generation)
-            .collect();
+        crate::store::failpoint::hit("catchup.before_snapshot");
+        let (snap, changes) = self.snapshot(inner, (!rebuild).then_some(from))?;
         let fingerprint = if rebuild {
             super::files_fingerprint(self.layout())?
         } else {

@@ -3,7 +3,8 @@
 //!
 //! Armed by the environment: `MEMDIR_FAILPOINT=txn.after_manifest` aborts at that step;
 //! `MEMDIR_FAILPOINT=stage.write=enospc` makes that I/O step fail with "no space left on
-//! device". Compiled in debug builds and with the `failpoints` feature; release builds ignore
+//! device"; `MEMDIR_FAILPOINT=catchup.before_snapshot=pause:800` sleeps 800 ms there, so a test
+//! can make another process act inside a race window. Compiled in debug builds and with the `failpoints` feature; release builds ignore
 //! the variable.
 
 use std::sync::OnceLock;
@@ -22,14 +23,20 @@ fn armed() -> Option<&'static (String, String)> {
         .as_ref()
 }
 
-/// Aborts the process if `name` is armed with the action `abort`.
+/// Aborts the process if `name` is armed with the action `abort`; sleeps if it is armed with
+/// `pause:<ms>`.
 pub fn hit(name: &str) {
-    if let Some((n, action)) = armed()
-        && n == name
-        && action == "abort"
-    {
+    let Some((n, action)) = armed() else { return };
+    if n != name {
+        return;
+    }
+    if action == "abort" {
         eprintln!("memdir: failpoint {name}: aborting");
         std::process::abort();
+    }
+    if let Some(ms) = action.strip_prefix("pause:").and_then(|m| m.parse().ok()) {
+        eprintln!("memdir: failpoint {name}: pausing {ms} ms");
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 }
 

@@ -6,5 +6,6 @@ mod cli;
 mod concurrency;
 mod crash;
 mod handedit;
+mod hardening;
 mod mcp;
 mod search;
