@@ -159,13 +159,36 @@ pub struct Hlc {
     pub counter: u16,
 }
 
+/// How far ahead of this machine's wall clock a stamp read from the files (a hand edit, another
+/// replica's segment) may move this clock. A stamp further ahead is not admitted: one bad stamp
+/// must not drag every later write into the far future or to the end of the stamp range.
+pub const MAX_FORWARD_MS: i64 = 24 * 3_600_000;
+
+/// The last millisecond a stamp can name: 9999-12-31T23:59:59.999Z.
+pub const MAX_MS: i64 = 253_402_300_799_999;
+
 impl Hlc {
     /// The zero stamp.
     pub const ZERO: Hlc = Hlc { ms: 0, counter: 0 };
 
-    /// The next stamp after `self` at wall-clock time `now`.
+    /// The largest stamp that formats in the fixed width.
+    pub const MAX: Hlc = Hlc {
+        ms: MAX_MS,
+        counter: 9999,
+    };
+
+    /// Whether a stamp read from the files may move the clock at wall-clock time `now`.
+    pub fn admissible(self, now: i64) -> bool {
+        self.ms <= now.saturating_add(MAX_FORWARD_MS)
+    }
+
+    /// The next stamp after `self` at wall-clock time `now`; saturates at [`Hlc::MAX`], so a
+    /// stamp always formats and parses (callers that need a strictly greater stamp check).
     pub fn tick(self, now: i64) -> Hlc {
-        if now > self.ms {
+        let now = now.min(MAX_MS);
+        if self >= Hlc::MAX {
+            Hlc::MAX
+        } else if now > self.ms {
             Hlc {
                 ms: now,
                 counter: 0,
@@ -263,5 +286,28 @@ mod tests {
         .tick(0);
         assert_eq!(c, Hlc { ms: 6, counter: 0 });
         assert!(Hlc::parse("20251129T110203004Z-007").is_none());
+    }
+
+    /// Bug: ticking from the largest stamp made one that could not be formatted or parsed.
+    #[test]
+    fn tick_never_leaves_the_stamp_range() {
+        let max = Hlc::parse("99991231T235959999Z-9999").expect("the largest stamp parses");
+        assert_eq!(max, Hlc::MAX);
+        assert_eq!(max.tick(0), Hlc::MAX);
+        let near = Hlc::parse("99991231T235959999Z-9998").unwrap();
+        assert_eq!(near.tick(i64::MAX), Hlc::MAX);
+        assert_eq!(
+            Hlc::parse(&Hlc::MAX.tick(i64::MAX).to_string()),
+            Some(Hlc::MAX)
+        );
+        let now = 1_764_414_123_004;
+        assert!(
+            Hlc {
+                ms: now + 1000,
+                counter: 0
+            }
+            .admissible(now)
+        );
+        assert!(!max.admissible(now));
     }
 }

@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::Result;
 
 /// The ledger's schema version; a different version is rebuilt from the files.
-pub const LEDGER_SCHEMA: i64 = 2;
+pub const LEDGER_SCHEMA: i64 = 3;
 
 /// Cached state of one category.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -52,6 +52,8 @@ pub struct SegmentRow {
     pub first_ts: String,
     pub last_ts: String,
     pub bad_lines: i64,
+    /// The largest stamp in the segment: the next chunk appended to it sorts after it.
+    pub max_hlc: String,
 }
 
 /// An open ledger.
@@ -69,7 +71,7 @@ CREATE TABLE IF NOT EXISTS segment (
   rel TEXT PRIMARY KEY, session_id TEXT NOT NULL, replica TEXT NOT NULL, len INTEGER NOT NULL,
   mtime_ns INTEGER NOT NULL, chunks INTEGER NOT NULL, next_seq INTEGER NOT NULL,
   project TEXT NOT NULL, title TEXT NOT NULL, first_ts TEXT NOT NULL, last_ts TEXT NOT NULL,
-  bad_lines INTEGER NOT NULL);
+  bad_lines INTEGER NOT NULL, max_hlc TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS segment_session ON segment(session_id);
 CREATE TABLE IF NOT EXISTS txn (
   id INTEGER PRIMARY KEY AUTOINCREMENT, txid TEXT NOT NULL, op TEXT NOT NULL,
@@ -239,10 +241,10 @@ impl Ledger {
 
     pub fn put_segment(&self, r: &SegmentRow) -> Result<()> {
         self.conn
-            .prepare_cached("INSERT OR REPLACE INTO segment VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")?
+            .prepare_cached("INSERT OR REPLACE INTO segment VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")?
             .execute(params![
                 r.rel, r.session_id, r.replica, r.len, r.mtime_ns, r.chunks, r.next_seq, r.project,
-                r.title, r.first_ts, r.last_ts, r.bad_lines
+                r.title, r.first_ts, r.last_ts, r.bad_lines, r.max_hlc
             ])?;
         Ok(())
     }
@@ -357,5 +359,6 @@ fn segment_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SegmentRow> {
         first_ts: r.get(9)?,
         last_ts: r.get(10)?,
         bad_lines: r.get(11)?,
+        max_hlc: r.get(12)?,
     })
 }

@@ -264,13 +264,15 @@ fn check_expect(name: &CategoryName, st: &CatState, expect: &Expect) -> Result<(
 }
 
 fn check_object<'a>(field: &str, v: &'a Value) -> Result<&'a Map<String, Value>> {
-    v.as_object().ok_or_else(|| {
+    let obj = v.as_object().ok_or_else(|| {
         Error::invalid(
             field,
             format!("{field} must be a JSON object, got {}", type_name(v)),
         )
         .hint("wrap the value in an object, e.g. {\"note\": \"...\"}")
-    })
+    })?;
+    super::check_depth(field, v)?;
+    Ok(obj)
 }
 
 /// The JSON type name of a value, for error messages.
@@ -359,7 +361,7 @@ impl Memdir {
         if let Some(h) = &head
             && let Some(stamp) = h.id.get(..24)
         {
-            inner.ledger.observe_hlc(stamp)?;
+            self.observe(inner, stamp)?;
         }
         if let Some(f) = &file
             && let Ok(c) = &f.content
@@ -369,7 +371,7 @@ impl Memdir {
                     .max()
             })
         {
-            inner.ledger.observe_hlc(max)?;
+            self.observe(inner, max)?;
         }
         let consistent = match (&file, &head) {
             (None, None) => true,
@@ -459,8 +461,42 @@ impl Memdir {
         };
         let replica = self.replica(lock)?;
         let now = clock::now_ms();
-        let hlc = self.tick(inner, now)?;
+        let mut hlc = self.tick(inner, now)?;
+        // A version sorts after its parent even when the parent carries a stamp the clock did
+        // not admit (far ahead of the wall clock): ids order history, and the head is the
+        // newest id.
+        if let Some(parent) = base
+            .row
+            .head_id
+            .as_deref()
+            .and_then(|p| p.get(..24))
+            .and_then(clock::Hlc::parse)
+            && hlc <= parent
+        {
+            hlc = parent.tick(parent.ms);
+            if hlc <= parent {
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!(
+                        "the newest version of {:?} carries the last possible stamp ({parent}); no later version can be recorded",
+                        name.as_str()
+                    ),
+                )
+                .hint("move that history file aside (it was not written by memdir's clock), then retry"));
+            }
+        }
         let id = format!("{hlc}_{replica}");
+        let history_path = layout
+            .root
+            .join(Layout::history_rel(name))
+            .join(format!("{id}.json"));
+        // History is write-once: a version id is never reused, whatever the clock says.
+        if std::fs::symlink_metadata(&history_path).is_ok() {
+            return Err(Error::internal(format!(
+                "history file {} already exists; refusing to overwrite a recorded version",
+                history_path.display()
+            )));
+        }
         let mut vv = parse_vv(&base.row.vv);
         *vv.entry(replica.clone()).or_insert(0) += 1;
         let ts = clock::rfc3339(now);

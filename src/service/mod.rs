@@ -53,6 +53,26 @@ pub mod limits {
     pub const DEFAULT_LOG_ENTRIES: u64 = 200;
     /// Largest page of results.
     pub const MAX_LIMIT: usize = 1000;
+    /// Deepest nesting of a category's data, a log entry's data or chunk metadata: the files
+    /// wrap them a few levels deeper, and every stored file must stay readable
+    /// (`store::codec::MAX_DEPTH`).
+    pub const MAX_DATA_DEPTH: usize = crate::store::codec::MAX_DEPTH - 4;
+}
+
+/// Refuses JSON nested deeper than [`limits::MAX_DATA_DEPTH`].
+pub(crate) fn check_depth(field: &str, v: &Value) -> Result<()> {
+    let d = store::codec::depth(v);
+    if d > limits::MAX_DATA_DEPTH {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "{field} is nested {d} levels deep; the limit is {}",
+                limits::MAX_DATA_DEPTH
+            ),
+        )
+        .hint("flatten the document"));
+    }
+    Ok(())
 }
 
 /// An open memory directory.
@@ -291,6 +311,17 @@ impl Memdir {
         Ok(next)
     }
 
+    /// Lets a stamp read from the files move the clock on, unless it is further ahead of the
+    /// wall clock than [`clock::MAX_FORWARD_MS`] (verify-store reports such stamps).
+    pub(crate) fn observe(&self, inner: &Inner, stamp: &str) -> Result<()> {
+        if let Some(h) = Hlc::parse(stamp)
+            && h.admissible(clock::now_ms())
+        {
+            inner.ledger.observe_hlc(stamp)?;
+        }
+        Ok(())
+    }
+
     /// The newest stamp issued or observed. A batch ticks from it in memory and records its
     /// last stamp once (caller holds the lock).
     pub(crate) fn last_hlc(&self, inner: &Inner) -> Result<Hlc> {
@@ -300,27 +331,21 @@ impl Memdir {
         }
     }
 
-    /// The newest stamp found in the files (history ids and the last line of each segment).
+    /// The newest admissible stamp found in the files (history ids, segment lines, log entry
+    /// ids); stamps too far ahead of the wall clock are left out (see [`Hlc::admissible`]).
     fn max_hlc_on_disk(&self) -> Result<Hlc> {
-        let mut max = Hlc::ZERO;
+        let mut stamps: Vec<Hlc> = Vec::new();
         for name in store::list_history_names(&self.layout)? {
             for id in store::list_history_ids(&self.layout, &name)? {
-                if let Some(h) = id.get(..24).and_then(Hlc::parse) {
-                    max = max.max(h);
-                }
+                stamps.extend(id.get(..24).and_then(Hlc::parse));
             }
         }
         for (_, rel) in store::list_session_dirs(&self.layout)? {
             for seg in store::list_segments(&self.layout, &rel)? {
-                let parsed = store::segment::read(&self.layout.root.join(&seg.rel))?;
-                if let Some(h) = parsed
-                    .chunks
-                    .iter()
-                    .filter_map(|c| Hlc::parse(&c.hlc))
-                    .max()
-                {
-                    max = max.max(h);
-                }
+                let Ok(parsed) = store::segment::read(&self.layout.root.join(&seg.rel)) else {
+                    continue;
+                };
+                stamps.extend(parsed.chunks.iter().filter_map(|c| Hlc::parse(&c.hlc)));
             }
         }
         for name in store::list_category_files(&self.layout)?.0 {
@@ -328,19 +353,19 @@ impl Memdir {
                 && let Ok(v) = &f.content
                 && let Some(entries) = v.get("entries").and_then(Value::as_array)
             {
-                for e in entries {
-                    if let Some(h) = e
-                        .get("id")
-                        .and_then(Value::as_str)
-                        .and_then(|id| id.get(..24))
-                        .and_then(Hlc::parse)
-                    {
-                        max = max.max(h);
-                    }
-                }
+                stamps.extend(
+                    entries
+                        .iter()
+                        .filter_map(|e| Hlc::parse(e.get("id")?.as_str()?.get(..24)?)),
+                );
             }
         }
-        Ok(max)
+        let now = clock::now_ms();
+        Ok(stamps
+            .into_iter()
+            .filter(|h| h.admissible(now))
+            .max()
+            .unwrap_or(Hlc::ZERO))
     }
 
     /// Rebuilds the ledger's caches from the files. Caller holds the lock.

@@ -378,7 +378,7 @@ impl Memdir {
         } else {
             cat_gen
         };
-        crate::store::failpoint::hit("catchup.before_snapshot");
+        crate::store::failpoint::pause("catchup.before_snapshot");
         let (snap, changes) = self.snapshot(inner, (!rebuild).then_some(from))?;
         let fingerprint = if rebuild {
             super::files_fingerprint(self.layout())?
@@ -693,7 +693,9 @@ impl Memdir {
         for (_, dir) in store::list_session_dirs(layout)? {
             for f in store::list_segments(layout, &dir)? {
                 let rel = f.rel.to_string_lossy().into_owned();
-                let n = segment::read(&layout.root.join(&f.rel))?.chunks.len() as u64;
+                let n = segment::read(&layout.root.join(&f.rel))
+                    .map(|s| s.chunks.len() as u64)
+                    .unwrap_or(0);
                 chunks += n;
                 let indexed =
                     s.search(
@@ -759,24 +761,12 @@ fn order_segment(mut chunks: Vec<ChunkRecord>) -> Vec<ChunkRecord> {
 }
 
 /// Parses the committed lines of a segment between byte `from` and `to` (or its end).
+/// Bytes `from..to` of a segment, parsed. A segment that cannot be read (a link, a special
+/// file, no permission) indexes as empty: it is broken on its own, verify-store reports it,
+/// and every other segment is still indexed.
 fn read_prefix(path: &std::path::Path, from: u64, to: Option<u64>) -> Result<segment::Segment> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(segment::Segment::default());
-        }
-        Err(e) => {
-            return Err(crate::error::IoError {
-                op: "read",
-                path: path.to_path_buf(),
-                source: e,
-            }
-            .into());
-        }
-    };
-    let end = to
-        .map(|t| (t as usize).min(bytes.len()))
-        .unwrap_or(bytes.len());
-    let start = (from as usize).min(end);
-    Ok(segment::parse(&bytes[start..end]))
+    match store::fsx::read_range(path, from, to, store::fsx::MAX_SEGMENT_FILE) {
+        Ok(Some(bytes)) => Ok(segment::parse(&bytes)),
+        Ok(None) | Err(_) => Ok(segment::Segment::default()),
+    }
 }

@@ -137,6 +137,13 @@ fn segment_row(
             .unwrap_or("")
             .to_string(),
         bad_lines: seg.bad_lines.len() as i64,
+        max_hlc: seg
+            .chunks
+            .iter()
+            .map(|c| c.hlc.as_str())
+            .max()
+            .unwrap_or("")
+            .to_string(),
     }
 }
 
@@ -193,19 +200,28 @@ impl Memdir {
                         continue;
                     }
                 }
-                let mut seg = segment::read(&path)?;
+                // A segment that cannot be read (no permission, too large) is broken on its
+                // own: verify-store reports it; every other segment is still refreshed.
+                let Ok(mut seg) = segment::read(&path) else {
+                    continue;
+                };
                 if seg.tail_len > 0 {
                     // Under the lock and after recovery: the tail may belong to a batch whose
                     // intent has just cut it back.
-                    if segment::repair_tail(&path, &seg)? {
-                        seg = segment::read(&path)?;
+                    match segment::repair_tail(&layout.root, &path, &seg) {
+                        Ok(true) => match segment::read(&path) {
+                            Ok(s) => seg = s,
+                            Err(_) => continue,
+                        },
+                        Ok(false) => {}
+                        Err(_) => continue,
                     }
                     stat = store::stat(&path)?.unwrap_or((0, 0));
                 }
                 // Stamps written elsewhere (a hand edit, another device) move this clock on, so
                 // the next chunk sorts after them.
                 if let Some(max) = seg.chunks.iter().map(|c| c.hlc.as_str()).max() {
-                    inner.ledger.observe_hlc(max)?;
+                    self.observe(inner, max)?;
                 }
                 let row = segment_row(&rel, &id, &f.replica, stat, &seg);
                 rows.remove(&rel);
@@ -279,6 +295,7 @@ impl Memdir {
                         ),
                     )));
                 }
+                super::check_depth("metadata", m).map_err(&at)?;
                 let size = codec::to_compact(m).len();
                 if size > limits::MAX_METADATA_BYTES {
                     return Err(at(Error::too_large(
@@ -326,10 +343,10 @@ impl Memdir {
                         (None, Some(_)) => {
                             resync.insert(key.clone());
                             let seg = segment::read(&path)?;
-                            let seg = if segment::repair_tail(&path, &seg)? { segment::read(&path)? } else { seg };
+                            let seg = if segment::repair_tail(&layout.root, &path, &seg)? { segment::read(&path)? } else { seg };
                             let st = store::stat(&path)?.unwrap_or((0, 0));
                             if let Some(max) = seg.chunks.iter().map(|c| c.hlc.as_str()).max() {
-                                inner.ledger.observe_hlc(max)?;
+                                self.observe(inner, max)?;
                             }
                             segment_row(&key, id.as_str(), &replica, st, &seg)
                         }
@@ -341,8 +358,19 @@ impl Memdir {
                 }
                 let (append, next_seq, row) = state.get_mut(&key).expect("invariant: inserted above");
                 let now = clock::now_ms();
-                let hlc = clock_state.tick(now);
-                clock_state = hlc;
+                let mut hlc = clock_state.tick(now);
+                // Within a segment, stamps follow seq, so that positions (the rank of the
+                // stamp) keep ingest order, even after a line with a stamp the clock did not
+                // admit. Such a stamp moves only this segment on, never the clock.
+                if let Some(last) = clock::Hlc::parse(&row.max_hlc)
+                    && hlc <= last
+                {
+                    hlc = last.tick(last.ms);
+                }
+                if hlc.admissible(now) {
+                    clock_state = hlc;
+                }
+                row.max_hlc = hlc.to_string();
                 // The record carries no copy of the content: the line is written from the
                 // request's text directly.
                 let rec = ChunkRecord {

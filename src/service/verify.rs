@@ -3,10 +3,11 @@
 use serde_json::{Value, json};
 
 use super::Memdir;
+use crate::clock::Hlc;
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{CategoryKind, SessionId, content_hash, encode_component};
-use crate::store::{self, Layout, segment, txn};
+use crate::store::{self, Layout, fsx, segment, txn};
 
 struct Problems(Vec<Value>);
 
@@ -43,6 +44,7 @@ impl Memdir {
     /// Compares files, history and ledger without changing anything. `ok` is true when clean.
     pub fn verify(&self) -> Result<Value> {
         let layout = self.layout();
+        let now = crate::clock::now_ms();
         let mut p = Problems(Vec::new());
         if !layout.exists() {
             return Ok(json!({"ok": true, "exists": false, "problems": [], "checked": {}}));
@@ -78,6 +80,11 @@ impl Memdir {
             let mut head = None;
             for id in store::list_history_ids(layout, name)? {
                 n_history += 1;
+                if let Some(h) = id.get(..24).and_then(Hlc::parse)
+                    && !h.admissible(now)
+                {
+                    p.add("future_stamp", Layout::history_rel(name).join(format!("{id}.json")), format!("stamp {h} is more than a day ahead of this machine's clock; memdir's clock does not follow it"));
+                }
                 let h = store::read_history(layout, name, &id)?;
                 match h.entry {
                     Ok(e) => {
@@ -141,11 +148,13 @@ impl Memdir {
             for f in store::list_segments(layout, &dir)? {
                 n_segments += 1;
                 let path = layout.root.join(&f.rel);
-                let bytes = std::fs::read(&path).map_err(|e| crate::error::IoError {
-                    op: "read",
-                    path: path.clone(),
-                    source: e,
-                })?;
+                let bytes = match fsx::read(&path, fsx::MAX_SEGMENT_FILE) {
+                    Ok(b) => b.unwrap_or_default(),
+                    Err(e) => {
+                        p.add("unreadable", &f.rel, e.source.to_string());
+                        continue;
+                    }
+                };
                 let seg = segment::parse(&bytes);
                 n_chunks += seg.chunks.len();
                 for (line, why) in &seg.bad_lines {
@@ -203,6 +212,11 @@ impl Memdir {
                             format!("the first seq is {}, not 0", c.seq),
                         );
                     }
+                    if let Some(h) = Hlc::parse(&c.hlc)
+                        && !h.admissible(now)
+                    {
+                        p.add("future_stamp", &f.rel, format!("seq {}: stamp {h} is more than a day ahead of this machine's clock; memdir's clock does not follow it", c.seq));
+                    }
                     if c.hlc <= last_hlc {
                         p.add(
                             "segment",
@@ -227,6 +241,36 @@ impl Memdir {
                         ),
                     );
                 }
+            }
+        }
+        // Links and special files anywhere in the truth directories: never followed, never
+        // read, never written through.
+        for e in walkdir::WalkDir::new(&layout.root)
+            .min_depth(1)
+            .into_iter()
+            .filter_entry(|e| e.file_name() != ".memdir" || e.depth() != 1)
+            .filter_map(|e| e.ok())
+        {
+            let t = e.file_type();
+            let rel = e.path().strip_prefix(&layout.root).unwrap_or(e.path());
+            if t.is_symlink() {
+                p.add(
+                    "link",
+                    rel,
+                    "a symbolic link inside the memory directory: memdir neither follows it nor writes through it",
+                );
+            } else if !t.is_file() && !t.is_dir() {
+                p.add(
+                    "special_file",
+                    rel,
+                    "a FIFO, socket or device inside the memory directory: memdir never reads it",
+                );
+            } else if t.is_dir() && rel.extension().is_some_and(|x| x == "jsonl" || x == "json") {
+                p.add(
+                    "stray_directory",
+                    rel,
+                    "a directory where memdir expects a file: it is ignored",
+                );
             }
         }
         let mut report = json!({
@@ -261,14 +305,14 @@ pub fn files_fingerprint(layout: &Layout) -> Result<String> {
             .unwrap_or(&path)
             .to_string_lossy()
             .into_owned();
-        let bytes = std::fs::read(&path).map_err(|e| crate::error::IoError {
-            op: "read",
-            path: path.clone(),
-            source: e,
-        })?;
+        // An unreadable file counts by its name and the reason.
+        let digest = match fsx::read(&path, fsx::MAX_SEGMENT_FILE) {
+            Ok(b) => content_hash(&b.unwrap_or_default()),
+            Err(e) => format!("unreadable: {}", e.source),
+        };
         h.update(rel.as_bytes());
         h.update(&[0]);
-        h.update(content_hash(&bytes).as_bytes());
+        h.update(digest.as_bytes());
     }
     Ok(h.finalize().to_hex()[..32].to_string())
 }

@@ -9,6 +9,33 @@ use serde_json::Value;
 use crate::model::ChunkRecord;
 
 /// Pretty, key-sorted JSON with a trailing newline.
+/// The deepest nesting memdir stores in a category, a log entry or chunk metadata. A history
+/// entry wraps a category's content one level deeper, and every reader (serde_json stops at
+/// 128 levels) must read it back, so documents deeper than this are refused on write and
+/// reported as malformed when placed by hand.
+pub const MAX_DEPTH: usize = 100;
+
+/// Nesting depth of a JSON value: 0 for a scalar, 1 for a flat array or object.
+pub fn depth(value: &Value) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Array(a) => {
+                max = max.max(d + 1);
+                stack.extend(a.iter().map(|x| (x, d + 1)));
+            }
+            Value::Object(o) => {
+                max = max.max(d + 1);
+                stack.extend(o.values().map(|x| (x, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Canonical pretty JSON of a value.
 pub fn to_pretty(value: &Value) -> Vec<u8> {
     let mut out = String::new();
     write_value(&mut out, value, Some(0));

@@ -23,16 +23,23 @@ fn armed() -> Option<&'static (String, String)> {
         .as_ref()
 }
 
-/// Aborts the process if `name` is armed with the action `abort`; sleeps if it is armed with
-/// `pause:<ms>`.
+/// Aborts the process if `name` is armed with the action `abort`.
 pub fn hit(name: &str) {
+    if let Some((n, action)) = armed()
+        && n == name
+        && action == "abort"
+    {
+        eprintln!("memdir: failpoint {name}: aborting");
+        std::process::abort();
+    }
+}
+
+/// Sleeps if `name` is armed with `pause:<ms>`, after saying so on stderr: a race window a
+/// test can act inside.
+pub fn pause(name: &str) {
     let Some((n, action)) = armed() else { return };
     if n != name {
         return;
-    }
-    if action == "abort" {
-        eprintln!("memdir: failpoint {name}: aborting");
-        std::process::abort();
     }
     if let Some(ms) = action.strip_prefix("pause:").and_then(|m| m.parse().ok()) {
         eprintln!("memdir: failpoint {name}: pausing {ms} ms");

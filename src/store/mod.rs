@@ -6,6 +6,7 @@
 
 pub mod codec;
 pub mod failpoint;
+pub mod fsx;
 pub mod lock;
 pub mod segment;
 pub mod txn;
@@ -107,12 +108,21 @@ impl Layout {
             self.sessions_dir(),
             self.staging(),
         ] {
+            if !d.starts_with(self.meta_dir()) {
+                fsx::check_no_links(&self.root, &d)?;
+            }
             txn::create_dir_durable(&d)?;
         }
         for (name, text) in [(".gitignore", GITIGNORE), (".gitattributes", GITATTRIBUTES)] {
             let p = self.root.join(name);
-            if !p.exists() {
-                txn::write_synced(&p, text.as_bytes())?;
+            // Whatever is there already (a file, or a link, even a dangling one) is the
+            // user's: it is neither replaced nor written through.
+            if fs::symlink_metadata(&p).is_err() {
+                use std::io::Write;
+                let mut f = fsx::create_new(&p)?;
+                f.write_all(text.as_bytes()).at("write", &p)?;
+                // DURABILITY: the file and its directory entry, like every other write.
+                f.sync_all().at("fsync", &p)?;
                 txn::sync_dir(&self.root)?;
             }
         }
@@ -135,24 +145,27 @@ pub fn read_category(
     name: &CategoryName,
 ) -> Result<Option<CategoryFile>, IoError> {
     let path = layout.root.join(Layout::category_rel(name));
-    let bytes = match fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(IoError {
-                op: "read",
-                path,
-                source: e,
-            });
-        }
-    };
-    Ok(Some(parse_category(bytes)))
+    match fsx::read(&path, fsx::MAX_JSON_FILE) {
+        Ok(Some(bytes)) => Ok(Some(parse_category(bytes))),
+        Ok(None) => Ok(None),
+        // A link, a directory, a FIFO, an unreadable or oversized file: broken on its own,
+        // reported as corrupt and never written over.
+        Err(e) => Ok(Some(CategoryFile {
+            hash: content_hash(b""),
+            bytes: Vec::new(),
+            content: Err(format!("cannot be read: {}", e.source)),
+        })),
+    }
 }
 
 /// Parses category bytes.
 pub fn parse_category(bytes: Vec<u8>) -> CategoryFile {
     let hash = content_hash(&bytes);
     let content = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(v) if codec::depth(&v) > codec::MAX_DEPTH => Err(format!(
+            "nested deeper than {} levels, the most memdir keeps (its history entry could not be read back)",
+            codec::MAX_DEPTH
+        )),
         Ok(v @ Value::Object(_)) => Ok(v),
         Ok(_) => Err("the top level is not a JSON object".to_string()),
         Err(e) => Err(format!("not valid JSON: {e}")),
@@ -188,8 +201,10 @@ pub fn list_category_files(layout: &Layout) -> Result<(Vec<CategoryName>, Vec<Pa
             .strip_suffix(".json")
             .and_then(decode_component)
             .and_then(|n| CategoryName::new(&n).ok());
+        // A link or special file under a category's name is that category, broken: reading
+        // it reports it corrupt. A directory is a stray.
         match name {
-            Some(n) if entry.path().is_file() => names.push(n),
+            Some(n) if fsx::entry_kind(&entry) != fsx::EntryKind::Dir => names.push(n),
             _ => strays.push(entry.path()),
         }
     }
@@ -214,6 +229,10 @@ pub fn list_history_names(layout: &Layout) -> Result<Vec<CategoryName>, IoError>
     };
     for entry in rd {
         let entry = entry.at("list", &dir)?;
+        // Links are not followed (verify-store reports them).
+        if fsx::entry_kind(&entry) != fsx::EntryKind::Dir {
+            continue;
+        }
         if let Some(n) = decode_component(&entry.file_name().to_string_lossy())
             .and_then(|n| CategoryName::new(&n).ok())
         {
@@ -268,21 +287,34 @@ pub fn read_history(
         .root
         .join(Layout::history_rel(name))
         .join(format!("{id}.json"));
-    let bytes = fs::read(&path).at("read", &path)?;
-    let entry = serde_json::from_slice::<HistoryEntry>(&bytes)
-        .map_err(|e| e.to_string())
-        .and_then(|e| {
-            if e.id == id {
-                Ok(e)
-            } else {
-                Err(format!("id {:?} does not match the file name", e.id))
-            }
-        });
+    let entry = match fsx::read(&path, fsx::MAX_JSON_FILE) {
+        Ok(Some(bytes)) => read_history_bytes(&bytes),
+        Ok(None) => {
+            return Err(IoError {
+                op: "read",
+                path,
+                source: std::io::ErrorKind::NotFound.into(),
+            });
+        }
+        Err(e) => Err(format!("cannot be read: {}", e.source)),
+    };
+    let entry = entry.and_then(|e| {
+        if e.id == id {
+            Ok(e)
+        } else {
+            Err(format!("id {:?} does not match the file name", e.id))
+        }
+    });
     Ok(HistoryFile {
         id: id.to_string(),
         path,
         entry,
     })
+}
+
+/// Parses a history entry.
+pub fn read_history_bytes(bytes: &[u8]) -> Result<HistoryEntry, String> {
+    serde_json::from_slice::<HistoryEntry>(bytes).map_err(|e| e.to_string())
 }
 
 /// The newest well-formed history entry of a category.
@@ -322,6 +354,10 @@ pub fn list_session_dirs(layout: &Layout) -> Result<Vec<(String, PathBuf)>, IoEr
     };
     for entry in rd {
         let entry = entry.at("list", &dir)?;
+        // Links are not followed (verify-store reports them).
+        if fsx::entry_kind(&entry) != fsx::EntryKind::Dir {
+            continue;
+        }
         let file = entry.file_name().to_string_lossy().into_owned();
         if let Some(id) = decode_component(&file) {
             out.push((id, PathBuf::from("sessions").join(file)));
@@ -353,6 +389,11 @@ pub fn list_segments(layout: &Layout, session_rel: &Path) -> Result<Vec<SegmentF
         let Some(stem) = file.strip_suffix(".jsonl") else {
             continue;
         };
+        // Only regular files are segments: a directory, FIFO, device or link under a
+        // segment's name is skipped here and reported by verify-store.
+        if fsx::entry_kind(&entry) != fsx::EntryKind::File {
+            continue;
+        }
         let replica = match stem.rsplit_once('.') {
             Some((r, n)) if n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() => r,
             _ => stem,

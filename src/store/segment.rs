@@ -7,7 +7,7 @@
 //! records an intent (`.memdir/staging/<txid>.append`, holding the segment's length before the
 //! batch); recovery cuts the segment back to that length, so a batch is all or nothing.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::Write;
 use std::path::Path;
 
@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{IoContext, IoError};
 use crate::model::ChunkRecord;
 use crate::store::codec::parse_chunk_line;
-use crate::store::failpoint;
 use crate::store::txn::{sync_dir, write_synced};
+use crate::store::{failpoint, fsx};
 
 /// A parsed segment.
 #[derive(Debug, Default)]
@@ -38,20 +38,13 @@ impl Segment {
     }
 }
 
-/// Reads and parses a segment; a missing file is an empty segment.
+/// Reads and parses a segment; a missing file is an empty segment. Links and special files
+/// are refused (see [`fsx`]).
 pub fn read(path: &Path) -> Result<Segment, IoError> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Segment::default()),
-        Err(e) => {
-            return Err(IoError {
-                op: "read",
-                path: path.to_path_buf(),
-                source: e,
-            });
-        }
-    };
-    Ok(parse(&bytes))
+    match fsx::read(path, fsx::MAX_SEGMENT_FILE)? {
+        Some(bytes) => Ok(parse(&bytes)),
+        None => Ok(Segment::default()),
+    }
 }
 
 /// Parses segment bytes.
@@ -78,20 +71,20 @@ pub fn parse(bytes: &[u8]) -> Segment {
     seg
 }
 
-/// Completes or cuts off a torn tail. The caller holds the write lock.
-pub fn repair_tail(path: &Path, seg: &Segment) -> Result<bool, IoError> {
+/// Completes or cuts off a torn tail of the segment at `path` below `root`. The caller holds
+/// the write lock. Never writes through a link.
+pub fn repair_tail(root: &Path, path: &Path, seg: &Segment) -> Result<bool, IoError> {
     if seg.tail_len == 0 {
         return Ok(false);
     }
-    let bytes = fs::read(path).at("read", path)?;
-    let tail = &bytes[seg.committed_len as usize..];
-    let f = OpenOptions::new().write(true).open(path).at("open", path)?;
+    let f = fsx::open_write(root, path, false, false)?;
+    let bytes = fsx::read(path, fsx::MAX_SEGMENT_FILE)?.unwrap_or_default();
+    let Some(tail) = bytes.get(seg.committed_len as usize..) else {
+        return Ok(false);
+    };
     if parse_chunk_line(tail).is_ok() {
         // A whole chunk whose newline is missing (a hand edit): keep it.
-        let mut f = OpenOptions::new()
-            .append(true)
-            .open(path)
-            .at("open", path)?;
+        let mut f = fsx::open_write(root, path, true, false)?;
         f.write_all(b"\n").at("write", path)?;
     } else {
         f.set_len(seg.committed_len)
@@ -136,9 +129,10 @@ pub fn append(
     if result.is_err() {
         for a in appends {
             let path = root.join(&a.rel);
-            if let Ok(meta) = fs::metadata(&path)
+            if let Ok(meta) = fs::symlink_metadata(&path)
+                && meta.is_file()
                 && meta.len() > a.len_before
-                && let Ok(f) = OpenOptions::new().write(true).open(&path)
+                && let Ok(f) = fsx::open_write(root, &path, false, false)
             {
                 let _ = f.set_len(a.len_before).and_then(|_| f.sync_all());
             }
@@ -184,16 +178,13 @@ fn append_in(
         let parent = path
             .parent()
             .expect("invariant: segments live in a session directory");
+        fsx::check_no_links(root, &path)?;
         if !parent.is_dir() {
             crate::store::txn::create_dir_durable(parent)?;
             created.push(parent.to_path_buf());
         }
-        let new_file = !path.exists();
-        let mut f = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .at("open segment", &path)?;
+        let new_file = std::fs::symlink_metadata(&path).is_err();
+        let mut f = fsx::open_write(root, &path, true, true)?;
         if new_file {
             created.push(path.clone());
         }
@@ -236,13 +227,11 @@ pub fn undo_intent(root: &Path, intent_path: &Path) -> Result<(), IoError> {
                 continue;
             }
             let path = root.join(&rel);
-            if let Ok(meta) = fs::metadata(&path)
+            if let Ok(meta) = fs::symlink_metadata(&path)
+                && meta.is_file()
                 && meta.len() > len_before
             {
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .at("open", &path)?;
+                let f = fsx::open_write(root, &path, false, false)?;
                 f.set_len(len_before)
                     .at("truncate unfinished batch", &path)?;
                 // DURABILITY: the cut must be durable before the intent disappears.

@@ -78,14 +78,16 @@ pub fn create_dir_durable(dir: &Path) -> Result<(), IoError> {
     Ok(())
 }
 
-/// Writes `bytes` to a new file at `path` and fsyncs it.
+/// Writes `bytes` to a new file at `path` and fsyncs it. A link at `path` is not followed.
 pub fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .at("create", path)?;
+    let mut o = OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW);
+    }
+    let mut f = o.open(path).at("create", path)?;
     failpoint::io("stage.write").at("write", path)?;
     f.write_all(bytes).at("write", path)?;
     // DURABILITY: content must reach the disk before the manifest names it.
@@ -143,6 +145,9 @@ fn publish(root: &Path, dir: &Path, manifest: &Manifest) -> Result<(), IoError> 
             .parent()
             .expect("invariant: targets live below the root")
             .to_path_buf();
+        // A rename or removal replaces a link at the target itself, but must never reach
+        // through a linked directory to a place outside the store.
+        crate::store::fsx::check_no_links(root, &parent)?;
         create_dir_durable(&parent)?;
         let staged = dir.join(format!("{i}.data"));
         if f.hash.is_none() {

@@ -128,3 +128,294 @@ fn concurrent_ingests_and_searches_index_every_acknowledged_chunk() {
     );
     env.assert_clean();
 }
+
+/// Bug: a chunk line carrying the largest stamp (a hand edit, another replica's segment) made
+/// the next stamp overflow to one memdir could not parse: the next chunk was invisible to
+/// fetch, and two category writes got the same version id, the second overwriting the first's
+/// history file.
+#[test]
+fn a_far_future_stamp_neither_breaks_the_clock_nor_reuses_a_version_id() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "before"]);
+    let seg = env.segment_of("s");
+    let text = std::fs::read_to_string(&seg).unwrap();
+    let line: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let mut forged = line.clone();
+    forged["seq"] = 1.into();
+    forged["hlc"] = "99991231T235959999Z-9999".into();
+    forged["content"] = "from the far future".into();
+    std::fs::write(&seg, format!("{text}{forged}\n")).unwrap();
+
+    let v = env.ok(&["ingest", "--session-id", "s", "--text", "after"]);
+    assert_eq!(v["position"], 2, "{v}");
+    let page = env.ok(&["fetch", "s"]);
+    let contents: Vec<_> = page["chunks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no chunks: {page}"))
+        .iter()
+        .map(|c| c["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(contents, ["before", "from the far future", "after"]);
+    // The forged stamp moved only its own segment on: other sessions keep the wall clock.
+    env.ok(&["ingest", "--session-id", "t", "--text", "elsewhere"]);
+    let other = std::fs::read_to_string(env.segment_of("t")).unwrap();
+    let line: Value = serde_json::from_str(other.lines().last().unwrap()).unwrap();
+    assert!(
+        !line["hlc"].as_str().unwrap().starts_with("9999"),
+        "the clock followed the forged stamp: {line}"
+    );
+
+    env.ok(&["write", "c", "--data", r#"{"v": 1}"#]);
+    env.ok(&["write", "c", "--data", r#"{"v": 2}"#]);
+    let hist = env.ok(&["history", "c"]);
+    assert_eq!(hist["total"], 2, "{hist}");
+    let files = std::fs::read_dir(env.path("history/c")).unwrap().count();
+    assert_eq!(files, 2, "two writes must leave two history files");
+    let old = env.ok(&["read", "c", "--version", "1"]);
+    assert_eq!(old["data"]["v"], 1, "{old}");
+
+    // verify-store names the forged stamp.
+    let r = env.run(&["verify-store"]);
+    let report = r.json();
+    let problems = report["problems"].as_array().unwrap();
+    assert!(
+        problems.iter().any(|p| p["kind"] == "future_stamp"),
+        "{report:#}"
+    );
+}
+
+/// Runs `memdir ARGS` and kills it after `secs`: a command that hangs fails the test instead
+/// of stalling it.
+fn run_bounded(env: &TestEnv, args: &[&str], secs: u64) -> crate::util::Run {
+    let mut child = env
+        .command(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn memdir");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`memdir {}` hung for {secs} s", args.join(" "));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    crate::util::Run {
+        cmd: format!("memdir {}", args.join(" ")),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn problem_kinds(env: &TestEnv) -> Vec<String> {
+    let r = run_bounded(env, &["verify-store"], 60);
+    let v = r.json();
+    v["problems"]
+        .as_array()
+        .unwrap_or_else(|| panic!("verify-store without problems: {v}"))
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Bug: torn-tail repair opened a segment for writing through a symbolic link, so a read-only
+/// command cut the last line off a file outside the store (or appended a newline to it), and
+/// linked directories were followed for writes.
+#[test]
+fn no_command_writes_through_a_link_inside_the_store() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "x", "--text", "hello links"]);
+    env.ok(&["write", "c", "--data", r#"{"a": 1}"#]);
+    let outside = env.tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    // An outside file whose last line is unterminated garbage, and one whose last line is a
+    // whole chunk without its newline.
+    let line = std::fs::read_to_string(env.segment_of("x")).unwrap();
+    let chunk = line
+        .lines()
+        .next()
+        .unwrap()
+        .replace("hello links", "outside chunk");
+    let garbage = outside.join("garbage.txt");
+    let unterminated = outside.join("chunk.txt");
+    std::fs::write(&garbage, "keep me\nno newline at the end").unwrap();
+    std::fs::write(&unterminated, &chunk).unwrap();
+    let sx = env.path("sessions/x");
+    std::os::unix::fs::symlink(&garbage, sx.join("other-aaaa.jsonl")).unwrap();
+    std::os::unix::fs::symlink(&unterminated, sx.join("other-bbbb.jsonl")).unwrap();
+    // A linked session directory and a linked history directory.
+    std::os::unix::fs::symlink(&outside, env.path("sessions/y")).unwrap();
+    let before = crate::util::truth_files(&outside);
+
+    for args in [
+        vec!["status"],
+        vec!["list"],
+        vec!["read", "c"],
+        vec!["fetch", "x"],
+        vec!["search", "hello"],
+        vec!["search", "outside"],
+        vec!["reindex"],
+        vec!["verify-store"],
+    ] {
+        let r = run_bounded(&env, &args, 60);
+        assert!(
+            r.code == 0 || args == ["verify-store"],
+            "{}: {}",
+            r.cmd,
+            r.stderr
+        );
+    }
+    // Writes into the linked session directory are refused; nothing lands outside.
+    let r = env.run(&["ingest", "--session-id", "y", "--text", "through the link"]);
+    assert_ne!(
+        r.code, 0,
+        "an ingest wrote through a linked session directory"
+    );
+    assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&garbage).unwrap(),
+        "keep me\nno newline at the end"
+    );
+    assert_eq!(std::fs::read_to_string(&unterminated).unwrap(), chunk);
+    assert_eq!(crate::util::truth_files(&outside), before);
+    // Search does not serve the linked segment's content.
+    let v = env.ok(&["search", "outside", "--mode", "exact"]);
+    assert_eq!(v["results"].as_array().map(Vec::len), Some(0), "{v}");
+    let kinds = problem_kinds(&env);
+    assert!(
+        kinds.iter().filter(|k| *k == "link").count() >= 3,
+        "{kinds:?}"
+    );
+
+    // A linked categories directory: writes are refused, nothing lands outside.
+    let cats = env.path("categories");
+    std::fs::rename(&cats, env.tmp.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, &cats).unwrap();
+    let r = env.run(&["write", "d", "--data", r#"{"b": 2}"#]);
+    assert_ne!(
+        r.code, 0,
+        "a write went through a linked categories directory"
+    );
+    assert_eq!(crate::util::truth_files(&outside), before);
+}
+
+/// Bug: `init` wrote through a dangling `.gitignore` link.
+#[test]
+fn init_does_not_write_through_a_dangling_link() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.dir).unwrap();
+    let target = env.tmp.path().join("elsewhere");
+    std::os::unix::fs::symlink(&target, env.dir.join(".gitignore")).unwrap();
+    env.ok(&["init"]);
+    assert!(!target.exists(), "init created the link's target");
+    assert!(env.path(".gitattributes").is_file());
+}
+
+/// Bug: one special file took the whole store down: a directory named `x.jsonl`, a FIFO
+/// (every command hung, verify-store too), a link to `/dev/zero` (the process grew without
+/// bound).
+#[test]
+fn special_files_break_only_themselves() {
+    let env = TestEnv::new();
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "good",
+        "--text",
+        "still searchable",
+    ]);
+    env.ok(&["ingest", "--session-id", "bad", "--text", "bad session"]);
+    env.ok(&["write", "c", "--data", r#"{"a": 1}"#]);
+    let bad = env.path("sessions/bad");
+    std::fs::create_dir(bad.join("dir.jsonl")).unwrap();
+    let fifo = bad.join("fifo.jsonl");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::os::unix::fs::symlink("/dev/zero", bad.join("zero.jsonl")).unwrap();
+    let cat_fifo = env.path("categories/pipe.json");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&cat_fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for args in [
+        vec!["status"],
+        vec!["list"],
+        vec!["read", "c"],
+        vec!["fetch", "good"],
+        vec!["fetch", "bad"],
+        vec!["overview"],
+        vec!["reindex"],
+    ] {
+        let r = run_bounded(&env, &args, 30);
+        assert_eq!(r.code, 0, "{}: {}", r.cmd, r.stderr);
+    }
+    let v = run_bounded(&env, &["search", "searchable"], 30).json();
+    assert_eq!(v["results"].as_array().map(Vec::len), Some(1), "{v}");
+    let r = run_bounded(&env, &["read", "pipe"], 30);
+    assert_ne!(r.code, 0, "a FIFO read as a category");
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "good",
+        "--text",
+        "writes still work",
+    ]);
+    let kinds = problem_kinds(&env);
+    for want in ["special_file", "stray_directory", "link"] {
+        assert!(
+            kinds.iter().any(|k| k == want),
+            "{want} missing from {kinds:?}"
+        );
+    }
+}
+
+fn nested(levels: usize) -> String {
+    let mut s = String::from("1");
+    for _ in 0..levels - 1 {
+        s = format!("[{s}]");
+    }
+    format!("{{\"k\": {s}}}")
+}
+
+/// Bug: a document nested 127 levels deep was accepted, but its history entry (one level
+/// deeper) could not be read back: it could never be restored, and verify-store was never
+/// clean again.
+#[test]
+fn over_deep_documents_are_refused_and_every_stored_version_reads_back() {
+    let env = TestEnv::new();
+    let r = env.run(&["write", "deep", "--data", &nested(127)]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let e = r.error();
+    assert_eq!(e["code"], "invalid");
+    assert!(e["message"].as_str().unwrap().contains("limit"), "{e}");
+    assert!(!env.path("categories/deep.json").exists());
+    // The deepest accepted document round-trips through history and restore.
+    env.ok(&["write", "deep", "--data", &nested(96)]);
+    env.ok(&["write", "deep", "--data", r#"{"k": 2}"#]);
+    env.ok(&["restore", "deep", "--version", "1"]);
+    let v = env.ok(&["read", "deep"]);
+    assert!(v["data"]["k"].is_array(), "{v}");
+    env.assert_clean();
+    // A hand-placed over-deep file is reported, not adopted into unreadable history.
+    env.write_file("categories/hand.json", &nested(120));
+    let r = env.run(&["read", "hand"]);
+    assert_eq!(r.error()["code"], "corrupt", "{}", r.stderr);
+    assert!(!env.path("history/hand").exists());
+    assert!(problem_kinds(&env).iter().any(|k| k == "malformed"));
+}
