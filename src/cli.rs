@@ -551,7 +551,15 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         return Ok((Output::Json(report), code));
     }
     let m = Memdir::open(dir)?;
-    let out = match cli.command {
+    let out = run_command(&m, cli.command);
+    for n in m.notices() {
+        eprintln!("memdir: {n}");
+    }
+    Ok((Output::Json(out?), 0))
+}
+
+fn run_command(m: &Memdir, command: Command) -> Result<Value> {
+    let out = match command {
         Command::Init => m.init()?,
         Command::Status => m.status()?,
         Command::Ingest(a) => ingest(&m, &a)?,
@@ -669,7 +677,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             out
         }
     };
-    Ok((Output::Json(out), 0))
+    Ok(out)
 }
 
 /// Prints an error as JSON on stderr and returns its exit code.

@@ -124,6 +124,22 @@ impl Error {
         self
     }
 
+    /// Whether the error says memdir may not write here: no permission, a read-only file
+    /// system, a full disk or quota. Reads then go on from the files alone.
+    pub fn write_denied(&self) -> bool {
+        if self.details.get("write_denied") == Some(&Value::Bool(true)) {
+            return true;
+        }
+        if let Some(code) = self.details.get("os_error").and_then(Value::as_i64) {
+            // EPERM, EACCES, ENOSPC, EROFS, EDQUOT.
+            return matches!(code, 1 | 13 | 28 | 30 | 122);
+        }
+        // The search index reports its I/O errors as text.
+        self.message.contains("Permission denied")
+            || self.message.contains("Read-only file system")
+            || self.message.contains("No space left")
+    }
+
     /// The JSON shape shared by every surface: `{code, message, hints, ...details}`.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
@@ -179,9 +195,13 @@ impl From<IoError> for Error {
                 _ => "check the memory directory and retry; nothing acknowledged was lost",
             },
         };
-        Error::new(ErrorKind::Unavailable, e.to_string())
+        let mut err = Error::new(ErrorKind::Unavailable, e.to_string())
             .hint(hint)
-            .detail("path", Value::from(e.path.display().to_string()))
+            .detail("path", Value::from(e.path.display().to_string()));
+        if let Some(code) = raw {
+            err = err.detail("os_error", Value::from(code));
+        }
+        err
     }
 }
 
@@ -196,9 +216,26 @@ impl From<rusqlite::Error> for Error {
             return Error::new(ErrorKind::Busy, format!("ledger busy: {e}"))
                 .hint("another memdir process holds the store; retry in a moment");
         }
-        Error::new(ErrorKind::Unavailable, format!("ledger: {e}")).hint(
-            "the ledger under .memdir/ is derived state: it may be deleted and is rebuilt from the files",
-        )
+        let denied = matches!(
+            &e,
+            rusqlite::Error::SqliteFailure(f, _) if matches!(
+                f.code,
+                rusqlite::ErrorCode::ReadOnly
+                    | rusqlite::ErrorCode::CannotOpen
+                    | rusqlite::ErrorCode::DiskFull
+                    | rusqlite::ErrorCode::PermissionDenied
+            )
+        );
+        let err = Error::new(ErrorKind::Unavailable, format!("ledger: {e}"));
+        if denied {
+            // Deleting the ledger would not help where memdir may not write.
+            err.detail("write_denied", Value::Bool(true))
+                .hint("memdir cannot write under .memdir/ (permissions, a read-only file system or a full disk); reads go on from the files")
+        } else {
+            err.hint(
+                "the ledger under .memdir/ is derived state: it may be deleted and is rebuilt from the files",
+            )
+        }
     }
 }
 

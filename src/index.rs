@@ -454,6 +454,16 @@ impl Part {
                 open(schema).map_err(|e| tantivy_err("create", e))?
             }
         };
+        Self::with_index(index, dir, cfg)
+    }
+
+    /// An index in memory, for a store memdir may only read.
+    fn open_ram(schema: Schema, cfg: &AnalyzerConfig) -> Result<Part> {
+        let index = Index::create_in_ram(schema);
+        Self::with_index(index, Path::new(""), cfg)
+    }
+
+    fn with_index(index: Index, dir: &Path, cfg: &AnalyzerConfig) -> Result<Part> {
         index
             .tokenizers()
             .register(&cfg.tokenizer_name(), cfg.build()?);
@@ -588,8 +598,26 @@ impl SearchIndex {
         })
     }
 
-    /// Whether both indexes' directories still exist (someone may `rm -rf` them).
+    /// Both indexes in memory, for a store memdir may only read.
+    pub fn open_ram(cfg: AnalyzerConfig) -> Result<SearchIndex> {
+        let tok = cfg.tokenizer_name();
+        let (cs, chunk_fields) = chunk_schema(&tok);
+        let (gs, category_fields) = category_schema(&tok);
+        Ok(SearchIndex {
+            chunks: Part::open_ram(cs, &cfg)?,
+            categories: Part::open_ram(gs, &cfg)?,
+            cfg,
+            chunk_fields,
+            category_fields,
+        })
+    }
+
+    /// Whether both indexes' directories still exist (someone may `rm -rf` them); an index in
+    /// memory is always there.
     pub fn present(&self) -> bool {
+        if self.chunks.dir.as_os_str().is_empty() {
+            return true;
+        }
         self.chunks.dir.join("meta.json").exists() && self.categories.dir.join("meta.json").exists()
     }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The ledger's schema version; a different version is rebuilt from the files.
 pub const LEDGER_SCHEMA: i64 = 3;
@@ -56,9 +56,31 @@ pub struct SegmentRow {
     pub max_hlc: String,
 }
 
+/// Whether an error says the ledger file is not a readable database.
+fn is_damaged(e: &Error) -> bool {
+    e.message.contains("file is not a database")
+        || e.message.contains("database disk image is malformed")
+}
+
+/// Moves a damaged ledger (and its WAL and shared-memory files) aside; returns the new path.
+fn set_aside(path: &Path) -> Result<std::path::PathBuf> {
+    let stamp = crate::clock::now_ms();
+    let aside = path.with_extension(format!("db.corrupt-{stamp}"));
+    std::fs::rename(path, &aside).map_err(|e| crate::error::IoError {
+        op: "set aside damaged ledger",
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    for ext in ["db-wal", "db-shm"] {
+        let _ = std::fs::remove_file(path.with_extension(ext));
+    }
+    Ok(aside)
+}
+
 /// An open ledger.
 pub struct Ledger {
     conn: Connection,
+    set_aside: Option<std::path::PathBuf>,
 }
 
 const SCHEMA: &str = "
@@ -83,7 +105,40 @@ CREATE INDEX IF NOT EXISTS change_kind ON change(kind, gen);
 
 impl Ledger {
     /// Opens (or creates) the ledger at `path`. Returns whether it had to be (re)built empty.
+    ///
+    /// A file that is not a readable SQLite database (damaged, or something else written
+    /// over it) is moved aside as `ledger.db.corrupt-<ms>` and a new ledger is created in its
+    /// place: everything in it is derived from the files. [`Ledger::set_aside`] says where the
+    /// damaged file went.
     pub fn open(path: &Path) -> Result<(Ledger, bool)> {
+        match Self::open_once(path) {
+            Err(e) if is_damaged(&e) => {
+                let aside = set_aside(path)?;
+                let (mut l, _) = Self::open_once(path)?;
+                l.set_aside = Some(aside);
+                Ok((l, true))
+            }
+            r => r,
+        }
+    }
+
+    /// A ledger in memory, for a store memdir may only read: rebuilt from the files by the
+    /// caller, gone when the process ends.
+    pub fn open_memory() -> Result<Ledger> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Ledger {
+            conn,
+            set_aside: None,
+        })
+    }
+
+    /// Where a damaged ledger was moved by [`Ledger::open`], if it was.
+    pub fn set_aside(&self) -> Option<&Path> {
+        self.set_aside.as_deref()
+    }
+
+    fn open_once(path: &Path) -> Result<(Ledger, bool)> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         // DURABILITY: the ledger is derived state, rebuilt from the files after a loss, so it
@@ -111,7 +166,10 @@ impl Ledger {
                 Err(e) => return Err(e.into()),
             }
         }
-        let ledger = Ledger { conn };
+        let ledger = Ledger {
+            conn,
+            set_aside: None,
+        };
         let version: Option<i64> = ledger.meta("schema")?.and_then(|v| v.parse().ok());
         let fresh = version != Some(LEDGER_SCHEMA) || ledger.meta("built")?.is_none();
         if version.is_some() && version != Some(LEDGER_SCHEMA) {

@@ -380,8 +380,14 @@ impl Memdir {
             (Some(_), None) => false,
         };
         let malformed = file.as_ref().is_some_and(|f| f.content.is_err());
-        if consistent || malformed {
+        // A store served read-only adopts nothing: the file is served as it is.
+        if consistent || malformed || self.read_only().is_some() {
             let r = row_from(name, head.as_ref(), file.as_ref(), stat, hstamp);
+            // A head the ledger had not recorded (a write whose ledger update failed after
+            // its files were durable): the index needs it too.
+            if row.as_ref().and_then(|x| x.head_id.as_ref()) != r.head_id.as_ref() {
+                inner.ledger.record_change("category", name.as_str())?;
+            }
             if r.status != "absent" {
                 inner.ledger.put_category(&r)?;
             } else if row.is_some() {
@@ -535,12 +541,25 @@ impl Memdir {
             row.file_hash = hash.clone();
             row.kind = CategoryKind::of(&entry.content).as_str().to_string();
         }
-        inner.ledger.atomically(|l| {
-            l.put_category(&row)?;
-            l.record_txn(&id, op, &format!("category:{name}"), actor, &ts)?;
-            l.record_change("category", name.as_str())?;
-            Ok(())
-        })?;
+        let recorded = failpoint::io("ledger.update")
+            .map_err(|e| {
+                Error::from(crate::error::IoError {
+                    op: "record",
+                    path: layout.ledger_path(),
+                    source: e,
+                })
+            })
+            .and_then(|_| {
+                inner.ledger.atomically(|l| {
+                    l.put_category(&row)?;
+                    l.record_txn(&id, op, &format!("category:{name}"), actor, &ts)?;
+                    l.record_change("category", name.as_str())?;
+                    Ok(())
+                })
+            });
+        if let Err(e) = recorded {
+            self.ledger_missed(&e);
+        }
         Ok(Committed {
             id,
             version,

@@ -83,6 +83,10 @@ pub struct Memdir {
     index: Mutex<Option<crate::index::SearchIndex>>,
     last_scan: Mutex<Option<std::time::Instant>>,
     started: Mutex<bool>,
+    /// Things this process repaired on its own that the user should hear about.
+    notices: Mutex<Vec<String>>,
+    /// Why this process serves the store read-only, if it does (see [`Memdir::read_only`]).
+    read_only: Mutex<Option<String>>,
 }
 
 pub(crate) struct Inner {
@@ -155,7 +159,36 @@ impl Memdir {
             index: Mutex::new(None),
             last_scan: Mutex::new(None),
             started: Mutex::new(false),
+            notices: Mutex::new(Vec::new()),
+            read_only: Mutex::new(None),
         }
+    }
+
+    /// The files of a write are durable, but the ledger failed to record it (a full disk, a
+    /// damaged ledger). The write stands and is acknowledged: the files are the truth and the
+    /// ledger is derived. Its rows are now stale, which every reader detects by size and
+    /// mtime; the next refresh in this process re-scans the files so the index sees the write.
+    pub(crate) fn ledger_missed(&self, e: &Error) {
+        if let Ok(mut l) = self.last_scan.lock() {
+            *l = None;
+        }
+        self.notice(format!(
+            "the write is stored, but the ledger could not record it ({}); it is rebuilt from the files on the next read",
+            e.message
+        ));
+    }
+
+    /// Records something this process repaired on its own.
+    pub(crate) fn notice(&self, text: String) {
+        if let Ok(mut n) = self.notices.lock() {
+            n.push(text);
+        }
+    }
+
+    /// What this process repaired on its own so far (the CLI prints it on stderr; `status`
+    /// reports it).
+    pub fn notices(&self) -> Vec<String> {
+        self.notices.lock().map(|n| n.clone()).unwrap_or_default()
     }
 
     /// The layout of this store.
@@ -183,8 +216,72 @@ impl Memdir {
         Ok(())
     }
 
-    /// Recovery and external-change adoption; a no-op on a directory that does not exist.
+    /// Why this process serves the store read-only, if it does: memdir may not write under
+    /// the memory directory (permissions, a read-only file system, a full disk). Reads are then
+    /// served from the files alone, with a ledger and a search index built in memory; writes
+    /// fail with a clear error and change nothing.
+    pub fn read_only(&self) -> Option<String> {
+        self.read_only.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// Switches this process to read-only service after `cause`, a failure to write derived
+    /// state, and builds the in-memory ledger from the files.
+    pub(crate) fn enter_read_only(&self, cause: &Error) -> Result<()> {
+        {
+            let mut r = self
+                .read_only
+                .lock()
+                .map_err(|_| Error::internal("read-only flag poisoned"))?;
+            if r.is_some() {
+                return Ok(());
+            }
+            *r = Some(cause.message.clone());
+        }
+        self.notice(format!(
+            "memdir cannot write under {} ({}): serving reads from the files; writes are refused",
+            self.layout.root.display(),
+            cause.message
+        ));
+        if let Ok(mut g) = self.index.lock() {
+            *g = None;
+        }
+        let mut guard = self.inner.lock().map_err(|_| {
+            Error::internal("a previous operation panicked while holding the store")
+        })?;
+        let mut inner = Inner {
+            ledger: Ledger::open_memory()?,
+        };
+        self.rebuild_ledger(&mut inner, None)?;
+        *guard = Some(inner);
+        Ok(())
+    }
+
+    /// The error for a write attempted on a store served read-only.
+    fn read_only_error(&self, why: &str) -> Error {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "the memory directory {} is read-only for memdir ({why}); nothing was changed",
+                self.layout.root.display()
+            ),
+        )
+        .hint("writes need write access to the memory directory (and free disk space); reads keep working")
+        .detail("read_only", Value::Bool(true))
+    }
+
+    /// Recovery and external-change adoption; a no-op on a directory that does not exist. A
+    /// store memdir may not write is served read-only from its files.
     pub fn startup(&self) -> Result<OpenReport> {
+        match self.startup_rw() {
+            Err(e) if e.write_denied() && self.layout.exists() => {
+                self.enter_read_only(&e)?;
+                Ok(OpenReport::default())
+            }
+            r => r,
+        }
+    }
+
+    fn startup_rw(&self) -> Result<OpenReport> {
         let mut report = OpenReport::default();
         if !self.layout.exists() {
             return Ok(report);
@@ -199,7 +296,7 @@ impl Memdir {
             let lock = self.lock()?;
             self.recover(&mut report)?;
             if inner.ledger.meta("built")?.is_none() {
-                self.rebuild_ledger(inner, &lock)?;
+                self.rebuild_ledger(inner, Some(&lock))?;
                 report.rebuilt_ledger = true;
             }
         }
@@ -228,7 +325,16 @@ impl Memdir {
             if !meta.is_dir() {
                 self.layout.init()?;
             }
+            if self.read_only().is_some() {
+                return Ok(guard);
+            }
             let (ledger, _fresh) = Ledger::open(&self.layout.ledger_path())?;
+            if let Some(aside) = ledger.set_aside() {
+                self.notice(format!(
+                    "the ledger was not a readable database: it was moved aside to {} and is rebuilt from the files (nothing in it was the only copy of anything)",
+                    aside.display()
+                ));
+            }
             *guard = Some(Inner { ledger });
         }
         Ok(guard)
@@ -236,6 +342,9 @@ impl Memdir {
 
     /// Creates the memory directory if needed, and returns the open inner state.
     pub(crate) fn inner_for_write(&self) -> Result<MutexGuard<'_, Option<Inner>>> {
+        if let Some(why) = self.read_only() {
+            return Err(self.read_only_error(&why));
+        }
         if !self.layout.exists() || !self.layout.staging().is_dir() {
             self.layout.init()?;
         }
@@ -250,6 +359,9 @@ impl Memdir {
 
     /// Takes the cross-process write lock.
     pub(crate) fn lock(&self) -> Result<WriteLock> {
+        if let Some(why) = self.read_only() {
+            return Err(self.read_only_error(&why));
+        }
         WriteLock::acquire(&self.layout.lock_path(), lock_timeout())
     }
 
@@ -368,16 +480,17 @@ impl Memdir {
             .unwrap_or(Hlc::ZERO))
     }
 
-    /// Rebuilds the ledger's caches from the files. Caller holds the lock.
-    fn rebuild_ledger(&self, inner: &mut Inner, lock: &WriteLock) -> Result<()> {
+    /// Rebuilds the ledger's caches from the files. Caller holds the lock, unless the store is
+    /// served read-only (then nothing is adopted or repaired).
+    fn rebuild_ledger(&self, inner: &mut Inner, lock: Option<&WriteLock>) -> Result<()> {
         let mut names = store::list_category_files(&self.layout)?.0;
         names.extend(store::list_history_names(&self.layout)?);
         names.sort();
         names.dedup();
         for name in names {
-            self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+            self.sync_category(inner, &name, lock, Sync::Full)?;
         }
-        self.sync_sessions(inner, Some(lock))?;
+        self.sync_sessions(inner, lock)?;
         let hlc = self.max_hlc_on_disk()?;
         inner.ledger.set_meta("hlc", &hlc.to_string())?;
         let epoch = content_hash(
@@ -438,7 +551,7 @@ impl Memdir {
             .expect("invariant: inner_for_write returns an open ledger");
         let lock = self.lock_and_recover()?;
         if inner.ledger.meta("built")?.is_none() {
-            self.rebuild_ledger(inner, &lock)?;
+            self.rebuild_ledger(inner, Some(&lock))?;
         }
         f(inner, &lock)
     }
@@ -476,6 +589,7 @@ impl Memdir {
             "pending_staging": txn::pending(&self.layout.staging()),
             "ledger": {"transactions": inner.ledger.txn_count()?, "generation": inner.ledger.generation()?},
             "index": self.index_state(inner)?,
+            "notices": self.notices(),
         }))
     }
 

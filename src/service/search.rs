@@ -171,7 +171,11 @@ impl Memdir {
         let stale = g.as_ref().is_some_and(|i| !i.present() || i.cfg != cfg);
         if g.is_none() || stale {
             *g = None;
-            *g = Some(SearchIndex::open(&self.layout().index_dir(), cfg)?);
+            *g = Some(if self.read_only().is_some() {
+                SearchIndex::open_ram(cfg)?
+            } else {
+                SearchIndex::open(&self.layout().index_dir(), cfg)?
+            });
         }
         Ok(g)
     }
@@ -191,7 +195,15 @@ impl Memdir {
             }
             return Ok(json!({"results": [], "engine": "empty", "count": 0, "query": plan.query}));
         }
-        self.refresh_index()?;
+        match self.refresh_index() {
+            // The index cannot be written here (permissions, a full disk): serve from the
+            // files with an index in memory.
+            Err(e) if e.write_denied() && self.read_only().is_none() => {
+                self.enter_read_only(&e)?;
+                self.refresh_index()?;
+            }
+            r => r?,
+        }
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
         let outcome = search::run(idx, &plan)?;
@@ -252,7 +264,12 @@ impl Memdir {
     /// catch-up, never counted as applied without being applied. `from` is `None` for a rebuild
     /// (every segment is measured, no change is read).
     fn snapshot(&self, inner: &Inner, from: Option<i64>) -> Result<(Snapshot, Vec<Change>)> {
-        let _lock = self.lock()?;
+        // A store served read-only has no writer in this process to wait for, and may not
+        // take the lock.
+        let _lock = match self.read_only() {
+            Some(_) => None,
+            None => Some(self.lock()?),
+        };
         let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
         let generation = inner.ledger.generation()?;
         let mut lens = BTreeMap::new();
@@ -327,10 +344,20 @@ impl Memdir {
         }
         // Work to do: with a connection of its own, so that writes of this process (which go
         // through the shared connection's mutex) do not wait while it indexes.
-        let own = Inner {
-            ledger: crate::ledger::Ledger::open(&self.layout().ledger_path())?.0,
+        // A store served read-only has only the in-memory ledger, shared with this process.
+        let shared_guard;
+        let own;
+        let inner = if self.read_only().is_some() {
+            shared_guard = self.inner()?;
+            shared_guard
+                .as_ref()
+                .ok_or_else(|| Error::internal("invariant: a read-only store has a ledger"))?
+        } else {
+            own = Inner {
+                ledger: crate::ledger::Ledger::open(&self.layout().ledger_path())?.0,
+            };
+            &own
         };
-        let inner = &own;
         let timeout = crate::store::lock::lock_timeout();
         let (threads, budget) = if full {
             (2, 256_000_000)
@@ -643,7 +670,17 @@ impl Memdir {
         if !self.layout().exists() {
             return Ok(json!({"chunks": 0, "category_docs": 0, "fingerprint": null}));
         }
-        self.catch_up(true, progress)?;
+        // A rebuild into the index as it is; when that index cannot even be read (a damaged
+        // file), the index is derived, so it is thrown away and built from nothing.
+        let rebuilt_from_nothing = match self.catch_up(true, progress) {
+            Ok(_) => false,
+            Err(e) if e.kind == crate::error::ErrorKind::Busy => return Err(e),
+            Err(_) => {
+                self.discard_index()?;
+                self.catch_up(true, progress)?;
+                true
+            }
+        };
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
         let p = idx.chunks.payload();
@@ -655,7 +692,28 @@ impl Memdir {
             "analyzer": idx.cfg.tokenizer_name(),
             "generation": p.as_ref().map(|p| p.generation),
             "seconds": start.elapsed().as_secs_f64(),
+            "rebuilt_from_nothing": rebuilt_from_nothing,
         }))
+    }
+
+    /// Drops this process's handle on the index and removes the index directory.
+    fn discard_index(&self) -> Result<()> {
+        let mut g = self
+            .index
+            .lock()
+            .map_err(|_| Error::internal("a previous search panicked"))?;
+        *g = None;
+        let dir = self.layout().index_dir();
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(crate::error::IoError {
+                op: "remove damaged index",
+                path: dir,
+                source: e,
+            }
+            .into()),
+        }
     }
 
     /// Adds the index's state to a verify-store report (read-only: no catch-up).

@@ -186,7 +186,8 @@ impl Memdir {
                 if fresh(rows.get(&rel), f.len, f.mtime_ns) {
                     continue;
                 }
-                if lock.is_none() && held.is_none() {
+                let read_only = self.read_only().is_some();
+                if lock.is_none() && held.is_none() && !read_only {
                     held = Some(self.lock_and_recover()?);
                 }
                 let path = layout.root.join(&f.rel);
@@ -205,7 +206,7 @@ impl Memdir {
                 let Ok(mut seg) = segment::read(&path) else {
                     continue;
                 };
-                if seg.tail_len > 0 {
+                if seg.tail_len > 0 && !read_only {
                     // Under the lock and after recovery: the tail may belong to a batch whose
                     // intent has just cut it back.
                     match segment::repair_tail(&layout.root, &path, &seg) {
@@ -425,7 +426,15 @@ impl Memdir {
                 }
             }
             let at = clock::rfc3339(clock::now_ms());
-            inner.ledger.atomically(|l| {
+            let recorded = crate::store::failpoint::io("ledger.update")
+                .map_err(|e| {
+                    Error::from(crate::error::IoError {
+                        op: "record",
+                        path: layout.ledger_path(),
+                        source: e,
+                    })
+                })
+                .and_then(|_| inner.ledger.atomically(|l| {
                 for k in &order {
                     let (a, _, row) = &state[k];
                     let mut row = row.clone();
@@ -443,7 +452,10 @@ impl Memdir {
                 l.observe_hlc(&clock_state.to_string())?;
                 l.record_txn(&txid, "ingest", &format!("chunks:{}", chunks.len()), self.actor(), &at)?;
                 Ok(())
-            })?;
+            }));
+            if let Err(e) = recorded {
+                self.ledger_missed(&e);
+            }
             let rows: Vec<Value> = out
                 .iter()
                 .zip(&single_positions)

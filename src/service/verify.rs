@@ -283,7 +283,18 @@ impl Memdir {
             },
             "files_hash": files_fingerprint(layout)?,
         });
-        self.verify_index(&mut report)?;
+        // A damaged index is a finding, not a failure of verify-store.
+        if let Err(e) = self.verify_index(&mut report) {
+            report["index"] = json!({"state": "damaged", "error": e.message});
+            report["ok"] = json!(false);
+            if let Some(problems) = report["problems"].as_array_mut() {
+                problems.push(json!({
+                    "kind": "index",
+                    "path": ".memdir/index",
+                    "message": format!("the search index cannot be read ({}); `memdir reindex` rebuilds it from the files", e.message),
+                }));
+            }
+        }
         Ok(report)
     }
 }

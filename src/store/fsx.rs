@@ -27,6 +27,7 @@ pub const MAX_JSON_FILE: u64 = 64 * 1024 * 1024;
 /// Largest segment file memdir reads.
 pub const MAX_SEGMENT_FILE: u64 = 4 * 1024 * 1024 * 1024;
 
+/// Also sets the mode of files it creates: 0600, memories are private.
 #[cfg(unix)]
 fn no_follow(o: &mut OpenOptions, nonblock: bool) {
     use std::os::unix::fs::OpenOptionsExt;
@@ -34,7 +35,7 @@ fn no_follow(o: &mut OpenOptions, nonblock: bool) {
     if nonblock {
         flags |= libc::O_NONBLOCK;
     }
-    o.custom_flags(flags);
+    o.custom_flags(flags).mode(0o600);
 }
 
 #[cfg(not(unix))]

@@ -60,7 +60,14 @@ pub fn create_dir_durable(dir: &Path) -> Result<(), IoError> {
     if let Some(parent) = dir.parent() {
         create_dir_durable(parent)?;
     }
-    match fs::create_dir(dir) {
+    let mut b = fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        // Memories are private: other local users may not list or read them.
+        b.mode(0o700);
+    }
+    match b.create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
         Err(e) => {
@@ -85,7 +92,7 @@ pub fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(libc::O_NOFOLLOW);
+        o.custom_flags(libc::O_NOFOLLOW).mode(0o600);
     }
     let mut f = o.open(path).at("create", path)?;
     failpoint::io("stage.write").at("write", path)?;

@@ -19,6 +19,7 @@ const FAILPOINTS: &[&str] = &[
     "txn.after_first_rename",
     "txn.after_publish",
     "ledger.before_update",
+    "ledger.update",
     "append.after_intent",
     "append.torn",
     "append.after_write",
@@ -57,7 +58,7 @@ fn ops_for(fp: &str) -> Vec<Op> {
         | "txn.after_manifest"
         | "txn.after_first_rename"
         | "txn.after_publish" => CATEGORY_OPS.to_vec(),
-        "ledger.before_update" => [CATEGORY_OPS, SESSION_OPS].concat(),
+        "ledger.before_update" | "ledger.update" => [CATEGORY_OPS, SESSION_OPS].concat(),
         "stage.write" => [CATEGORY_OPS, &[Op::Batch]].concat(),
         "append.after_intent" => vec![Op::Batch],
         "append.torn" | "append.after_write" | "append.write" => SESSION_OPS.to_vec(),
@@ -79,7 +80,8 @@ fn lands(fp: &str, op: Op) -> bool {
         "txn.after_manifest"
         | "txn.after_first_rename"
         | "txn.after_publish"
-        | "ledger.before_update" => true,
+        | "ledger.before_update"
+        | "ledger.update" => true,
         "append.after_write" => op != Op::Batch,
         other => panic!("unknown failpoint {other}"),
     }
@@ -486,6 +488,11 @@ fn crash_at_txn_after_publish() {
 #[test]
 fn crash_at_ledger_before_update() {
     crash_at("ledger.before_update");
+}
+
+#[test]
+fn crash_at_ledger_update() {
+    crash_at("ledger.update");
 }
 
 #[test]

@@ -419,3 +419,322 @@ fn over_deep_documents_are_refused_and_every_stored_version_reads_back() {
     assert!(!env.path("history/hand").exists());
     assert!(problem_kinds(&env).iter().any(|k| k == "malformed"));
 }
+
+/// Bug: with one `.term` file of the index truncated, search failed and named `memdir
+/// reindex`, reindex failed with the same error, and verify-store failed instead of reporting.
+#[test]
+fn reindex_repairs_a_corrupt_index_and_verify_store_reports_it() {
+    let env = TestEnv::new();
+    for i in 0..20 {
+        env.ok(&[
+            "ingest",
+            "--session-id",
+            "s",
+            "--text",
+            &format!("alpha beta {i}"),
+        ]);
+    }
+    env.ok(&["search", "alpha"]);
+    let mut damaged = 0;
+    for e in walkdir::WalkDir::new(env.path(".memdir/index"))
+        .into_iter()
+        .flatten()
+    {
+        if e.path().extension().is_some_and(|x| x == "term") {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(e.path())
+                .unwrap();
+            f.set_len(f.metadata().unwrap().len() / 2).unwrap();
+            damaged += 1;
+        }
+    }
+    assert!(damaged > 0, "no .term file to damage");
+    let r = env.run(&["verify-store"]);
+    let v = r.json();
+    assert_eq!(v["ok"], false, "a damaged index must be reported: {v:#}");
+    assert!(
+        v["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "index"),
+        "{v:#}"
+    );
+    let r = env.run(&["reindex"]);
+    assert_eq!(
+        r.code, 0,
+        "reindex must rebuild a damaged index: {}",
+        r.stderr
+    );
+    let v = env.ok(&["search", "alpha", "--limit", "50"]);
+    assert_eq!(v["results"].as_array().map(Vec::len), Some(20), "{v}");
+    env.assert_clean();
+}
+
+/// Bug: a corrupt ledger was not rebuilt: every command failed with "file is not a database".
+/// The ledger is derived, so it is set aside and rebuilt, and the user is told.
+#[test]
+fn a_corrupt_ledger_is_set_aside_and_rebuilt() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "kept in the files"]);
+    env.ok(&["write", "c", "--data", r#"{"a": 1}"#]);
+    let ledger = env.path(".memdir/ledger.db");
+    for ext in ["db-wal", "db-shm"] {
+        let _ = std::fs::remove_file(ledger.with_extension(ext));
+    }
+    std::fs::write(&ledger, vec![0x5a; 8192]).unwrap();
+    let r = env.run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("moved aside"),
+        "the user must be told: {}",
+        r.stderr
+    );
+    let v = r.json();
+    assert_eq!(v["chunks"], 1, "{v}");
+    assert_eq!(v["categories"], 1, "{v}");
+    let aside: Vec<_> = std::fs::read_dir(env.path(".memdir"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("corrupt"))
+        .collect();
+    assert_eq!(aside.len(), 1, "the damaged ledger is kept aside");
+    let v = env.ok(&["search", "files"]);
+    assert_eq!(v["results"].as_array().map(Vec::len), Some(1), "{v}");
+    env.ok(&["write", "c", "--merge", "--data", r#"{"b": 2}"#]);
+    env.assert_clean();
+}
+
+/// Bug: on a full disk the segment append was fsynced, then the ledger transaction failed,
+/// and the caller got an error for a chunk that was stored, so a retry duplicated it. The
+/// ledger is derived: whether a write is acknowledged follows the files.
+#[test]
+fn a_write_whose_files_are_durable_is_acknowledged_even_if_the_ledger_fails() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "first"]);
+    env.ok(&["write", "c", "--data", r#"{"a": 1}"#]);
+    let full = [("MEMDIR_FAILPOINT", "ledger.update=enospc")];
+    let r = env.run_env(
+        &["ingest", "--session-id", "s", "--text", "second walrus"],
+        &full,
+        b"",
+    );
+    assert_eq!(
+        r.run.code, 0,
+        "a durable chunk must be acknowledged: {}",
+        r.run.stderr
+    );
+    assert_eq!(r.run.json()["position"], 1);
+    assert!(
+        r.run.stderr.contains("ledger could not record"),
+        "{}",
+        r.run.stderr
+    );
+    let r = env.run_env(
+        &["write", "c", "--merge", "--data", r#"{"b": 2}"#],
+        &full,
+        b"",
+    );
+    assert_eq!(
+        r.run.code, 0,
+        "a durable version must be acknowledged: {}",
+        r.run.stderr
+    );
+    assert_eq!(r.run.json()["version"], 2);
+    assert_eq!(env.session_contents("s"), ["first", "second walrus"]);
+    let v = env.ok(&["search", "walrus", "--mode", "exact"]);
+    assert_eq!(v["results"].as_array().map(Vec::len), Some(1), "{v}");
+    let v = env.ok(&["read", "c"]);
+    assert_eq!(v["data"], serde_json::json!({"a": 1, "b": 2}));
+    assert_eq!(v["meta"]["version"], 2);
+    let v = env.ok(&["search", "b", "--kind", "category"]);
+    assert!(
+        v["results"].as_array().is_some_and(|r| !r.is_empty()),
+        "{v}"
+    );
+    let w = env.ok(&["write", "c", "--merge", "--data", r#"{"c": 3}"#]);
+    assert_eq!(w["version"], 3);
+    let i = env.ok(&["ingest", "--session-id", "s", "--text", "third"]);
+    assert_eq!(i["position"], 2);
+    env.assert_clean();
+}
+
+/// Other local users could read every memory: directories memdir creates are 0700 and files
+/// 0600.
+#[test]
+fn new_directories_and_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "private"]);
+    env.ok(&["write", "c", "--data", r#"{"a": 1}"#]);
+    env.ok(&["append", "log", "--data", r#"{"e": 1}"#]);
+    for e in walkdir::WalkDir::new(&env.dir)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".memdir" || e.depth() != 1)
+        .flatten()
+    {
+        let mode = e.metadata().unwrap().permissions().mode() & 0o777;
+        let want = if e.file_type().is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode, want, "{} has mode {mode:o}", e.path().display());
+    }
+    let meta = std::fs::metadata(env.path(".memdir")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+}
+
+/// Runs `memdir ARGS` as a user who may only read the store: as root, the store is opened to
+/// others for reading and the command runs as `nobody`; otherwise the store's write bits are
+/// taken away for the duration of the command.
+fn run_read_only(env: &TestEnv, args: &[&str]) -> crate::util::Run {
+    let mut cmd = if unsafe_is_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(crate::util::bin())
+            .args(args);
+        c.env_clear();
+        for (k, v) in &env.envs {
+            c.env(k, v);
+        }
+        c.env("HOME", "/nonexistent");
+        c.current_dir("/");
+        c
+    } else {
+        env.command(args)
+    };
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run memdir read-only");
+    crate::util::Run {
+        cmd: format!("memdir {} (read-only)", args.join(" ")),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn unsafe_is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Sets the mode of every entry of the store: `dir_mode` for directories, `file_mode` for
+/// files; and opens the path down to the store for traversal.
+fn chmod_store(env: &TestEnv, dir_mode: u32, file_mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    for e in walkdir::WalkDir::new(&env.dir).into_iter().flatten() {
+        let mode = if e.file_type().is_dir() {
+            dir_mode
+        } else {
+            file_mode
+        };
+        std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    std::fs::set_permissions(env.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Bug: on a store the user may only read, `read`, `fetch`, `search`, `verify-store` and the
+/// MCP read tools failed writing the ledger or a lock, and the hint said to delete the ledger.
+#[test]
+fn a_store_memdir_may_only_read_serves_every_read() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "readable platypus"]);
+    env.ok(&["write", "c", "--data", r#"{"a": 1}"#]);
+    env.ok(&["write", "c", "--merge", "--data", r#"{"b": 2}"#]);
+    // A change made behind memdir's back, not yet adopted, and a stale index.
+    env.ok(&["ingest", "--session-id", "s", "--text", "unindexed echidna"]);
+    let before = env.snapshot();
+    if unsafe_is_root() {
+        chmod_store(&env, 0o755, 0o644);
+    } else {
+        chmod_store(&env, 0o555, 0o444);
+    }
+    let r = run_read_only(&env, &["read", "c"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["data"], serde_json::json!({"a": 1, "b": 2}));
+    let r = run_read_only(&env, &["fetch", "s"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["chunks"].as_array().map(Vec::len), Some(2));
+    for word in ["platypus", "echidna"] {
+        let r = run_read_only(&env, &["search", word, "--mode", "exact"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(
+            r.json()["results"].as_array().map(Vec::len),
+            Some(1),
+            "{}",
+            r.stdout
+        );
+    }
+    for args in [&["list"][..], &["status"], &["history", "c"], &["overview"]] {
+        let r = run_read_only(&env, args);
+        assert_eq!(r.code, 0, "{}: {}", r.cmd, r.stderr);
+    }
+    let r = run_read_only(&env, &["verify-store"]);
+    assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
+    r.json();
+    // Writes are refused with a clear error that does not suggest deleting the ledger.
+    let r = run_read_only(&env, &["write", "c", "--data", r#"{"x": 1}"#]);
+    assert_eq!(r.code, 8, "{}", r.stderr);
+    assert!(r.stderr.contains("read-only"), "{}", r.stderr);
+    assert!(!r.stderr.contains("may be deleted"), "{}", r.stderr);
+    // MCP read tools over stdio.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let call = |id: u32, name: &str, args: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{args}}}}}"#
+        )
+    };
+    let input = format!(
+        "{init}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n{}\n{}\n",
+        call(2, "memory_search", r#"{"query":"platypus"}"#),
+        call(3, "memory_read", r#"{"category":"c"}"#),
+    );
+    let mut cmd = if unsafe_is_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(crate::util::bin());
+        c
+    } else {
+        std::process::Command::new(crate::util::bin())
+    };
+    cmd.arg("serve").env_clear().current_dir("/");
+    for (k, v) in &env.envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let answers: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for id in [2, 3] {
+        let a = answers.iter().find(|a| a["id"] == id).unwrap_or_else(|| {
+            panic!(
+                "no answer {id}: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert_ne!(a["result"]["isError"], true, "{a}");
+    }
+    chmod_store(&env, 0o700, 0o600);
+    assert_eq!(
+        env.snapshot(),
+        before,
+        "a read-only session changed the files"
+    );
+}
