@@ -562,7 +562,7 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
     let out = match command {
         Command::Init => m.init()?,
         Command::Status => m.status()?,
-        Command::Ingest(a) => ingest(&m, &a)?,
+        Command::Ingest(a) => ingest(m, &a)?,
         Command::Fetch {
             session_id,
             position,
