@@ -286,6 +286,7 @@ impl Memdir {
         if !self.layout.exists() {
             return Ok(report);
         }
+        self.check_format()?;
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
             return Ok(report);
@@ -338,6 +339,36 @@ impl Memdir {
             *guard = Some(Inner { ledger });
         }
         Ok(guard)
+    }
+
+    /// Refuses a store written in a format this memdir does not know (a newer one, or a
+    /// format file it cannot read). A store without a format file predates it and is read
+    /// as format 1; its first write records the format.
+    pub(crate) fn check_format(&self) -> Result<()> {
+        let path = store::format::path(&self.layout);
+        match store::format::read(&self.layout) {
+            store::format::Found::Missing => Ok(()),
+            store::format::Found::Format(n) if n <= store::format::FORMAT => Ok(()),
+            store::format::Found::Format(n) => Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{} says this store has format {n}; this memdir ({}) reads format {} and older, so it changes nothing",
+                    path.display(),
+                    env!("CARGO_PKG_VERSION"),
+                    store::format::FORMAT
+                ),
+            )
+            .hint("upgrade memdir to open this store")
+            .detail("format", Value::from(n))),
+            store::format::Found::Unreadable(why) => Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("{} cannot be read: {why}", path.display()),
+            )
+            .hint(format!(
+                "it should hold exactly {}",
+                String::from_utf8_lossy(&store::format::bytes()).trim()
+            ))),
+        }
     }
 
     /// Creates the memory directory if needed, and returns the open inner state.
@@ -550,6 +581,9 @@ impl Memdir {
             .as_mut()
             .expect("invariant: inner_for_write returns an open ledger");
         let lock = self.lock_and_recover()?;
+        self.check_format()?;
+        // A store from before the format file: its first write records the format.
+        store::format::ensure(&self.layout)?;
         if inner.ledger.meta("built")?.is_none() {
             self.rebuild_ledger(inner, Some(&lock))?;
         }

@@ -49,6 +49,8 @@ impl Memdir {
         if !layout.exists() {
             return Ok(json!({"ok": true, "exists": false, "problems": [], "checked": {}}));
         }
+        // A store of a newer format is not judged by rules it does not follow.
+        self.check_format()?;
         for name in txn::pending(&layout.staging()) {
             p.add(
                 "pending_staging",

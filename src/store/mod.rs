@@ -6,6 +6,7 @@
 
 pub mod codec;
 pub mod failpoint;
+pub mod format;
 pub mod fsx;
 pub mod lock;
 pub mod segment;
@@ -113,6 +114,7 @@ impl Layout {
             }
             txn::create_dir_durable(&d)?;
         }
+        format::ensure(self)?;
         for (name, text) in [(".gitignore", GITIGNORE), (".gitattributes", GITATTRIBUTES)] {
             let p = self.root.join(name);
             // Whatever is there already (a file, or a link, even a dangling one) is the

@@ -5,6 +5,7 @@ mod util;
 mod cli;
 mod concurrency;
 mod crash;
+mod format;
 mod handedit;
 mod hardening;
 mod mcp;

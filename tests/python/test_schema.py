@@ -104,3 +104,9 @@ def test_chunk_lines_validate(store: Path):
 
 def test_replica_file_validates(store: Path):
     jsonschema.validate(json.loads((store / ".memdir" / "replica").read_text()), load("replica.schema.json"))
+
+
+def test_format_file_validates(store: Path):
+    raw = (store / "memdir.json").read_text()
+    jsonschema.validate(json.loads(raw), load("format.schema.json"))
+    assert raw == '{\n  "format": 1\n}\n'
