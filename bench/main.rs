@@ -283,7 +283,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
 
 fn ensure_corpus(dir: &Path, chunks: usize) -> Result<(Memdir, Option<f64>)> {
     let m = Memdir::open(dir)?;
-    let have = m.status()?["chunks"].as_u64().unwrap_or(0) as usize;
+    let have = m.status()?.chunks.max(0) as usize;
     if have >= chunks {
         return Ok((m, None));
     }
@@ -733,14 +733,16 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                 req.project = Some(cid.to_string());
                 req.context_weight = Some(ctx);
                 let res = m.search(&req)?;
-                let rows = res["results"].as_array().cloned().unwrap_or_default();
-                let ids: Vec<(String, u64)> = rows
+                let ids: Vec<(String, u64)> = res
+                    .results
                     .iter()
-                    .map(|r| {
-                        (
-                            r["session_id"].as_str().unwrap_or("").to_string(),
-                            r["position"].as_u64().unwrap_or(0),
-                        )
+                    .filter_map(|r| match r {
+                        memdir::api::SearchHit::Chunk {
+                            session_id,
+                            position,
+                            ..
+                        } => Some((session_id.clone(), *position)),
+                        memdir::api::SearchHit::Category { .. } => None,
                     })
                     .collect();
                 for ev in q["evidence"].as_array().expect("evidence") {

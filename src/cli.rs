@@ -10,11 +10,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 
+use crate::api::{self, AppendRequest, IngestRequest, NewChunk, WriteRequest};
 use crate::error::{Error, ErrorKind, Result};
-use crate::service::{
-    self, AppendRequest, FieldList, Memdir, NewChunk, OverviewRequest, ReadRequest, SearchRequest,
-    VersionRef, WriteRequest,
-};
+use crate::ops;
+use crate::service::{self, Memdir};
 
 /// Largest input read from a file or stdin, in bytes.
 const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
@@ -65,35 +64,11 @@ pub enum Command {
     /// Add chunks to a session: one from --text, --file or stdin, or many with --jsonl.
     Ingest(IngestArgs),
     /// Read a session's chunks, page by page.
-    Fetch {
-        session_id: String,
-        #[arg(long, default_value_t = 0)]
-        position: u64,
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-    },
-    /// The session catalog: sessions active within --days, newest first.
-    Overview {
-        /// Only sessions active within this many days (0: all)
-        #[arg(long, default_value_t = 0)]
-        days: u64,
-        #[arg(long)]
-        project: Option<String>,
-        #[arg(long, default_value_t = 0)]
-        offset: usize,
-        #[arg(long, default_value_t = 50)]
-        limit: usize,
-    },
+    Fetch(api::FetchRequest),
+    /// The session catalog: sessions active within --days (0: all), newest first.
+    Overview(api::OverviewRequest),
     /// Read a category (or an old version of it).
-    Read {
-        category: String,
-        /// Comma-separated top-level keys to return
-        #[arg(long)]
-        fields: Option<String>,
-        /// A version number or id from `memdir history`
-        #[arg(long)]
-        version: Option<String>,
-    },
+    Read(api::ReadRequest),
     /// Replace a category, or merge top-level keys into it (null deletes a key).
     Write {
         category: String,
@@ -122,47 +97,21 @@ pub enum Command {
     /// Every category with hash, version, size and last writer.
     List,
     /// Delete a category's current file; history and a tombstone stay.
-    Delete {
-        category: String,
-        #[arg(long)]
-        expected_hash: Option<String>,
-        #[arg(long)]
-        reason: Option<String>,
-    },
-    /// Versions of a category, newest first.
-    History {
-        category: String,
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-    },
+    Delete(api::DeleteRequest),
+    /// Versions of a category, newest first (with --diff-from/--diff-to, also a diff).
+    History(api::HistoryRequest),
     /// Unified diff between two versions (default: the newest and its parent).
-    Diff {
-        category: String,
-        #[arg(long)]
-        from: Option<String>,
-        #[arg(long)]
-        to: Option<String>,
-    },
+    Diff(api::DiffRequest),
     /// Restore an old version as a new version.
-    Restore {
-        category: String,
-        #[arg(long)]
-        version: String,
-        #[arg(long)]
-        expected_hash: Option<String>,
-        #[arg(long)]
-        reason: Option<String>,
-    },
+    Restore(api::RestoreRequest),
     /// Trim history to the newest N versions per category (heads and tombstones stay).
-    Compact {
-        category: Option<String>,
-        #[arg(long, default_value_t = 5)]
-        keep: usize,
-    },
+    Compact(api::CompactRequest),
     /// Check that files, history, ledger and index agree (read-only); exit 1 when not.
     VerifyStore,
     /// Search session chunks and categories (BM25, exact, or auto).
-    Search(SearchArgs),
+    Search(api::SearchRequest),
+    /// Print the OpenAPI document of the REST API (schema/openapi.json is this output).
+    Openapi,
     /// Rebuild the search index from the files; prints the index fingerprint.
     Reindex,
     /// Serve MCP over stdio (what MCP clients launch).
@@ -201,37 +150,6 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-}
-
-#[derive(Args, Debug)]
-pub struct SearchArgs {
-    /// The query; quote it ("...") for an exact phrase
-    query: String,
-    /// auto (default: identifiers and quoted phrases go exact first), bm25, or exact
-    #[arg(long)]
-    mode: Option<String>,
-    #[arg(long, default_value_t = 10)]
-    limit: usize,
-    #[arg(long)]
-    project: Option<String>,
-    #[arg(long = "session")]
-    session_id: Option<String>,
-    #[arg(long)]
-    category: Option<String>,
-    /// chunk or category
-    #[arg(long)]
-    kind: Option<String>,
-    /// RFC 3339 time, date or epoch milliseconds
-    #[arg(long)]
-    since: Option<String>,
-    #[arg(long)]
-    until: Option<String>,
-    /// Neighbouring chunks per side in each hit's context window (0-20)
-    #[arg(long)]
-    context: Option<usize>,
-    /// Full content instead of 500-character excerpts
-    #[arg(long)]
-    full: bool,
 }
 
 #[derive(Args, Debug)]
@@ -354,7 +272,9 @@ impl DataArgs {
     }
 }
 
-fn ingest(m: &Memdir, a: &IngestArgs) -> Result<Value> {
+/// The ingest request of the CLI's arguments: one chunk from --text, --file or stdin, or a
+/// batch from --jsonl (its line numbers kept to name a bad line).
+fn ingest_request(a: &IngestArgs) -> Result<(IngestRequest, Vec<usize>)> {
     let metadata = a
         .metadata
         .as_deref()
@@ -385,17 +305,13 @@ fn ingest(m: &Memdir, a: &IngestArgs) -> Result<Value> {
             chunks.push(chunk);
             lines.push(i + 1);
         }
-        // Errors found after parsing name the chunk's index in the batch; say the line.
-        return m.ingest(&chunks).map_err(|e| {
-            match e.details.get("index").and_then(Value::as_u64) {
-                Some(idx) => {
-                    let line = lines.get(idx as usize).copied().unwrap_or(0);
-                    let msg = format!("line {line}: {}", e.message);
-                    Error { message: msg, ..e }.detail("line", Value::from(line))
-                }
-                None => e,
-            }
-        });
+        return Ok((
+            IngestRequest {
+                chunks: Some(chunks),
+                ..IngestRequest::default()
+            },
+            lines,
+        ));
     }
     let Some(session_id) = a.session_id.clone() else {
         return Err(Error::invalid(
@@ -407,12 +323,24 @@ fn ingest(m: &Memdir, a: &IngestArgs) -> Result<Value> {
         (Some(t), _) => t.clone(),
         (None, f) => read_source(f.as_ref(), "content")?,
     };
-    m.ingest_one(NewChunk {
-        session_id,
-        content,
-        project: a.project.clone(),
-        metadata,
-    })
+    Ok((
+        IngestRequest {
+            session_id: Some(session_id),
+            content: Some(content),
+            project: a.project.clone(),
+            metadata,
+            chunks: None,
+        },
+        Vec::new(),
+    ))
+}
+
+/// Runs an operation of the table with a typed request, as every surface does.
+fn call<T: serde::Serialize>(m: &Memdir, name: &str, req: &T) -> Result<Value> {
+    let op = ops::find(name).ok_or_else(|| Error::internal(format!("no operation {name}")))?;
+    let args = serde_json::to_value(req)
+        .map_err(|e| Error::internal(format!("the {name} request did not serialize: {e}")))?;
+    ops::call(m, op, args)
 }
 
 /// What a command prints on stdout.
@@ -544,9 +472,12 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         }
         return Ok((Output::Nothing, 0));
     }
+    if let Command::Openapi = cli.command {
+        return Ok((Output::Json(crate::openapi::document()), 0));
+    }
     if let Command::VerifyStore = cli.command {
         // Read-only: no recovery, no adoption; report the store exactly as found.
-        let report = Memdir::open_lazy(dir).verify()?;
+        let report = call(&Memdir::open_lazy(dir), "verify_store", &api::Empty {})?;
         let code = if report["ok"] == json!(true) { 0 } else { 1 };
         return Ok((Output::Json(report), code));
     }
@@ -560,103 +491,74 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
 
 fn run_command(m: &Memdir, command: Command) -> Result<Value> {
     let out = match command {
-        Command::Init => m.init()?,
-        Command::Status => m.status()?,
-        Command::Ingest(a) => ingest(m, &a)?,
-        Command::Fetch {
-            session_id,
-            position,
-            limit,
-        } => m.fetch(&session_id, position, limit)?,
-        Command::Overview {
-            days,
-            project,
-            offset,
-            limit,
-        } => m.overview(&OverviewRequest {
-            days: Some(days),
-            project,
-            offset,
-            limit,
-        })?,
-        Command::Read {
-            category,
-            fields,
-            version,
-        } => m.read(&ReadRequest {
-            category,
-            fields: fields.map(FieldList::Csv),
-            version: version.as_deref().map(VersionRef::parse),
-        })?,
+        Command::Init => call(m, "init", &api::Empty {})?,
+        Command::Status => call(m, "status", &api::Empty {})?,
+        Command::Ingest(a) => {
+            let (req, lines) = ingest_request(&a)?;
+            // Errors found after parsing name the chunk's index in the batch; say the line.
+            call(m, "ingest", &req).map_err(|e| {
+                match e.details.get("index").and_then(Value::as_u64) {
+                    Some(idx) if !lines.is_empty() => {
+                        let line = lines.get(idx as usize).copied().unwrap_or(0);
+                        let msg = format!("line {line}: {}", e.message);
+                        Error { message: msg, ..e }.detail("line", Value::from(line))
+                    }
+                    _ => e,
+                }
+            })?
+        }
+        Command::Fetch(r) => call(m, "fetch", &r)?,
+        Command::Overview(r) => call(m, "overview", &r)?,
+        Command::Read(r) => call(m, "read", &r)?,
         Command::Write {
             category,
             input,
             merge,
             expected_hash,
             reason,
-        } => m.write(&WriteRequest {
-            category,
-            data: input.value()?,
-            reason,
-            expected_hash,
-            merge,
-        })?,
+        } => call(
+            m,
+            "write",
+            &WriteRequest {
+                category,
+                data: input.value()?,
+                reason,
+                expected_hash,
+                merge,
+            },
+        )?,
         Command::Append {
             category,
             input,
             max_entries,
             max_age_days,
             reason,
-        } => m.append(&AppendRequest {
-            category,
-            data: input.value()?,
-            max_entries,
-            max_age_days,
-            reason,
-        })?,
-        Command::List => m.list()?,
-        Command::Delete {
-            category,
-            expected_hash,
-            reason,
-        } => m.delete(&category, expected_hash.as_deref(), reason.as_deref())?,
-        Command::History { category, limit } => m.history(&category, limit)?,
-        Command::Diff { category, from, to } => m.diff(
-            &category,
-            from.as_deref().map(VersionRef::parse).as_ref(),
-            to.as_deref().map(VersionRef::parse).as_ref(),
+        } => call(
+            m,
+            "append",
+            &AppendRequest {
+                category,
+                data: input.value()?,
+                max_entries,
+                max_age_days,
+                reason,
+            },
         )?,
-        Command::Restore {
-            category,
-            version,
-            expected_hash,
-            reason,
-        } => m.restore(
-            &category,
-            &VersionRef::parse(&version),
-            expected_hash.as_deref(),
-            reason.as_deref(),
-        )?,
-        Command::Compact { category, keep } => m.compact(category.as_deref(), keep)?,
-        Command::VerifyStore | Command::Serve { .. } | Command::Config { .. } => {
+        Command::List => call(m, "list", &api::Empty {})?,
+        Command::Delete(r) => call(m, "delete", &r)?,
+        Command::History(r) => call(m, "history", &r)?,
+        Command::Diff(r) => call(m, "diff", &r)?,
+        Command::Restore(r) => call(m, "restore", &r)?,
+        Command::Compact(r) => call(m, "compact", &r)?,
+        Command::Search(r) => call(m, "search", &r)?,
+        Command::VerifyStore
+        | Command::Openapi
+        | Command::Serve { .. }
+        | Command::Config { .. } => {
             return Err(Error::internal(
-                "invariant: handled before the store is opened",
+                "invariant: run handles this command itself",
             ));
         }
-        Command::Search(a) => m.search(&SearchRequest {
-            query: a.query,
-            mode: a.mode,
-            limit: a.limit,
-            project: a.project,
-            session_id: a.session_id,
-            category: a.category,
-            kind: a.kind,
-            since: a.since,
-            until: a.until,
-            context: a.context,
-            full: a.full,
-            context_weight: None,
-        })?,
         Command::Reindex => {
             let tty = std::io::stderr().is_terminal();
             let bar = |done: u64, total: u64| {
@@ -670,11 +572,13 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
                     );
                 }
             };
-            let out = m.reindex(Some(&bar))?;
+            // The one direct engine call of a surface: the progress bar needs a callback.
+            let out = m.reindex(Some(&bar));
             if tty {
                 eprintln!();
             }
-            out
+            serde_json::to_value(out?)
+                .map_err(|e| Error::internal(format!("reindex result: {e}")))?
         }
     };
     Ok(out)
@@ -682,6 +586,7 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
 
 /// Prints an error as JSON on stderr and returns its exit code.
 pub fn report_error(e: &Error) -> i32 {
+    let e = &crate::ops::for_surface(e.clone(), crate::ops::Surface::Cli);
     eprintln!(
         "{}",
         serde_json::to_string_pretty(&json!({"error": e.to_json()}))

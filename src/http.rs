@@ -1,8 +1,10 @@
 //! HTTP: a REST API (`--transport http`) and MCP over streamable HTTP (`--transport mcp-http`).
 //!
-//! Architecture Invariant: this module maps HTTP to the same operations the MCP tools run
-//! ([`Server::call`]), so every surface has the same semantics and errors; only the mapping of
-//! [`ErrorKind`] to status codes lives here.
+//! Architecture Invariant: this module maps HTTP to the operation table ([`crate::ops`]): its
+//! routes are the table's REST routes and every request runs [`ops::call`], so every surface
+//! has the same semantics and errors; only the guard and the mapping of [`ErrorKind`] to
+//! status codes live here. It never goes through the MCP surface (MCP over HTTP is rmcp's
+//! service, mounted at `/mcp`).
 //!
 //! Security: a loopback bind works without a token; any other bind refuses to start without
 //! one. With a token, every request on both transports must carry `Authorization: Bearer
@@ -28,6 +30,7 @@ use tokio::sync::Semaphore;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::mcp::{Profile, Server};
+use crate::ops::{self, Op};
 use crate::service::Memdir;
 
 /// Which protocol the server speaks.
@@ -104,6 +107,7 @@ fn json_response(status: StatusCode, v: &Value) -> Response {
 }
 
 fn error_response(e: &Error) -> Response {
+    let e = &ops::for_surface(e.clone(), ops::Surface::Rest);
     let status = status_of(e.kind);
     let mut r = json_response(status, &json!({"error": e.to_json()}));
     if status == StatusCode::SERVICE_UNAVAILABLE {
@@ -268,13 +272,13 @@ async fn read_json(req: Request, limit: usize) -> Result<Map<String, Value>> {
     }
 }
 
-/// Runs a tool on the blocking pool and shapes the response.
-async fn run(app: &App, tool: &'static str, args: Map<String, Value>) -> Response {
+/// Runs an operation on the blocking pool and shapes the response.
+async fn run(app: &App, op: &'static Op, args: Map<String, Value>) -> Response {
     if let Err(e) = app.memdir.ensure_started() {
         return error_response(&e);
     }
     let memdir = app.memdir.clone();
-    let out = tokio::task::spawn_blocking(move || Server::call(&memdir, tool, &args))
+    let out = tokio::task::spawn_blocking(move || ops::call(&memdir, op, Value::Object(args)))
         .await
         .unwrap_or_else(|e| Err(Error::internal(format!("request panicked: {e}"))));
     match out {
@@ -283,14 +287,35 @@ async fn run(app: &App, tool: &'static str, args: Map<String, Value>) -> Respons
     }
 }
 
-async fn post_tool(State(app): State<App>, tool: &'static str, req: Request) -> Response {
+async fn post_op(State(app): State<App>, op: &'static Op, req: Request) -> Response {
     match read_json(req, app.body_limit).await {
-        Ok(args) => run(&app, tool, args).await,
+        Ok(args) => run(&app, op, args).await,
         Err(e) => error_response(&e),
     }
 }
 
-fn query_args(req: &Request, ints: &[&str]) -> Result<Map<String, Value>> {
+async fn get_op(State(app): State<App>, op: &'static Op, req: Request) -> Response {
+    match query_args(&req, &integer_params(op)) {
+        Ok(args) => run(&app, op, args).await,
+        Err(e) => error_response(&e),
+    }
+}
+
+/// The names of an operation's integer parameters (query strings carry only text).
+fn integer_params(op: &Op) -> Vec<String> {
+    ops::input_schema(op)
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .filter(|(_, s)| s.get("type") == Some(&json!("integer")))
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn query_args(req: &Request, ints: &[String]) -> Result<Map<String, Value>> {
     let mut out = Map::new();
     for pair in req
         .uri()
@@ -307,7 +332,7 @@ fn query_args(req: &Request, ints: &[&str]) -> Result<Map<String, Value>> {
                 format!("query parameter {k} is not valid percent-encoding"),
             )
         })?;
-        if ints.contains(&k) {
+        if ints.iter().any(|i| i == k) {
             let n: u64 = v.parse().map_err(|_| {
                 Error::invalid(k, format!("{k} must be a non-negative integer, got {v:?}"))
             })?;
@@ -336,6 +361,8 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// `POST /search`: keyword search, or with `"semantic": true` semantic search (`query` and
+/// `limit` only).
 async fn search(State(app): State<App>, req: Request) -> Response {
     let mut args = match read_json(req, app.body_limit).await {
         Ok(a) => a,
@@ -370,24 +397,14 @@ async fn search(State(app): State<App>, req: Request) -> Response {
                 ),
             ));
         }
-        return run(&app, "memory_search_semantic", args).await;
+        return run(&app, op("search_semantic"), args).await;
     }
-    run(&app, "memory_search", args).await
+    run(&app, op("search"), args).await
 }
 
-async fn overview(State(app): State<App>, req: Request) -> Response {
-    match query_args(&req, &["days", "offset", "limit"]) {
-        Ok(args) => run(&app, "memory_overview", args).await,
-        Err(e) => error_response(&e),
-    }
-}
-
-async fn list(State(app): State<App>) -> Response {
-    run(&app, "memory_list", Map::new()).await
-}
-
-async fn status(State(app): State<App>) -> Response {
-    run(&app, "memory_status", Map::new()).await
+/// An operation of the table by name.
+fn op(name: &str) -> &'static Op {
+    ops::find(name).expect("invariant: the REST surface names operations of the table")
 }
 
 async fn health() -> Response {
@@ -398,9 +415,9 @@ async fn health() -> Response {
 }
 
 async fn tools(State(app): State<App>) -> Response {
-    let list: Vec<Value> = crate::mcp::tools(app.profile)
+    let list: Vec<Value> = ops::tools(app.profile)
         .iter()
-        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": Value::Object((*t.input_schema).clone())}))
+        .map(|(op, t)| json!({"name": t.name, "description": op.description, "input_schema": Value::Object(ops::input_schema(op))}))
         .collect();
     json_response(StatusCode::OK, &json!({"tools": list}))
 }
@@ -413,31 +430,30 @@ async fn not_found(req: Request) -> Response {
     )
 }
 
-macro_rules! tool_route {
-    ($tool:literal) => {
-        post(|state: State<App>, req: Request| post_tool(state, $tool, req))
-    };
-}
-
+/// The REST routes: the surface's own (`/health`, `/tools`, `/search` with its semantic
+/// switch), then every REST route of the operation table.
 fn rest_router(app: App) -> Router {
-    Router::new()
+    let mut r = Router::new()
         .route("/health", get(health))
-        .route("/status", get(status))
-        .route("/overview", get(overview))
         .route("/tools", get(tools))
-        .route("/search", post(search))
-        .route("/ingest", tool_route!("memory_ingest"))
-        .route("/fetch", tool_route!("memory_fetch"))
-        .route("/api/v1/read", tool_route!("memory_read"))
-        .route("/api/v1/write", tool_route!("memory_write"))
-        .route("/api/v1/append", tool_route!("memory_append"))
-        .route("/api/v1/list", get(list))
-        .route("/api/v1/delete", tool_route!("memory_delete"))
-        .route("/api/v1/history", tool_route!("memory_history"))
-        .route("/api/v1/diff", tool_route!("memory_diff"))
-        .route("/api/v1/restore", tool_route!("memory_restore"))
-        .fallback(not_found)
-        .with_state(app)
+        .route("/search", post(search));
+    for op in ops::table() {
+        let Some(route) = op.rest else { continue };
+        if route.path == "/search" {
+            continue;
+        }
+        r = match route.method {
+            ops::Method::Get => r.route(
+                route.path,
+                get(move |state: State<App>, req: Request| get_op(state, op, req)),
+            ),
+            ops::Method::Post => r.route(
+                route.path,
+                post(move |state: State<App>, req: Request| post_op(state, op, req)),
+            ),
+        };
+    }
+    r.fallback(not_found).with_state(app)
 }
 
 /// Serves until interrupted (SIGINT/SIGTERM).

@@ -434,7 +434,7 @@ fn tantivy_err(what: &str, e: TantivyError) -> Error {
         ErrorKind::Unavailable,
         format!("search index ({what}): {e}"),
     )
-    .hint("the index is derived state: `memdir reindex` rebuilds it from the files")
+    .hint("the index is derived state: {op:reindex} rebuilds it from the files")
 }
 
 impl Part {

@@ -15,6 +15,7 @@
 //! → [`model`].
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod cli;
 pub mod client;
 pub mod clock;
@@ -25,6 +26,8 @@ pub mod index;
 pub mod ledger;
 pub mod mcp;
 pub mod model;
+pub mod openapi;
+pub mod ops;
 pub mod search;
 pub mod service;
 pub mod store;

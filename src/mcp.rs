@@ -1,50 +1,33 @@
 //! MCP over stdio, on the official `rmcp` SDK.
 //!
-//! Architecture Invariant: this is the only module that knows MCP. It maps tool calls to
-//! [`Memdir`] operations and [`Error`]s to tool errors (`isError: true` with
+//! Architecture Invariant: this is the only module that knows MCP. Its tools, their input
+//! schemas and annotations come from the operation table ([`crate::ops`]); a call runs
+//! [`ops::call`] and maps [`Error`]s to tool errors (`isError: true` with
 //! `{code, message, hints, ...}`); JSON-RPC errors are kept for unknown tools and malformed
 //! requests. Initialize does no store or index work, so it answers at once on any store size.
+//!
+//! Over stdio, memdir reads the lines itself instead of through rmcp's transport, which drops
+//! an over-long or unparsable line without an answer: every line gets an answer, lines are at
+//! most [`MAX_MESSAGE_BYTES`] long (enough for the largest ingest batch), and a tool call whose
+//! arguments hold an integer that would lose digits is refused as the CLI refuses it.
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool, ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::service::{
-    self, AppendRequest, FieldList, Memdir, NewChunk, OverviewRequest, ReadRequest, SearchRequest,
-    VersionRef, WriteRequest,
-};
-
-/// Which tools `tools/list` offers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Profile {
-    /// The small set agents need.
-    Default,
-    /// Every tool name of the designs memdir replaces, too.
-    Full,
-}
-
-impl Profile {
-    /// Parses `default` or `full`.
-    pub fn parse(s: &str) -> Result<Profile> {
-        match s {
-            "default" | "" => Ok(Profile::Default),
-            "full" | "compat" | "all" => Ok(Profile::Full),
-            _ => Err(Error::invalid(
-                "tools",
-                format!("tool profile must be default or full; got {s:?}"),
-            )),
-        }
-    }
-}
+pub use crate::ops::Profile;
+use crate::ops::{self, Op};
+use crate::service::{self, Memdir};
 
 /// What the server tells the client at initialize.
 pub const INSTRUCTIONS: &str = "memdir is long-term memory that persists across sessions, stored as plain files on this machine.
@@ -53,312 +36,23 @@ Two kinds of memory:
 - Curated state: named JSON documents called categories (e.g. base, projects). memory_list shows them; memory_read {category} returns one; memory_write {category, data, merge: true} updates keys (null deletes a key); pass expected_hash from the last read to avoid overwriting someone else's change. Logs grow with memory_append {category, data}.
 Start a session with memory_list and memory_read of the categories you need; search before asking the user for something they may have said before.";
 
-struct ToolDef {
-    name: &'static str,
-    title: &'static str,
-    description: &'static str,
-    schema: fn() -> Value,
-    read_only: bool,
-    destructive: bool,
-    idempotent: bool,
-    full_only: bool,
-}
-
-fn s(desc: &str) -> Value {
-    json!({"type": "string", "description": desc})
-}
-fn int(desc: &str, min: i64, max: i64) -> Value {
-    json!({"type": "integer", "minimum": min, "maximum": max, "description": desc})
-}
-fn obj(props: Value, required: &[&str]) -> Value {
-    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
-}
-
-fn search_schema() -> Value {
-    obj(
-        json!({
-            "query": s("Words to look for, or an exact identifier/error/path; wrap in double quotes for an exact phrase."),
-            "limit": int("Results to return (default 5).", 1, 1000),
-            "mode": {"type": "string", "enum": ["auto", "bm25", "exact"], "description": "auto (default) tries exact for identifiers and quoted phrases, else BM25."},
-            "project": s("Only chunks of this project."),
-            "session_id": s("Only chunks of this session."),
-            "category": s("Only this category."),
-            "kind": {"type": "string", "enum": ["chunk", "category"], "description": "Only session chunks or only categories."},
-            "since": s("Only items at or after this time (RFC 3339 or YYYY-MM-DD)."),
-            "until": s("Only items at or before this time."),
-            "context": int("Neighbouring chunks per side in each hit's context (default 3).", 0, 20),
-            "full": {"type": "boolean", "description": "Full content instead of 500-character excerpts."}
-        }),
-        &["query"],
-    )
-}
-
-const TOOLS: &[ToolDef] = &[
-    ToolDef {
-        name: "memory_search",
-        title: "Search memory",
-        description: "Search past sessions and categories. Returns {results, engine}; each chunk hit has session_id, position, content, score and context (neighbouring chunks).",
-        schema: search_schema,
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_fetch",
-        title: "Read a session",
-        description: "Read one session's chunks in order, a page at a time. Use next_position from the result to continue.",
-        schema: || {
-            obj(
-                json!({"session_id": s("The session to read."), "position": int("First position (default 0).", 0, i64::MAX), "limit": int("Chunks per page (default 20).", 1, 1000)}),
-                &["session_id"],
-            )
-        },
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_overview",
-        title: "List sessions",
-        description: "The session catalog, newest first: id, title, project, message_count, start_time, last_active.",
-        schema: || {
-            obj(
-                json!({"days": int("Only sessions active in the last N days (default 7; 0 = all).", 0, 36500), "project": s("Only this project."), "offset": int("Skip this many sessions.", 0, i64::MAX), "limit": int("Sessions per page (default 50).", 1, 1000)}),
-                &[],
-            )
-        },
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_ingest",
-        title: "Save to session memory",
-        description: "Save a chunk (a message, note or paragraph) to a session: {session_id, content}. For many at once pass chunks: [{session_id, content, ...}] instead. Returns the position of each.",
-        schema: || {
-            obj(
-                json!({
-                    "session_id": s("Session to append to (any string, e.g. a UUID)."),
-                    "content": s("The text to remember."),
-                    "project": s("Optional project name, for filtering."),
-                    "metadata": {"type": "object", "description": "Optional free-form JSON object (e.g. {\"role\": \"user\"})."},
-                    "chunks": {"type": "array", "description": "A batch, saved all or nothing.", "items": {"type": "object", "properties": {"session_id": {"type": "string"}, "content": {"type": "string"}, "project": {"type": "string"}, "metadata": {"type": "object"}}, "required": ["session_id", "content"]}}
-                }),
-                &[],
-            )
-        },
-        read_only: false,
-        destructive: false,
-        idempotent: false,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_read",
-        title: "Read a category",
-        description: "Read a category by its name (not a key inside it). Returns {data, meta: {hash, version, updated_at, updated_by, size_bytes}}.",
-        schema: || {
-            obj(
-                json!({"category": s("Category name, e.g. base. memory_list shows them."), "fields": {"type": ["string", "array"], "items": {"type": "string"}, "description": "Top-level keys to return, comma-separated or a list (default all)."}, "version": {"type": ["integer", "string"], "description": "An old version number or id from memory_history."}}),
-                &["category"],
-            )
-        },
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_write",
-        title: "Write a category",
-        description: "Create or change a category. merge: true updates only the given top-level keys (null deletes a key); otherwise data replaces the whole category. Pass expected_hash from memory_read to fail instead of overwriting a concurrent change (\"absent\": create only).",
-        schema: || {
-            obj(
-                json!({"category": s("Category name."), "data": {"type": "object", "description": "JSON object to write or merge."}, "merge": {"type": "boolean", "description": "Merge keys instead of replacing (default false)."}, "expected_hash": s("Hash the category must have now, or \"absent\"."), "reason": s("Why, kept in history.")}),
-                &["category", "data"],
-            )
-        },
-        read_only: false,
-        destructive: false,
-        idempotent: true,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_append",
-        title: "Append to a log",
-        description: "Append an entry to a log category (created if missing), keeping the newest max_entries (default 200) and entries within max_age_days of the newest.",
-        schema: || {
-            obj(
-                json!({"category": s("Log name."), "data": {"type": "object", "description": "The entry."}, "max_entries": int("Entries to keep.", 1, 100000), "max_age_days": int("Drop entries older than this, counted from the newest.", 1, 36500), "reason": s("Why, kept in history.")}),
-                &["category", "data"],
-            )
-        },
-        read_only: false,
-        destructive: false,
-        idempotent: false,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_list",
-        title: "List categories",
-        description: "Every category with kind, hash, version, size, updated_at and updated_by.",
-        schema: || obj(json!({}), &[]),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_history",
-        title: "Category history",
-        description: "Versions of a category, newest first (version, id, hash, op, actor, reason, timestamp). With diff_from and/or diff_to, also a unified diff between two versions.",
-        schema: || {
-            obj(
-                json!({"category": s("Category name."), "limit": int("Versions to list (default 20).", 1, 1000), "diff_from": {"type": ["integer", "string"], "description": "Diff from this version."}, "diff_to": {"type": ["integer", "string"], "description": "Diff to this version (default newest)."}}),
-                &["category"],
-            )
-        },
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_delete",
-        title: "Delete a category",
-        description: "Delete a category. Its history is kept and memory_restore can bring it back.",
-        schema: || {
-            obj(
-                json!({"category": s("Category name."), "expected_hash": s("Delete only if the category has this hash."), "reason": s("Why, kept in history.")}),
-                &["category"],
-            )
-        },
-        read_only: false,
-        destructive: true,
-        idempotent: false,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_status",
-        title: "Memory status",
-        description: "Counts of sessions, chunks and categories, sizes, and the health of store and index.",
-        schema: || obj(json!({}), &[]),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: false,
-    },
-    ToolDef {
-        name: "memory_search_semantic",
-        title: "Semantic search",
-        description: "Search by meaning. Until an embeddings endpoint is configured this is keyword search, reported as engine keyword-fallback.",
-        schema: || {
-            obj(
-                json!({"query": s("What to look for."), "limit": int("Results (default 5).", 1, 1000)}),
-                &["query"],
-            )
-        },
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: true,
-    },
-    ToolDef {
-        name: "memory_context",
-        title: "Read several categories",
-        description: "Read several categories at once, for session warm-up. Missing ones are listed, not errors.",
-        schema: || {
-            obj(
-                json!({"categories": {"type": "array", "items": {"type": "string"}, "description": "Category names."}, "fields": s("Comma-separated top-level keys.")}),
-                &["categories"],
-            )
-        },
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: true,
-    },
-    ToolDef {
-        name: "memory_delta",
-        title: "Changed since",
-        description: "Whether a category changed since a hash: unchanged, changed (with data) or deleted.",
-        schema: || {
-            obj(
-                json!({"category": s("Category name."), "since_hash": s("The hash you last saw.")}),
-                &["category", "since_hash"],
-            )
-        },
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: true,
-    },
-    ToolDef {
-        name: "memory_compact",
-        title: "Compact history",
-        description: "Trim history to the newest keep_versions versions per category (current versions and delete tombstones stay).",
-        schema: || {
-            obj(
-                json!({"category": s("One category (default all)."), "keep_versions": int("Versions to keep (default 5).", 1, 100000)}),
-                &[],
-            )
-        },
-        read_only: false,
-        destructive: true,
-        idempotent: true,
-        full_only: true,
-    },
-    ToolDef {
-        name: "memory_restore",
-        title: "Restore a version",
-        description: "Restore an old version of a category (also after a delete) as a new version.",
-        schema: || {
-            obj(
-                json!({"category": s("Category name."), "version": {"type": ["integer", "string"], "description": "Version number or id from memory_history."}, "expected_hash": s("Restore only if the category has this hash."), "reason": s("Why.")}),
-                &["category", "version"],
-            )
-        },
-        read_only: false,
-        destructive: false,
-        idempotent: false,
-        full_only: true,
-    },
-    ToolDef {
-        name: "memory_doctor",
-        title: "Health report",
-        description: "Paths, configuration source, and a full check of files, history, ledger and index.",
-        schema: || obj(json!({}), &[]),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        full_only: true,
-    },
-];
-
-fn tool(d: &ToolDef) -> Tool {
-    let schema: JsonObject = match (d.schema)() {
-        Value::Object(m) => m,
-        _ => JsonObject::new(),
-    };
-    Tool::new(d.name, d.description, Arc::new(schema))
-        .with_title(d.title)
+fn tool(op: &Op, t: ops::Tool) -> Tool {
+    Tool::new(t.name, op.description, Arc::new(ops::input_schema(op)))
+        .with_title(t.title)
         .with_annotations(
-            ToolAnnotations::with_title(d.title)
-                .read_only(d.read_only)
-                .destructive(d.destructive)
-                .idempotent(d.idempotent)
+            ToolAnnotations::with_title(t.title)
+                .read_only(op.read_only)
+                .destructive(op.destructive)
+                .idempotent(op.idempotent)
                 .open_world(false),
         )
 }
 
 /// The tools of a profile.
 pub fn tools(profile: Profile) -> Vec<Tool> {
-    TOOLS
-        .iter()
-        .filter(|d| profile == Profile::Full || !d.full_only)
-        .map(tool)
+    ops::tools(profile)
+        .into_iter()
+        .map(|(op, t)| tool(op, t))
         .collect()
 }
 
@@ -366,61 +60,6 @@ pub fn tools(profile: Profile) -> Vec<Tool> {
 pub struct Server {
     memdir: Arc<Memdir>,
     profile: Profile,
-}
-
-fn args<T: for<'de> Deserialize<'de>>(a: &JsonObject) -> Result<T> {
-    service::from_args(Value::Object(a.clone()))
-}
-
-fn get_str<'a>(a: &'a JsonObject, k: &str) -> Result<Option<&'a str>> {
-    match a.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(v) => Err(Error::invalid(
-            k,
-            format!("{k} must be a string, got {}", service::type_name(v)),
-        )),
-    }
-}
-
-fn get_u64(a: &JsonObject, k: &str, default: u64) -> Result<u64> {
-    match a.get(k) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v.as_u64().ok_or_else(|| {
-            Error::invalid(k, format!("{k} must be a non-negative integer, got {v}"))
-        }),
-    }
-}
-
-fn version_ref(a: &JsonObject, k: &str) -> Result<Option<VersionRef>> {
-    match a.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .map(|n| Some(VersionRef::Ordinal(n)))
-            .ok_or_else(|| Error::invalid(k, format!("{k} must be a version number or id"))),
-        Some(Value::String(s)) => Ok(Some(VersionRef::parse(s))),
-        Some(v) => Err(Error::invalid(
-            k,
-            format!(
-                "{k} must be a version number or id, got {}",
-                service::type_name(v)
-            ),
-        )),
-    }
-}
-
-fn reject_unknown(a: &JsonObject, known: &[&str]) -> Result<()> {
-    match a.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(Error::invalid(
-            k,
-            format!(
-                "unknown argument {k:?}; expected one of: {}",
-                known.join(", ")
-            ),
-        )),
-        None => Ok(()),
-    }
 }
 
 impl Server {
@@ -436,164 +75,12 @@ impl Server {
 
     /// Whether `name` is a tool of `profile`.
     pub fn offers(profile: Profile, name: &str) -> bool {
-        TOOLS
-            .iter()
-            .any(|d| d.name == name && (profile == Profile::Full || !d.full_only))
-    }
-
-    /// Runs one tool call (blocking).
-    pub fn call(memdir: &Memdir, name: &str, a: &JsonObject) -> Result<Value> {
-        match name {
-            "memory_search" => memdir.search(&args::<SearchRequest>(a)?),
-            "memory_search_semantic" => {
-                reject_unknown(a, &["query", "limit"])?;
-                let mut req = SearchRequest::new(
-                    get_str(a, "query")?
-                        .ok_or_else(|| Error::invalid("query", "query is required"))?,
-                );
-                req.limit = get_u64(a, "limit", 5)? as usize;
-                req.mode = Some("bm25".into());
-                let mut v = memdir.search(&req)?;
-                if v["engine"] != "empty" {
-                    v["engine"] = json!("keyword-fallback");
-                    v["note"] = json!(
-                        "no embeddings endpoint is configured: answered by BM25 keyword search"
-                    );
-                }
-                Ok(v)
-            }
-            "memory_fetch" => {
-                reject_unknown(a, &["session_id", "position", "limit"])?;
-                let id = get_str(a, "session_id")?
-                    .ok_or_else(|| Error::invalid("session_id", "session_id is required"))?;
-                memdir.fetch(
-                    id,
-                    get_u64(a, "position", 0)?,
-                    get_u64(a, "limit", 20)? as usize,
-                )
-            }
-            "memory_overview" => {
-                let mut req: OverviewRequest = args(a)?;
-                if !a.contains_key("days") {
-                    req.days = Some(7);
-                }
-                memdir.overview(&req)
-            }
-            "memory_ingest" => {
-                if let Some(chunks) = a.get("chunks") {
-                    reject_unknown(a, &["chunks"])?;
-                    let chunks: Vec<NewChunk> =
-                        service::from_args(chunks.clone()).map_err(|e| {
-                            let inner = e
-                                .details
-                                .get("field")
-                                .and_then(Value::as_str)
-                                .map(str::to_string);
-                            let field = match inner {
-                                Some(f) => format!(
-                                    "chunks{}{f}",
-                                    if f.starts_with('[') { "" } else { "." }
-                                ),
-                                None => "chunks".to_string(),
-                            };
-                            e.field(&field)
-                        })?;
-                    memdir.ingest(&chunks)
-                } else {
-                    memdir.ingest_one(args::<NewChunk>(a)?)
-                }
-            }
-            "memory_read" => memdir.read(&args::<ReadRequest>(a)?),
-            "memory_write" => memdir.write(&args::<WriteRequest>(a)?),
-            "memory_append" => memdir.append(&args::<AppendRequest>(a)?),
-            "memory_list" => {
-                reject_unknown(a, &[])?;
-                memdir.list()
-            }
-            "memory_history" => {
-                reject_unknown(a, &["category", "limit", "diff_from", "diff_to"])?;
-                let cat = get_str(a, "category")?
-                    .ok_or_else(|| Error::invalid("category", "category is required"))?;
-                let mut v = memdir.history(cat, get_u64(a, "limit", 20)? as usize)?;
-                let (from, to) = (version_ref(a, "diff_from")?, version_ref(a, "diff_to")?);
-                if from.is_some() || to.is_some() {
-                    v["diff"] = memdir.diff(cat, from.as_ref(), to.as_ref())?;
-                }
-                Ok(v)
-            }
-            "memory_delete" => {
-                reject_unknown(a, &["category", "expected_hash", "reason"])?;
-                let cat = get_str(a, "category")?
-                    .ok_or_else(|| Error::invalid("category", "category is required"))?;
-                memdir.delete(cat, get_str(a, "expected_hash")?, get_str(a, "reason")?)
-            }
-            // Not a tool (memory_history diffs for MCP); the REST API's diff endpoint.
-            "memory_diff" => {
-                reject_unknown(a, &["category", "from", "to"])?;
-                let cat = get_str(a, "category")?
-                    .ok_or_else(|| Error::invalid("category", "category is required"))?;
-                memdir.diff(
-                    cat,
-                    version_ref(a, "from")?.as_ref(),
-                    version_ref(a, "to")?.as_ref(),
-                )
-            }
-            "memory_restore" => {
-                reject_unknown(a, &["category", "version", "expected_hash", "reason"])?;
-                let cat = get_str(a, "category")?
-                    .ok_or_else(|| Error::invalid("category", "category is required"))?;
-                let v = version_ref(a, "version")?
-                    .ok_or_else(|| Error::invalid("version", "version is required"))?;
-                memdir.restore(cat, &v, get_str(a, "expected_hash")?, get_str(a, "reason")?)
-            }
-            "memory_status" => {
-                reject_unknown(a, &[])?;
-                memdir.status()
-            }
-            "memory_context" => {
-                reject_unknown(a, &["categories", "fields"])?;
-                let cats: Vec<String> =
-                    service::from_args(a.get("categories").cloned().unwrap_or(Value::Null))
-                        .map_err(|e| e.field("categories"))?;
-                let fields = get_str(a, "fields")?.map(|f| FieldList::Csv(f.to_string()));
-                memdir.context(&cats, fields.as_ref())
-            }
-            "memory_delta" => {
-                reject_unknown(a, &["category", "since_hash"])?;
-                let cat = get_str(a, "category")?
-                    .ok_or_else(|| Error::invalid("category", "category is required"))?;
-                let since = get_str(a, "since_hash")?
-                    .ok_or_else(|| Error::invalid("since_hash", "since_hash is required"))?;
-                memdir.delta(cat, since)
-            }
-            "memory_compact" => {
-                reject_unknown(a, &["category", "keep_versions"])?;
-                memdir.compact(
-                    get_str(a, "category")?,
-                    get_u64(a, "keep_versions", 5)? as usize,
-                )
-            }
-            "memory_doctor" => {
-                reject_unknown(a, &[])?;
-                Ok(json!({
-                    "dir": memdir.layout().root.display().to_string(),
-                    "dir_source": if std::env::var("MEMDIR_DIR").is_ok_and(|v| !v.is_empty()) { "MEMDIR_DIR" } else { "--dir or default" },
-                    "actor": memdir.actor(),
-                    "version": env!("CARGO_PKG_VERSION"),
-                    "status": memdir.status()?,
-                    "checks": memdir.verify()?,
-                }))
-            }
-            other => Err(Error::new(
-                ErrorKind::NotFound,
-                format!("unknown tool {other}"),
-            )),
-        }
+        ops::find_tool(name, profile).is_some()
     }
 }
 
 fn tool_result(r: Result<Value>) -> CallToolResult {
-    match r {
+    match r.map_err(|e| ops::for_surface(e, ops::Surface::Mcp)) {
         Ok(v) => {
             let text = serde_json::to_string(&v).unwrap_or_default();
             let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -636,22 +123,573 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let known = Server::offers(self.profile, &name);
-        if !known {
+        let Some(op) = ops::find_tool(&name, self.profile) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {name}"),
                 Some(json!({"tool": name})),
             ));
-        }
-        let a = request.arguments.unwrap_or_default();
+        };
+        let a = Value::Object(request.arguments.unwrap_or_default());
         let memdir = self.memdir.clone();
         if let Err(e) = self.memdir.ensure_started() {
             return Ok(tool_result(Err(e)).into());
         }
-        let out = tokio::task::spawn_blocking(move || Server::call(&memdir, &name, &a))
+        let out = tokio::task::spawn_blocking(move || ops::call(&memdir, op, a))
             .await
             .unwrap_or_else(|e| Err(Error::internal(format!("tool call panicked: {e}"))));
         Ok(tool_result(out).into())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stdio framing.
+//
+// rmcp's own stdio transport drops a line over its cap and a line that is not JSON without a
+// word, so a client waits forever for the answer. memdir reads stdin itself: one line is one
+// message, at most `MAX_MESSAGE_BYTES` long; every line that cannot become a message gets a
+// JSON-RPC error response (or, for a tool call whose arguments would lose digits, a tool error),
+// and the server goes on reading. Lines that parse go to rmcp unchanged.
+
+/// The largest JSON-RPC message (one line of stdin, without its newline) the stdio server reads,
+/// in bytes.
+///
+/// Twice the largest ingest batch ([`service::limits::MAX_BATCH_BYTES`], 32 MiB of content),
+/// and the same 64 MiB the CLI reads from a file or stdin: a batch at the content limit fits,
+/// with room for JSON escaping of ordinary text (a newline or a quote takes two bytes) and the
+/// other fields of its chunks. Content made mostly of control characters (six bytes each, as
+/// `\u0001`) or batches with large metadata reach this limit first and must be split. A longer
+/// line is skipped and answered with a JSON-RPC error (`-32600`, `data.code` `too_large`,
+/// carrying the request's `id` when the line names one); the server reads on.
+pub const MAX_MESSAGE_BYTES: usize = 2 * service::limits::MAX_BATCH_BYTES;
+
+/// Deepest nesting of arrays and objects serde_json parses (its recursion limit). A message
+/// nested deeper is answered with a parse error instead of being dropped.
+const MAX_JSON_DEPTH: usize = 127;
+
+/// Nesting levels whose keys [`Scan`] remembers (for the path of a refused number); deeper
+/// levels are only counted, so a line of a million `[` costs no memory.
+const MAX_TRACKED_DEPTH: usize = 64;
+
+/// Longest key or top-level `id`/`method` value [`Scan`] keeps, in bytes.
+const MAX_SCAN_TOKEN: usize = 256;
+
+/// One step of the path to a value inside a JSON text.
+#[derive(Clone, Debug, PartialEq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// `data.items[2].n`: the notation of serde's field paths in `invalid` errors.
+fn path_string(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) if out.is_empty() => out.push_str(k),
+            Seg::Key(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+enum Container {
+    /// `key` is the key of the member being read; `want_key` until its key string has been seen.
+    Object {
+        key: Option<String>,
+        want_key: bool,
+    },
+    Array {
+        index: usize,
+    },
+}
+
+struct Token {
+    /// The bytes kept (up to `MAX_SCAN_TOKEN`), when the token is wanted.
+    bytes: Option<Vec<u8>>,
+    len: usize,
+    is_key: bool,
+    /// Inside a string: the previous byte was a backslash.
+    escape: bool,
+    /// A number with `.`, `e` or `E`.
+    fraction: bool,
+}
+
+impl Token {
+    fn new(wanted: bool, is_key: bool) -> Token {
+        Token {
+            bytes: wanted.then(Vec::new),
+            len: 0,
+            is_key,
+            escape: false,
+            fraction: false,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.len += bytes.len();
+        if let Some(b) = &mut self.bytes {
+            let room = MAX_SCAN_TOKEN.saturating_sub(b.len());
+            b.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        }
+    }
+
+    /// The whole token, unless it was cut.
+    fn whole(&self) -> Option<&[u8]> {
+        self.bytes.as_deref().filter(|b| b.len() == self.len)
+    }
+}
+
+/// One pass over a JSON text fed in pieces, without building its value, that finds what the
+/// framing needs: the top-level `id` and `method` (to answer a message that does not parse),
+/// the nesting depth, and the first integer literal below `prefix` that does not fit in 64
+/// bits (serde_json would turn it into a float and silently lose digits; the CLI refuses such
+/// input too). Malformed text gives best-effort answers and never an error.
+struct Scan {
+    prefix: &'static [&'static str],
+    stack: Vec<Container>,
+    depth: usize,
+    max_depth: usize,
+    string: Option<Token>,
+    number: Option<Token>,
+    /// The top-level `id`, when it is a number or a string.
+    id: Option<Value>,
+    method: Option<String>,
+    /// Path (below `prefix`) and text of the first integer literal outside 64 bits.
+    lossy: Option<(Vec<Seg>, String)>,
+    /// Path (below `prefix`) where the nesting first went past `MAX_JSON_DEPTH`.
+    too_deep: Option<Vec<Seg>>,
+}
+
+impl Scan {
+    fn new(prefix: &'static [&'static str]) -> Scan {
+        Scan {
+            prefix,
+            stack: Vec::new(),
+            depth: 0,
+            max_depth: 0,
+            string: None,
+            number: None,
+            id: None,
+            method: None,
+            lossy: None,
+            too_deep: None,
+        }
+    }
+
+    /// The key of the top-level member being read, if the scan is at depth 1.
+    fn top_key(&self) -> Option<&str> {
+        match (self.depth, self.stack.first()) {
+            (
+                1,
+                Some(Container::Object {
+                    key,
+                    want_key: false,
+                }),
+            ) => key.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The path to the current position, relative to `prefix`; `None` outside it.
+    fn relative_path(&self) -> Option<Vec<Seg>> {
+        let mut path: Vec<Seg> = self
+            .stack
+            .iter()
+            .map_while(|c| match c {
+                Container::Object { key: Some(k), .. } => Some(Seg::Key(k.clone())),
+                Container::Object { key: None, .. } => None,
+                Container::Array { index } => Some(Seg::Index(*index)),
+            })
+            .collect();
+        if path.len() <= self.prefix.len()
+            || !self
+                .prefix
+                .iter()
+                .zip(&path)
+                .all(|(p, s)| *s == Seg::Key((*p).to_string()))
+        {
+            return None;
+        }
+        Some(path.split_off(self.prefix.len()))
+    }
+
+    fn want_value(&self) -> bool {
+        matches!(self.top_key(), Some("id" | "method"))
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        let mut i = 0;
+        while i < bytes.len() {
+            if let Some(s) = &mut self.string {
+                if s.escape {
+                    s.escape = false;
+                    s.push(&bytes[i..i + 1]);
+                    i += 1;
+                    continue;
+                }
+                let rest = &bytes[i..];
+                match rest.iter().position(|b| *b == b'"' || *b == b'\\') {
+                    None => {
+                        s.push(rest);
+                        i = bytes.len();
+                    }
+                    Some(n) if rest[n] == b'\\' => {
+                        s.push(&rest[..=n]);
+                        s.escape = true;
+                        i += n + 1;
+                    }
+                    Some(n) => {
+                        s.push(&rest[..n]);
+                        i += n + 1;
+                        self.end_string();
+                    }
+                }
+                continue;
+            }
+            let b = bytes[i];
+            if let Some(n) = &mut self.number {
+                if matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                    n.fraction |= matches!(b, b'.' | b'e' | b'E');
+                    n.push(&bytes[i..i + 1]);
+                    i += 1;
+                    continue;
+                }
+                self.end_number();
+            }
+            match b {
+                b'"' => {
+                    let is_key = matches!(
+                        self.stack.last(),
+                        Some(Container::Object { want_key: true, .. })
+                    ) && self.depth <= MAX_TRACKED_DEPTH;
+                    self.string = Some(Token::new(is_key || self.want_value(), is_key));
+                }
+                b'-' | b'0'..=b'9' => {
+                    // Kept whole up to MAX_SCAN_TOKEN: a longer integer is out of range anyway.
+                    let mut t = Token::new(true, false);
+                    t.push(&bytes[i..i + 1]);
+                    self.number = Some(t);
+                }
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    self.max_depth = self.max_depth.max(self.depth);
+                    if self.depth <= MAX_TRACKED_DEPTH {
+                        self.stack.push(if b == b'{' {
+                            Container::Object {
+                                key: None,
+                                want_key: true,
+                            }
+                        } else {
+                            Container::Array { index: 0 }
+                        });
+                    }
+                    if self.depth == MAX_JSON_DEPTH + 1 && self.too_deep.is_none() {
+                        self.too_deep = Some(self.relative_path().unwrap_or_default());
+                    }
+                }
+                b'}' | b']' => {
+                    if self.depth <= MAX_TRACKED_DEPTH {
+                        self.stack.pop();
+                    }
+                    self.depth = self.depth.saturating_sub(1);
+                }
+                b',' if self.depth <= MAX_TRACKED_DEPTH => match self.stack.last_mut() {
+                    Some(Container::Object { key, want_key }) => {
+                        *key = None;
+                        *want_key = true;
+                    }
+                    Some(Container::Array { index }) => *index += 1,
+                    None => {}
+                },
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+
+    /// Ends the text: a number at its very end is complete.
+    fn finish(&mut self) {
+        if self.number.is_some() {
+            self.end_number();
+        }
+    }
+
+    fn end_string(&mut self) {
+        let Some(s) = self.string.take() else { return };
+        let text = s.whole().map(|b| {
+            // The raw bytes between the quotes, escapes included: let serde_json decode them.
+            let mut quoted = Vec::with_capacity(b.len() + 2);
+            quoted.push(b'"');
+            quoted.extend_from_slice(b);
+            quoted.push(b'"');
+            serde_json::from_slice::<String>(&quoted).ok()
+        });
+        if s.is_key {
+            if let Some(Container::Object { key, want_key }) = self.stack.last_mut() {
+                // A key too long to keep names nothing the scan looks for.
+                *key = Some(text.flatten().unwrap_or_else(|| "…".to_string()));
+                *want_key = false;
+            }
+            return;
+        }
+        match (self.top_key(), text.flatten()) {
+            (Some("id"), Some(t)) => self.id = Some(Value::from(t)),
+            (Some("method"), Some(t)) => self.method = Some(t),
+            _ => {}
+        }
+    }
+
+    fn end_number(&mut self) {
+        let Some(n) = self.number.take() else { return };
+        let text = n.bytes.as_deref().unwrap_or_default();
+        if self.top_key() == Some("id") {
+            self.id = n
+                .whole()
+                .and_then(|b| serde_json::from_slice::<Value>(b).ok());
+        }
+        if n.fraction || self.lossy.is_some() {
+            return;
+        }
+        let fits = n.whole().is_some_and(|b| {
+            std::str::from_utf8(b)
+                .is_ok_and(|t| t.parse::<i64>().is_ok() || t.parse::<u64>().is_ok())
+        });
+        if !fits && let Some(path) = self.relative_path() {
+            let mut literal = String::from_utf8_lossy(text).into_owned();
+            if n.whole().is_none() {
+                literal.push('…');
+            }
+            self.lossy = Some((path, literal));
+        }
+    }
+}
+
+/// The refusal of an integer literal that would lose digits, as the CLI words it.
+fn lossy_error(path: &[Seg], literal: &str) -> Error {
+    let field = path_string(&path[..1]);
+    Error::invalid(
+        &field,
+        format!(
+            "{} holds the integer {literal}, which does not fit in 64 bits and would lose precision",
+            path_string(path)
+        ),
+    )
+    .detail("path", Value::from(path_string(path)))
+    .hint("store it as a string")
+}
+
+/// Refuses JSON text holding an integer literal outside the 64-bit range (which serde_json
+/// would silently turn into a float), naming the field: what the CLI does for `--data`, for
+/// surfaces that receive raw JSON text (the REST body, for example).
+pub fn check_integers(json: &[u8]) -> Result<()> {
+    let mut scan = Scan::new(&[]);
+    scan.feed(json);
+    scan.finish();
+    match scan.lossy {
+        Some((path, literal)) => Err(lossy_error(&path, &literal)),
+        None => Ok(()),
+    }
+}
+
+/// What to do with one line of stdin.
+enum Incoming {
+    /// Hand it to rmcp.
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
+    /// Answer it here with this JSON-RPC message.
+    Reply(Value),
+    /// Nothing: an empty line, or a notification (never answered, even when malformed).
+    Skip,
+}
+
+fn rpc_error(id: Option<Value>, code: ErrorCode, e: &Error) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id.unwrap_or(Value::Null),
+        "error": {"code": code.0, "message": e.message, "data": e.to_json()},
+    })
+}
+
+fn too_large_reply(size: usize, id: Option<Value>) -> Value {
+    let e = Error::too_large("message", size, MAX_MESSAGE_BYTES, "bytes")
+        .hint("split a large memory_ingest batch into several calls");
+    rpc_error(id, ErrorCode::INVALID_REQUEST, &e)
+}
+
+/// Classifies one whole line (without its newline) and the scan of its bytes.
+fn classify(line: &[u8], scan: &Scan) -> Incoming {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Incoming::Skip;
+    }
+    let err = match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+        Ok(msg) => {
+            if let (Some((path, literal)), Some(id), Some("tools/call")) =
+                (&scan.lossy, &scan.id, scan.method.as_deref())
+            {
+                let result = serde_json::to_value(tool_result(Err(lossy_error(path, literal))))
+                    .unwrap_or_default();
+                return Incoming::Reply(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+            }
+            return Incoming::Message(Box::new(msg));
+        }
+        Err(e) => e,
+    };
+    match err.classify() {
+        serde_json::error::Category::Data => {
+            // Well-formed JSON that is not a JSON-RPC message rmcp knows.
+            let v: Value = serde_json::from_slice(line).unwrap_or_default();
+            let id = v.get("id").filter(|i| i.is_string() || i.is_number());
+            if v.is_object() && id.is_none() && v.get("method").is_some() {
+                return Incoming::Skip;
+            }
+            let e = Error::new(
+                ErrorKind::Invalid,
+                format!("not a valid JSON-RPC request: {err}"),
+            );
+            Incoming::Reply(rpc_error(id.cloned(), ErrorCode::INVALID_REQUEST, &e))
+        }
+        _ if scan.max_depth > MAX_JSON_DEPTH => {
+            let path = scan.too_deep.clone().unwrap_or_default();
+            let field = if path.is_empty() {
+                "message".to_string()
+            } else {
+                path_string(&path[..1])
+            };
+            let e = Error::invalid(
+                &field,
+                format!(
+                    "{field} is nested more than {MAX_JSON_DEPTH} levels deep; JSON that deep cannot be parsed"
+                ),
+            );
+            Incoming::Reply(rpc_error(scan.id.clone(), ErrorCode::PARSE_ERROR, &e))
+        }
+        _ => {
+            // Not JSON: no id can be trusted (JSON-RPC 2.0 §5: the id is null).
+            let e = Error::invalid("message", format!("the message is not valid JSON: {err}"));
+            Incoming::Reply(rpc_error(None, ErrorCode::PARSE_ERROR, &e))
+        }
+    }
+}
+
+/// One line of stdin.
+enum Frame {
+    Line(Vec<u8>, Scan),
+    /// Over `max` bytes: the bytes were dropped as they came.
+    TooLarge(usize, Scan),
+    Eof,
+}
+
+/// Reads one line of at most `max` bytes (newline excluded), scanning every byte of it.
+async fn next_frame(r: &mut (impl AsyncBufRead + Unpin), max: usize) -> std::io::Result<Frame> {
+    let mut line = Vec::new();
+    let mut size = 0usize;
+    let mut over = false;
+    let mut scan = Scan::new(&["params", "arguments"]);
+    // Bounded by the input: every pass consumes at least one byte or returns.
+    loop {
+        let buf = r.fill_buf().await?;
+        if buf.is_empty() {
+            scan.finish();
+            return Ok(match (size, over) {
+                (0, _) => Frame::Eof,
+                (_, true) => Frame::TooLarge(size, scan),
+                // A last line without a newline is still a message.
+                (_, false) => Frame::Line(line, scan),
+            });
+        }
+        let newline = buf.iter().position(|b| *b == b'\n');
+        let take = newline.unwrap_or(buf.len());
+        let piece = &buf[..take];
+        scan.feed(piece);
+        size += take;
+        if !over && size > max {
+            over = true;
+            line = Vec::new();
+        }
+        if !over {
+            line.extend_from_slice(piece);
+        }
+        r.consume(take + usize::from(newline.is_some()));
+        if newline.is_some() {
+            scan.finish();
+            return Ok(if over {
+                Frame::TooLarge(size, scan)
+            } else {
+                Frame::Line(line, scan)
+            });
+        }
+    }
+}
+
+type Out = Arc<tokio::sync::Mutex<tokio::io::Stdout>>;
+
+/// Writes one message and its newline as one write, so lines never interleave.
+async fn write_line(out: &Out, mut line: Vec<u8>) -> std::io::Result<()> {
+    line.push(b'\n');
+    let mut out = out.lock().await;
+    out.write_all(&line).await?;
+    out.flush().await
+}
+
+/// Reads stdin line by line until it closes: messages go to `tx`, errors are answered on `out`.
+async fn read_stdin(
+    input: impl AsyncRead + Unpin,
+    out: Out,
+    tx: tokio::sync::mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
+) {
+    let mut r = tokio::io::BufReader::with_capacity(256 * 1024, input);
+    // Bounded by the input: every pass reads one line, and the loop ends at end of input.
+    loop {
+        let reply = match next_frame(&mut r, MAX_MESSAGE_BYTES).await {
+            Ok(Frame::Eof) | Err(_) => return,
+            Ok(Frame::TooLarge(size, scan)) => too_large_reply(size, scan.id),
+            Ok(Frame::Line(line, scan)) => match classify(&line, &scan) {
+                Incoming::Message(m) => {
+                    if tx.send(*m).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Incoming::Reply(v) => v,
+                Incoming::Skip => continue,
+            },
+        };
+        let bytes = serde_json::to_vec(&reply).expect("invariant: a JSON value serializes");
+        if write_line(&out, bytes).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The stdio transport: messages from [`read_stdin`], responses written whole to stdout.
+struct StdioTransport {
+    incoming: tokio::sync::mpsc::Receiver<RxJsonRpcMessage<RoleServer>>,
+    out: Out,
+}
+
+impl Transport<RoleServer> for StdioTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = std::result::Result<(), Self::Error>> + Send + 'static {
+        let out = self.out.clone();
+        async move { write_line(&out, serde_json::to_vec(&item)?).await }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
+        self.incoming.recv()
+    }
+
+    async fn close(&mut self) -> std::result::Result<(), Self::Error> {
+        self.incoming.close();
+        Ok(())
     }
 }
 
@@ -661,9 +699,13 @@ pub fn serve_stdio(memdir: Memdir, profile: Profile) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| Error::internal(format!("runtime: {e}")))?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
+        let out: Out = Arc::new(tokio::sync::Mutex::new(tokio::io::stdout()));
+        // One parsed message waits at a time: a client cannot make the server buffer ahead.
+        let (tx, incoming) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(read_stdin(tokio::io::stdin(), out.clone(), tx));
         let server = Server::new(memdir, profile);
-        let running = match server.serve(rmcp::transport::stdio()).await {
+        let running = match server.serve(StdioTransport { incoming, out }).await {
             Ok(r) => r,
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
             Err(e) => {
@@ -678,7 +720,180 @@ pub fn serve_stdio(memdir: Memdir, profile: Profile) -> Result<()> {
             .await
             .map_err(|e| Error::internal(format!("MCP server: {e}")))?;
         Ok(())
-    })?;
-    // stdin reads block in a thread that cannot be cancelled; the client is gone, so exit now.
-    Ok(())
+    });
+    // stdin reads block in a thread that cannot be cancelled; the client is gone, so do not
+    // wait for it.
+    rt.shutdown_background();
+    served
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ReadRequest, SearchRequest, VersionRef, WriteRequest};
+
+    /// Scans `text` fed in pieces of `step` bytes, so every state crosses a boundary.
+    fn scan(text: &str, step: usize) -> Scan {
+        let mut s = Scan::new(&["params", "arguments"]);
+        for piece in text.as_bytes().chunks(step) {
+            s.feed(piece);
+        }
+        s.finish();
+        s
+    }
+
+    #[test]
+    fn the_scan_finds_the_top_level_id_and_method_wherever_they_are() {
+        let text = r#"{"params": {"id": 9, "x": ["id", {"id": 8}]}, "method": "tools/call", "id": "a\"b"}"#;
+        for step in [1, 2, 3, 7, 1000] {
+            let s = scan(text, step);
+            assert_eq!(s.id, Some(json!("a\"b")), "step {step}");
+            assert_eq!(s.method.as_deref(), Some("tools/call"));
+            assert_eq!(s.max_depth, 4);
+            assert!(s.lossy.is_none());
+        }
+        assert_eq!(scan(r#"{"id": -12, "x": 1}"#, 1).id, Some(json!(-12)));
+        assert_eq!(scan(r#"{"id": null}"#, 1).id, None);
+        assert_eq!(scan(r#"{"id": {"n": 1}}"#, 1).id, None);
+    }
+
+    #[test]
+    fn the_scan_finds_integers_outside_64_bits_below_the_arguments_only() {
+        let big = "123456789012345678901234567890";
+        let text = format!(
+            r#"{{"id": 1, "params": {{"n": {big}, "arguments": {{"a": "{big}", "b": [1.5e300, -9223372036854775808, 18446744073709551615, {{"c": {big}}}]}}}}}}"#
+        );
+        for step in [1, 5, 1000] {
+            let s = scan(&text, step);
+            let (path, literal) = s.lossy.expect("found");
+            assert_eq!(path_string(&path), "b[3].c");
+            assert_eq!(literal, big);
+        }
+        assert!(
+            scan(
+                r#"{"params": {"arguments": {"n": -9223372036854775809}}}"#,
+                4
+            )
+            .lossy
+            .is_some()
+        );
+        assert!(
+            check_integers(br#"{"data": {"x": 1e400, "y": 18446744073709551616}}"#)
+                .is_err_and(|e| e.details["field"] == "data" && e.details["path"] == "data.y")
+        );
+        assert!(check_integers(br#"{"data": [0.1, 1E5, -0, "99999999999999999999"]}"#).is_ok());
+    }
+
+    #[test]
+    fn the_scan_counts_depth_without_keeping_it() {
+        let deep = format!(
+            r#"{{"id": 3, "params": {{"arguments": {{"data": {}1{}}}}}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let s = scan(&deep, 4096);
+        assert_eq!(s.max_depth, 100_003);
+        assert!(s.stack.is_empty());
+        assert_eq!(s.id, Some(json!(3)));
+        let path = s.too_deep.expect("past the limit");
+        assert_eq!(
+            path.len(),
+            MAX_TRACKED_DEPTH - 2,
+            "levels beyond the tracked ones are not kept"
+        );
+        assert_eq!(path[0], Seg::Key("data".into()));
+    }
+
+    #[test]
+    fn lines_that_cannot_be_parsed_are_answered() {
+        let answer = |line: &str| match classify(line.as_bytes(), &scan(line, 1000)) {
+            Incoming::Reply(v) => v,
+            Incoming::Message(_) => panic!("{line} was passed on"),
+            Incoming::Skip => panic!("{line} was skipped"),
+        };
+        let r = answer("{not json");
+        assert_eq!(
+            (r["id"].clone(), r["error"]["code"].clone()),
+            (Value::Null, json!(-32700))
+        );
+        let r = answer(r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": 7}"#);
+        assert_eq!(
+            (r["id"].clone(), r["error"]["code"].clone()),
+            (json!(4), json!(-32600))
+        );
+        let r = answer(&format!(
+            r#"{{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {{"x": {}{}}}}}"#,
+            "[".repeat(128),
+            "]".repeat(128)
+        ));
+        assert_eq!(
+            (r["id"].clone(), r["error"]["code"].clone()),
+            (json!(5), json!(-32700))
+        );
+        // Exactly as deep as serde_json goes still parses.
+        let ok = format!(
+            r#"{{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {{"x": {}{}}}}}"#,
+            "[".repeat(125),
+            "]".repeat(125)
+        );
+        assert!(matches!(
+            classify(ok.as_bytes(), &scan(&ok, 1000)),
+            Incoming::Message(_)
+        ));
+        // Notifications are never answered, and blank lines are nothing.
+        for quiet in [
+            r#"{"jsonrpc": "2.0", "method": "notifications/x", "params": 1}"#,
+            "  \r",
+        ] {
+            assert!(matches!(
+                classify(quiet.as_bytes(), &scan(quiet, 1000)),
+                Incoming::Skip
+            ));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_measured_and_skipped() {
+        let input = format!("{}\n{{\"id\": 1}}\n{}", "x".repeat(100), "y".repeat(3));
+        let mut r = tokio::io::BufReader::with_capacity(7, input.as_bytes());
+        assert!(matches!(
+            next_frame(&mut r, 10).await,
+            Ok(Frame::TooLarge(100, _))
+        ));
+        assert!(
+            matches!(next_frame(&mut r, 10).await, Ok(Frame::Line(l, _)) if l == b"{\"id\": 1}")
+        );
+        assert!(matches!(next_frame(&mut r, 10).await, Ok(Frame::Line(l, _)) if l == b"yyy"));
+        assert!(matches!(next_frame(&mut r, 10).await, Ok(Frame::Eof)));
+    }
+
+    #[test]
+    fn integers_may_be_written_as_whole_floats_within_2_pow_53() {
+        let search = |limit: Value| {
+            service::from_args::<SearchRequest>(json!({"query": "q", "limit": limit}))
+                .map(|r| r.limit)
+        };
+        assert_eq!(search(json!(5.0)).unwrap(), 5);
+        assert_eq!(search(json!(9007199254740991.0)).unwrap(), 9007199254740991);
+        for bad in [
+            json!(5.5),
+            json!(1e300),
+            json!(9007199254740992.0),
+            json!(-1),
+            json!("5"),
+        ] {
+            let e = search(bad.clone()).unwrap_err();
+            assert_eq!(
+                (e.kind, e.details["field"].clone()),
+                (ErrorKind::Invalid, json!("limit")),
+                "{bad}"
+            );
+        }
+        // Free-form JSON keeps its floats.
+        let w: WriteRequest =
+            service::from_args(json!({"category": "c", "data": {"x": 5.0}})).unwrap();
+        assert!(w.data["x"].is_f64());
+        let r: ReadRequest = service::from_args(json!({"category": "c", "version": 2.0})).unwrap();
+        assert!(matches!(r.version, Some(VersionRef::Ordinal(2))));
+    }
 }

@@ -225,7 +225,7 @@ impl Expect {
                 "expected_hash",
                 format!("expected_hash {h:?} is neither a 64-digit hex hash nor \"absent\""),
             )
-            .hint("pass the hash returned by memory_read / memory_list, or \"absent\" to create only if the category does not exist")),
+            .hint("pass the hash returned by {op:read} or {op:list}, or \"absent\" to create only if the category does not exist")),
         }
     }
 }

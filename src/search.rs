@@ -7,7 +7,6 @@
 use std::ops::Bound;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
 use tantivy::collector::TopDocs;
 use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue};
 use tantivy::query::{
@@ -18,6 +17,7 @@ use tantivy::schema::{Field, IndexRecordOption, Value as _};
 use tantivy::tokenizer::TokenStream;
 use tantivy::{DocAddress, Order, Score, Searcher, TantivyDocument, Term};
 
+use crate::api::{ContextChunk, SearchHit};
 use crate::error::{Error, Result};
 use crate::index::SearchIndex;
 
@@ -434,7 +434,7 @@ fn get_i64(d: &TantivyDocument, f: Field) -> i64 {
 /// Results of one search, shaped.
 pub struct Outcome {
     pub engine: &'static str,
-    pub results: Vec<Value>,
+    pub results: Vec<SearchHit>,
     pub notes: Vec<String>,
 }
 
@@ -657,31 +657,29 @@ pub fn window(
     position: u64,
     n: usize,
     max_chars: Option<usize>,
-) -> Result<Vec<Value>> {
+) -> Result<Vec<ContextChunk>> {
     let f = &idx.chunk_fields;
     let lo = position.saturating_sub(n as u64);
     let hi = position + n as u64;
     let q = session_range(f, session, lo, hi);
-    let mut rows: Vec<(u64, Value)> = Vec::new();
+    let mut rows: Vec<ContextChunk> = Vec::new();
     for (_, _, addr) in top(s, q.as_ref(), 2 * n + 1, 0)? {
         let d = doc(s, addr)?;
         let p = get_u64(&d, f.position);
         let (content, truncated) = truncate(&get_str(&d, f.content), max_chars);
-        let mut row =
-            json!({"position": p, "content": content, "chunk_id": get_str(&d, f.chunk_id)});
-        if p == position {
-            row["hit"] = Value::Bool(true);
-        }
-        if truncated {
-            row["truncated"] = Value::Bool(true);
-        }
-        rows.push((p, row));
+        rows.push(ContextChunk {
+            position: p,
+            content,
+            chunk_id: get_str(&d, f.chunk_id),
+            hit: (p == position).then_some(true),
+            truncated: truncated.then_some(true),
+        });
     }
-    rows.sort_by_key(|(p, _)| *p);
-    Ok(rows.into_iter().map(|(_, v)| v).collect())
+    rows.sort_by_key(|r| r.position);
+    Ok(rows)
 }
 
-fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<Value>> {
+fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit>> {
     let cs = idx.chunks.reader.searcher();
     let gs = idx.categories.reader.searcher();
     let mut out = Vec::with_capacity(hits.len());
@@ -705,40 +703,32 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<Value>> {
                 } else {
                     Vec::new()
                 };
-                let mut row = json!({
-                    "kind": "chunk",
-                    "session_id": session,
-                    "position": position,
-                    "chunk_id": get_str(&d, f.chunk_id),
-                    "project": get_str(&d, f.project),
-                    "ts": crate::clock::rfc3339(get_i64(&d, f.ts)),
-                    "content": content,
-                    "score": score,
-                    "context": context,
+                out.push(SearchHit::Chunk {
+                    session_id: session.clone(),
+                    position: *position,
+                    chunk_id: get_str(&d, f.chunk_id),
+                    project: get_str(&d, f.project),
+                    ts: crate::clock::rfc3339(get_i64(&d, f.ts)),
+                    content,
+                    score: *score,
+                    context,
+                    truncated: truncated.then_some(true),
                 });
-                if truncated {
-                    row["truncated"] = Value::Bool(true);
-                }
-                out.push(row);
             }
             Hit::Category { addr, score, .. } => {
                 let f = &idx.category_fields;
                 let d = doc(&gs, *addr)?;
                 let (text, truncated) = truncate(&get_str(&d, f.text), req.max_chars);
-                let mut row = json!({
-                    "kind": "category",
-                    "category": get_str(&d, f.category),
-                    "key_path": get_str(&d, f.key_path),
-                    "content": text,
-                    "score": score,
-                    "hash": get_str(&d, f.hash),
-                    "updated_at": crate::clock::rfc3339(get_i64(&d, f.ts)),
-                    "updated_by": get_str(&d, f.updated_by),
+                out.push(SearchHit::Category {
+                    category: get_str(&d, f.category),
+                    key_path: get_str(&d, f.key_path),
+                    content: text,
+                    score: *score,
+                    hash: get_str(&d, f.hash),
+                    updated_at: crate::clock::rfc3339(get_i64(&d, f.ts)),
+                    updated_by: get_str(&d, f.updated_by),
+                    truncated: truncated.then_some(true),
                 });
-                if truncated {
-                    row["truncated"] = Value::Bool(true);
-                }
-                out.push(row);
             }
         }
     }

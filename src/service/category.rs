@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{Inner, Memdir, check_limit, check_reason, limits};
+use crate::api::*;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::CategoryRow;
@@ -33,84 +33,6 @@ impl CatState {
     fn exists(&self) -> bool {
         self.row.status == "ok" || self.row.status == "malformed"
     }
-}
-
-/// A version reference: an ordinal (`3`) or a history id.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
-pub enum VersionRef {
-    Ordinal(u64),
-    Id(String),
-}
-
-impl VersionRef {
-    /// Parses a CLI argument: digits are an ordinal, anything else an id.
-    pub fn parse(s: &str) -> VersionRef {
-        match s.parse::<u64>() {
-            Ok(n) => VersionRef::Ordinal(n),
-            Err(_) => VersionRef::Id(s.to_string()),
-        }
-    }
-}
-
-/// `fields`: a comma-separated string or a list of top-level keys.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
-pub enum FieldList {
-    Csv(String),
-    List(Vec<String>),
-}
-
-impl FieldList {
-    fn keys(&self) -> Vec<String> {
-        match self {
-            FieldList::Csv(s) => s
-                .split(',')
-                .map(|k| k.trim().to_string())
-                .filter(|k| !k.is_empty())
-                .collect(),
-            FieldList::List(v) => v.clone(),
-        }
-    }
-}
-
-/// Parameters of a category read.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReadRequest {
-    pub category: String,
-    #[serde(default)]
-    pub fields: Option<FieldList>,
-    #[serde(default)]
-    pub version: Option<VersionRef>,
-}
-
-/// Parameters of a category write.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WriteRequest {
-    pub category: String,
-    pub data: Value,
-    #[serde(default)]
-    pub reason: Option<String>,
-    #[serde(default)]
-    pub expected_hash: Option<String>,
-    #[serde(default)]
-    pub merge: bool,
-}
-
-/// Parameters of a log append.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AppendRequest {
-    pub category: String,
-    pub data: Value,
-    #[serde(default)]
-    pub max_entries: Option<u64>,
-    #[serde(default)]
-    pub max_age_days: Option<u64>,
-    #[serde(default)]
-    pub reason: Option<String>,
 }
 
 struct Committed {
@@ -192,7 +114,7 @@ fn not_found(name: &CategoryName, available: Vec<String>) -> Error {
     Error::new(ErrorKind::NotFound, msg)
         .detail("category", Value::from(name.as_str()))
         .detail("available", Value::from(shown))
-        .hint("memory_list shows every category; memory_write creates one")
+        .hint("{op:list} shows every category; {op:write} creates one")
 }
 
 fn malformed_error(name: &CategoryName, f: &CategoryFile) -> Error {
@@ -206,8 +128,8 @@ fn malformed_error(name: &CategoryName, f: &CategoryFile) -> Error {
     )
     .detail("category", Value::from(name.as_str()))
     .detail("current_hash", Value::from(f.hash.clone()))
-    .hint("fix the file by hand, or `memdir restore` an earlier version")
-    .hint("to overwrite it anyway, write with expected_hash set to current_hash")
+    .hint("fix the file by hand, or {op:restore} an earlier version")
+    .hint("to overwrite it anyway, write with {arg:expected_hash} set to current_hash")
 }
 
 fn conflict(name: &CategoryName, msg: String, current: Option<&str>) -> Error {
@@ -218,7 +140,7 @@ fn conflict(name: &CategoryName, msg: String, current: Option<&str>) -> Error {
             current.map(Value::from).unwrap_or(Value::Null),
         )
         .hint(
-            "read the category again, re-apply your change, and pass the new hash as expected_hash",
+            "read the category again, re-apply your change, and pass the new hash as {arg:expected_hash}",
         )
 }
 
@@ -287,11 +209,11 @@ pub fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn select_fields(content: &Value, fields: Option<&FieldList>) -> (Value, Vec<String>) {
+fn select_fields(content: &Value, fields: Option<&Fields>) -> (Value, Vec<String>) {
     let Some(fields) = fields else {
         return (content.clone(), Vec::new());
     };
-    let keys = fields.keys();
+    let keys = fields.0.clone();
     if keys.is_empty() {
         return (content.clone(), Vec::new());
     }
@@ -578,7 +500,7 @@ impl Memdir {
     }
 
     /// Reads a category (or one old version), optionally only some top-level fields.
-    pub fn read(&self, req: &ReadRequest) -> Result<Value> {
+    pub fn read(&self, req: &ReadRequest) -> Result<ReadResponse> {
         let name = CategoryName::new(&req.category)?;
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
@@ -595,19 +517,25 @@ impl Memdir {
                         name.as_str()
                     ),
                 )
-                .hint("memory_history lists the versions with content"));
+                .hint("{op:history} lists the versions with content"));
             }
             let (data, missing) = select_fields(&entry.content, req.fields.as_ref());
-            return Ok(json!({
-                "category": name,
-                "data": data,
-                "missing_fields": missing,
-                "meta": {
-                    "hash": entry.hash, "version": entry.ordinal(), "version_id": entry.id,
-                    "updated_at": entry.ts, "updated_by": entry.actor, "op": entry.op,
-                    "kind": CategoryKind::of(&entry.content).as_str(), "current": false,
+            return Ok(ReadResponse {
+                category: name.to_string(),
+                data,
+                missing_fields: missing,
+                meta: CategoryMeta {
+                    hash: entry.hash.clone(),
+                    version: entry.ordinal(),
+                    version_id: Some(entry.id.clone()),
+                    updated_at: entry.ts.clone(),
+                    updated_by: entry.actor.clone(),
+                    size_bytes: None,
+                    kind: CategoryKind::of(&entry.content).as_str().to_string(),
+                    op: Some(entry.op.clone()),
+                    current: false,
                 },
-            }));
+            });
         }
         let st = self.sync_category(inner, &name, None, Sync::Full)?;
         let Some(file) = st.file.as_ref().filter(|_| st.exists()) else {
@@ -618,26 +546,32 @@ impl Memdir {
             .as_ref()
             .map_err(|_| malformed_error(&name, file))?;
         let (data, missing) = select_fields(content, req.fields.as_ref());
-        Ok(json!({
-            "category": name,
-            "data": data,
-            "missing_fields": missing,
-            "meta": {
-                "hash": file.hash, "version": st.row.version, "version_id": st.row.head_id,
-                "updated_at": st.row.updated_at, "updated_by": st.row.updated_by,
-                "size_bytes": file.bytes.len(), "kind": st.row.kind, "current": true,
+        Ok(ReadResponse {
+            category: name.to_string(),
+            data,
+            missing_fields: missing,
+            meta: CategoryMeta {
+                hash: Some(file.hash.clone()),
+                version: st.row.version as u64,
+                version_id: st.row.head_id.clone(),
+                updated_at: st.row.updated_at.clone(),
+                updated_by: st.row.updated_by.clone(),
+                size_bytes: Some(file.bytes.len() as u64),
+                kind: st.row.kind.clone(),
+                op: None,
+                current: true,
             },
-        }))
+        })
     }
 
     /// Replaces or merges a category, with compare-and-swap.
-    pub fn write(&self, req: &WriteRequest) -> Result<Value> {
+    pub fn write(&self, req: &WriteRequest) -> Result<WriteResponse> {
         let name = CategoryName::new(&req.category)?;
         let data = check_object("data", &req.data)?;
         if data.contains_key("_kind") {
             return Err(Error::invalid(
                 "data",
-                "the key _kind is reserved: logs are created and grown by memory_append",
+                "the key _kind is reserved: logs are created and grown by {op:append}",
             ));
         }
         let expect = Expect::parse(req.expected_hash.as_deref())?;
@@ -660,7 +594,7 @@ impl Memdir {
             {
                 return Err(Error::new(
                     ErrorKind::Conflict,
-                    format!("category {:?} is a log: add entries with memory_append; a write would replace them", name.as_str()),
+                    format!("category {:?} is a log: add entries with {{op:append}}; a write would replace them", name.as_str()),
                 )
                 .detail("kind", Value::from("log"))
                 .detail("category", Value::from(name.as_str())));
@@ -684,22 +618,34 @@ impl Memdir {
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
             let new_bytes = codec::to_pretty(&new_content);
             if previous.as_deref() == Some(content_hash(&new_bytes).as_str()) {
-                return Ok(json!({
-                    "category": name, "unchanged": true, "previous_hash": previous, "new_hash": previous,
-                    "version": st.row.version, "timestamp": st.row.updated_at,
-                }));
+                return Ok(WriteResponse {
+                    category: name.to_string(),
+                    unchanged: true,
+                    previous_hash: previous.clone(),
+                    new_hash: previous,
+                    version: st.row.version as u64,
+                    version_id: None,
+                    timestamp: st.row.updated_at.clone(),
+                    op: None,
+                });
             }
             let op = if req.merge { "merge" } else { "write" };
             let c = self.commit_version(inner, lock, &name, &st, op, self.actor(), reason.clone(), Some(new_content), true)?;
-            Ok(json!({
-                "category": name, "unchanged": false, "previous_hash": previous, "new_hash": c.hash,
-                "version": c.version, "version_id": c.id, "timestamp": c.ts, "op": op,
-            }))
+            Ok(WriteResponse {
+                category: name.to_string(),
+                unchanged: false,
+                previous_hash: previous,
+                new_hash: c.hash,
+                version: c.version,
+                version_id: Some(c.id),
+                timestamp: c.ts,
+                op: Some(op.to_string()),
+            })
         })
     }
 
     /// Appends an entry to a log category, creating it, and applies retention.
-    pub fn append(&self, req: &AppendRequest) -> Result<Value> {
+    pub fn append(&self, req: &AppendRequest) -> Result<AppendResponse> {
         let name = CategoryName::new(&req.category)?;
         check_object("data", &req.data)?;
         let size = serde_json::to_vec(&req.data).map(|v| v.len()).unwrap_or(0);
@@ -744,7 +690,7 @@ impl Memdir {
                 Some(_) => {
                     return Err(Error::new(
                         ErrorKind::Conflict,
-                        format!("category {:?} is a document, not a log: use memory_write to change it", name.as_str()),
+                        format!("category {:?} is a document, not a log: use {{op:write}} to change it", name.as_str()),
                     )
                     .detail("kind", Value::from("document"))
                     .detail("category", Value::from(name.as_str())));
@@ -798,41 +744,54 @@ impl Memdir {
             obj.insert("entries".into(), Value::Array(entries));
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
             let c = self.commit_version(inner, lock, &name, &st, "append", self.actor(), reason.clone(), Some(log), true)?;
-            Ok(json!({
-                "category": name, "id": id, "ts": ts, "entries": count, "dropped": dropped,
-                "previous_hash": previous, "new_hash": c.hash, "version": c.version, "timestamp": c.ts,
-            }))
+            Ok(AppendResponse {
+                category: name.to_string(),
+                id,
+                ts,
+                entries: count,
+                dropped,
+                previous_hash: previous,
+                new_hash: c.hash,
+                version: c.version,
+                timestamp: c.ts,
+            })
         })
     }
 
     /// Every category with a current file.
-    pub fn list(&self) -> Result<Value> {
+    pub fn list(&self) -> Result<ListResponse> {
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
-            return Ok(json!({"categories": [], "count": 0}));
+            return Ok(ListResponse {
+                count: 0,
+                categories: Vec::new(),
+            });
         };
         let mut out = Vec::new();
         for name in store::list_category_files(self.layout())?.0 {
             let st = self.sync_category(inner, &name, None, Sync::Fast)?;
-            out.push(json!({
-                "name": name, "kind": st.row.kind, "status": st.row.status, "hash": st.row.file_hash,
-                "version": st.row.version, "size_bytes": st.row.file_len,
-                "updated_at": st.row.updated_at, "updated_by": st.row.updated_by,
-            }));
+            out.push(CategorySummary {
+                name: name.to_string(),
+                kind: st.row.kind,
+                status: st.row.status,
+                hash: st.row.file_hash,
+                version: st.row.version as u64,
+                size_bytes: st.row.file_len,
+                updated_at: st.row.updated_at,
+                updated_by: st.row.updated_by,
+            });
         }
-        Ok(json!({"count": out.len(), "categories": out}))
+        Ok(ListResponse {
+            count: out.len(),
+            categories: out,
+        })
     }
 
     /// Deletes a category's current file, keeping its history and recording a tombstone.
-    pub fn delete(
-        &self,
-        category: &str,
-        expected_hash: Option<&str>,
-        reason: Option<&str>,
-    ) -> Result<Value> {
-        let name = CategoryName::new(category)?;
-        let expect = Expect::parse(expected_hash)?;
-        let reason = check_reason(reason)?;
+    pub fn delete(&self, req: &DeleteRequest) -> Result<DeleteResponse> {
+        let name = CategoryName::new(&req.category)?;
+        let expect = Expect::parse(req.expected_hash.as_deref())?;
+        let reason = check_reason(req.reason.as_deref())?;
         if !self.layout().exists() {
             return Err(not_found(&name, Vec::new()));
         }
@@ -843,12 +802,26 @@ impl Memdir {
             }
             check_expect(&name, &st, &expect)?;
             let previous = st.row.file_hash.clone();
-            let c = self.commit_version(inner, lock, &name, &st, "delete", self.actor(), reason.clone(), None, true)?;
-            Ok(json!({
-                "category": name, "deleted": true, "previous_hash": previous, "version": c.version,
-                "version_id": c.id, "timestamp": c.ts,
-                "backup": format!("history keeps every version; restore with: memdir restore {} --version {}", name, st.row.version),
-            }))
+            let c = self.commit_version(
+                inner,
+                lock,
+                &name,
+                &st,
+                "delete",
+                self.actor(),
+                reason.clone(),
+                None,
+                true,
+            )?;
+            Ok(DeleteResponse {
+                category: name.to_string(),
+                deleted: true,
+                previous_hash: previous,
+                version: c.version,
+                version_id: c.id,
+                timestamp: c.ts,
+                restore_version: st.row.version as u64,
+            })
         })
     }
 
@@ -896,13 +869,14 @@ impl Memdir {
             )
             .field("version")
             .detail("versions", Value::from(have))
-            .hint("memory_history lists the versions")
+            .hint("{op:history} lists the versions")
         })
     }
 
     /// Versions of a category, newest first.
-    pub fn history(&self, category: &str, limit: usize) -> Result<Value> {
-        let name = CategoryName::new(category)?;
+    pub fn history(&self, req: &HistoryRequest) -> Result<HistoryResponse> {
+        let name = CategoryName::new(&req.category)?;
+        let limit = req.limit;
         check_limit("limit", limit)?;
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
@@ -920,26 +894,53 @@ impl Memdir {
             }
             let file = store::read_history(self.layout(), &name, id)?;
             match file.entry {
-                Ok(e) => versions.push(json!({
-                    "id": e.id, "version": e.ordinal(), "hash": e.hash, "op": e.op, "actor": e.actor,
-                    "reason": e.reason, "timestamp": e.ts, "parents": e.parents,
-                })),
-                Err(why) => versions.push(json!({"id": id, "malformed": why})),
+                Ok(e) => versions.push(HistoryVersion {
+                    version: Some(e.ordinal()),
+                    id: e.id,
+                    hash: e.hash,
+                    op: Some(e.op),
+                    actor: Some(e.actor),
+                    reason: e.reason,
+                    timestamp: Some(e.ts),
+                    parents: Some(e.parents),
+                    malformed: None,
+                }),
+                Err(why) => versions.push(HistoryVersion {
+                    id: id.clone(),
+                    version: None,
+                    hash: None,
+                    op: None,
+                    actor: None,
+                    reason: None,
+                    timestamp: None,
+                    parents: None,
+                    malformed: Some(why),
+                }),
             }
         }
-        Ok(
-            json!({"category": name, "status": st.row.status, "total": ids.len(), "versions": versions}),
-        )
+        drop(guard);
+        let diff = if req.diff_from.is_some() || req.diff_to.is_some() {
+            Some(self.diff(&DiffRequest {
+                category: req.category.clone(),
+                from: req.diff_from.clone(),
+                to: req.diff_to.clone(),
+            })?)
+        } else {
+            None
+        };
+        Ok(HistoryResponse {
+            category: name.to_string(),
+            status: st.row.status,
+            total: ids.len(),
+            versions,
+            diff,
+        })
     }
 
     /// Unified diff between two versions (default: the head and its parent).
-    pub fn diff(
-        &self,
-        category: &str,
-        from: Option<&VersionRef>,
-        to: Option<&VersionRef>,
-    ) -> Result<Value> {
-        let name = CategoryName::new(category)?;
+    pub fn diff(&self, req: &DiffRequest) -> Result<DiffResponse> {
+        let (from, to) = (req.from.as_ref(), req.to.as_ref());
+        let name = CategoryName::new(&req.category)?;
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
             return Err(not_found(&name, Vec::new()));
@@ -981,25 +982,20 @@ impl Memdir {
             .context_radius(3)
             .header(&label(from_e.as_ref()), &label(Some(&to_e)))
             .to_string();
-        Ok(json!({
-            "category": name,
-            "from": from_e.as_ref().map(|e| e.ordinal()),
-            "to": to_e.ordinal(),
-            "diff": diff,
-        }))
+        Ok(DiffResponse {
+            category: name.to_string(),
+            from: from_e.as_ref().map(|e| e.ordinal()),
+            to: to_e.ordinal(),
+            diff,
+        })
     }
 
     /// Restores an old version as a new version.
-    pub fn restore(
-        &self,
-        category: &str,
-        version: &VersionRef,
-        expected_hash: Option<&str>,
-        reason: Option<&str>,
-    ) -> Result<Value> {
-        let name = CategoryName::new(category)?;
-        let expect = Expect::parse(expected_hash)?;
-        let reason = check_reason(reason)?;
+    pub fn restore(&self, req: &RestoreRequest) -> Result<RestoreResponse> {
+        let version = &req.version;
+        let name = CategoryName::new(&req.category)?;
+        let expect = Expect::parse(req.expected_hash.as_deref())?;
+        let reason = check_reason(req.reason.as_deref())?;
         if !self.layout().exists() {
             return Err(not_found(&name, Vec::new()));
         }
@@ -1038,15 +1034,22 @@ impl Memdir {
                 Some(entry.content.clone()),
                 true,
             )?;
-            Ok(json!({
-                "category": name, "restored_from": entry.ordinal(), "previous_hash": previous,
-                "new_hash": c.hash, "version": c.version, "version_id": c.id, "timestamp": c.ts,
-            }))
+            Ok(RestoreResponse {
+                category: name.to_string(),
+                restored_from: entry.ordinal(),
+                previous_hash: previous,
+                new_hash: c.hash,
+                version: c.version,
+                version_id: c.id,
+                timestamp: c.ts,
+            })
         })
     }
 
     /// Trims history to the newest `keep` versions per category, keeping heads and tombstones.
-    pub fn compact(&self, category: Option<&str>, keep: usize) -> Result<Value> {
+    pub fn compact(&self, req: &CompactRequest) -> Result<CompactResponse> {
+        let category = req.category.as_deref();
+        let keep = req.keep_versions;
         if keep == 0 || keep > 100_000 {
             return Err(Error::invalid(
                 "keep_versions",
@@ -1058,7 +1061,11 @@ impl Memdir {
             None => store::list_history_names(self.layout())?,
         };
         if !self.layout().exists() {
-            return Ok(json!({"removed": 0, "categories": []}));
+            return Ok(CompactResponse {
+                removed: 0,
+                keep_versions: keep,
+                categories: Vec::new(),
+            });
         }
         self.with_write(|inner, lock| {
             let mut report = Vec::new();
@@ -1080,24 +1087,43 @@ impl Memdir {
                     if file.entry.as_ref().is_ok_and(HistoryEntry::is_tombstone) {
                         continue;
                     }
-                    std::fs::remove_file(&file.path).map_err(|e| crate::error::IoError { op: "remove", path: file.path.clone(), source: e })?;
+                    std::fs::remove_file(&file.path).map_err(|e| crate::error::IoError {
+                        op: "remove",
+                        path: file.path.clone(),
+                        source: e,
+                    })?;
                     removed.push(id.clone());
                 }
                 if !removed.is_empty() {
                     // DURABILITY: the removals are reported only once durable.
                     txn::sync_dir(&self.layout().root.join(Layout::history_rel(name)))?;
-                    inner.ledger.record_txn(&format!("compact-{}", removed.len()), "compact", &format!("category:{name}"), self.actor(), &clock::rfc3339(clock::now_ms()))?;
+                    inner.ledger.record_txn(
+                        &format!("compact-{}", removed.len()),
+                        "compact",
+                        &format!("category:{name}"),
+                        self.actor(),
+                        &clock::rfc3339(clock::now_ms()),
+                    )?;
                 }
                 total += removed.len();
-                report.push(json!({"category": name, "removed": removed.len(), "kept": ids.len() - removed.len()}));
+                report.push(Compacted {
+                    category: name.to_string(),
+                    removed: removed.len(),
+                    kept: ids.len() - removed.len(),
+                });
             }
-            Ok(json!({"removed": total, "keep_versions": keep, "categories": report}))
+            Ok(CompactResponse {
+                removed: total,
+                keep_versions: keep,
+                categories: report,
+            })
         })
     }
 
     /// Several categories at once (session warm-up); missing ones are listed, not fatal.
-    pub fn context(&self, categories: &[String], fields: Option<&FieldList>) -> Result<Value> {
-        let mut found = Map::new();
+    pub fn context(&self, req: &ContextRequest) -> Result<ContextResponse> {
+        let (categories, fields) = (&req.categories, req.fields.as_ref());
+        let mut found = std::collections::BTreeMap::new();
         let mut missing = Vec::new();
         let mut errors = Map::new();
         for c in categories {
@@ -1116,32 +1142,52 @@ impl Memdir {
                 }
             }
         }
-        Ok(json!({"categories": found, "missing": missing, "errors": errors}))
+        Ok(ContextResponse {
+            categories: found,
+            missing,
+            errors,
+        })
     }
 
     /// Whether a category changed since `since_hash`: unchanged, changed (with data) or deleted.
-    pub fn delta(&self, category: &str, since_hash: &str) -> Result<Value> {
-        let name = CategoryName::new(category)?;
-        let req = ReadRequest {
-            category: category.to_string(),
+    pub fn delta(&self, req: &DeltaRequest) -> Result<DeltaResponse> {
+        let name = CategoryName::new(&req.category)?;
+        let read = ReadRequest {
+            category: req.category.clone(),
             fields: None,
             version: None,
         };
-        match self.read(&req) {
+        match self.read(&read) {
             Ok(v) => {
-                let hash = v["meta"]["hash"].as_str().unwrap_or_default().to_string();
-                if hash == since_hash {
-                    Ok(json!({"category": name, "status": "unchanged", "hash": hash}))
+                let hash = v.meta.hash.clone().unwrap_or_default();
+                if hash == req.since_hash {
+                    Ok(DeltaResponse {
+                        category: name.to_string(),
+                        status: "unchanged".into(),
+                        hash: Some(hash),
+                        data: None,
+                        meta: None,
+                    })
                 } else {
-                    Ok(
-                        json!({"category": name, "status": "changed", "hash": hash, "data": v["data"], "meta": v["meta"]}),
-                    )
+                    Ok(DeltaResponse {
+                        category: name.to_string(),
+                        status: "changed".into(),
+                        hash: Some(hash),
+                        data: Some(v.data),
+                        meta: Some(v.meta),
+                    })
                 }
             }
             Err(e) if e.kind == ErrorKind::NotFound => {
                 let had_history = self.layout().root.join(Layout::history_rel(&name)).is_dir();
                 if had_history {
-                    Ok(json!({"category": name, "status": "deleted", "hash": null}))
+                    Ok(DeltaResponse {
+                        category: name.to_string(),
+                        status: "deleted".into(),
+                        hash: None,
+                        data: None,
+                        meta: None,
+                    })
                 } else {
                     Err(e)
                 }

@@ -13,6 +13,11 @@ mod search;
 mod session;
 mod verify;
 
+pub use crate::api::{
+    AppendRequest, CompactRequest, ContextRequest, DeleteRequest, DeltaRequest, DiffRequest,
+    FetchRequest, Fields, HistoryRequest, IngestRequest, NewChunk, OverviewRequest, ReadRequest,
+    RestoreRequest, SearchRequest, SemanticSearchRequest, VersionRef, WriteRequest,
+};
 pub use category::*;
 pub use search::*;
 pub use session::*;
@@ -407,10 +412,33 @@ impl Memdir {
     }
 
     /// `memdir init`: creates the directory skeleton.
-    pub fn init(&self) -> Result<Value> {
+    pub fn init(&self) -> Result<crate::api::InitResponse> {
+        if let Some(why) = self.read_only() {
+            return Err(self.read_only_error(&why));
+        }
         let created = self.layout.init()?;
         drop(self.inner()?);
-        Ok(json!({"dir": self.layout.root.display().to_string(), "created": created}))
+        Ok(crate::api::InitResponse {
+            dir: self.layout.root.display().to_string(),
+            created,
+        })
+    }
+
+    /// Where the memory is, and a full check.
+    pub fn doctor(&self) -> Result<crate::api::DoctorResponse> {
+        Ok(crate::api::DoctorResponse {
+            dir: self.layout.root.display().to_string(),
+            dir_source: if std::env::var("MEMDIR_DIR").is_ok_and(|v| !v.is_empty()) {
+                "MEMDIR_DIR"
+            } else {
+                "--dir or default"
+            }
+            .to_string(),
+            actor: self.actor.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            status: self.status()?,
+            checks: self.verify()?,
+        })
     }
 
     /// This store's replica id on this machine, minted on first use. Caller holds the lock.
@@ -591,14 +619,28 @@ impl Memdir {
     }
 
     /// `memdir status`: counts, sizes and health.
-    pub fn status(&self) -> Result<Value> {
+    pub fn status(&self) -> Result<crate::api::StatusResponse> {
         let root = self.layout.root.display().to_string();
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
-            return Ok(json!({
-                "dir": root, "exists": self.layout.exists(), "sessions": 0, "chunks": 0, "categories": 0,
-                "logs": 0, "size_bytes": 0, "malformed": [], "pending_staging": [],
-            }));
+            return Ok(crate::api::StatusResponse {
+                dir: root,
+                exists: self.layout.exists(),
+                replica: None,
+                actor: None,
+                sessions: 0,
+                chunks: 0,
+                categories: 0,
+                logs: 0,
+                size_bytes: 0,
+                malformed: Vec::new(),
+                malformed_lines: None,
+                pending_staging: Vec::new(),
+                ledger: None,
+                index: None,
+                read_only: self.read_only(),
+                notices: self.notices(),
+            });
         };
         self.scan(inner)?;
         let cats = inner.ledger.categories()?;
@@ -608,23 +650,35 @@ impl Memdir {
         sessions.sort();
         sessions.dedup();
         let size: u64 = walk_size(&self.layout.root);
-        Ok(json!({
-            "dir": root,
-            "exists": true,
-            "replica": self.current_replica(),
-            "actor": self.actor,
-            "sessions": sessions.len(),
-            "chunks": segs.iter().map(|s| s.chunks).sum::<i64>(),
-            "categories": live.len(),
-            "logs": live.iter().filter(|r| r.kind == "log").count(),
-            "size_bytes": size,
-            "malformed": live.iter().filter(|r| r.status == "malformed").map(|r| r.name.clone()).collect::<Vec<_>>(),
-            "malformed_lines": segs.iter().filter(|s| s.bad_lines > 0).map(|s| json!({"segment": s.rel, "lines": s.bad_lines})).collect::<Vec<_>>(),
-            "pending_staging": txn::pending(&self.layout.staging()),
-            "ledger": {"transactions": inner.ledger.txn_count()?, "generation": inner.ledger.generation()?},
-            "index": self.index_state(inner)?,
-            "notices": self.notices(),
-        }))
+        Ok(crate::api::StatusResponse {
+            dir: root,
+            exists: true,
+            replica: self.current_replica(),
+            actor: Some(self.actor.clone()),
+            sessions: sessions.len(),
+            chunks: segs.iter().map(|s| s.chunks).sum::<i64>(),
+            categories: live.len(),
+            logs: live.iter().filter(|r| r.kind == "log").count(),
+            size_bytes: size,
+            malformed: live
+                .iter()
+                .filter(|r| r.status == "malformed")
+                .map(|r| r.name.clone())
+                .collect(),
+            malformed_lines: Some(
+                segs.iter()
+                    .filter(|s| s.bad_lines > 0)
+                    .map(|s| json!({"segment": s.rel, "lines": s.bad_lines}))
+                    .collect(),
+            ),
+            pending_staging: txn::pending(&self.layout.staging()),
+            ledger: Some(
+                json!({"transactions": inner.ledger.txn_count()?, "generation": inner.ledger.generation()?}),
+            ),
+            index: Some(self.index_state(inner)?),
+            read_only: self.read_only(),
+            notices: self.notices(),
+        })
     }
 
     /// The index's state from its commit metadata, without opening it.

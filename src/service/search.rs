@@ -13,7 +13,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tantivy::IndexWriter;
 use tantivy::collector::Count;
@@ -21,6 +20,7 @@ use tantivy::query::TermQuery;
 use tantivy::schema::IndexRecordOption;
 
 use super::{Inner, Memdir, Sync, check_limit};
+use crate::api::*;
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::index::{
@@ -31,60 +31,12 @@ use crate::model::{CategoryName, ChunkRecord};
 use crate::search::{self, Filters, Kind, Mode};
 use crate::store::{self, Layout, segment};
 
-/// Parameters of a search, as every surface passes them.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SearchRequest {
-    pub query: String,
-    #[serde(default)]
-    pub mode: Option<String>,
-    #[serde(default = "default_limit")]
-    pub limit: usize,
-    #[serde(default)]
-    pub project: Option<String>,
-    #[serde(default)]
-    pub session_id: Option<String>,
-    #[serde(default)]
-    pub category: Option<String>,
-    #[serde(default)]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub since: Option<String>,
-    #[serde(default)]
-    pub until: Option<String>,
-    #[serde(default)]
-    pub context: Option<usize>,
-    #[serde(default)]
-    pub full: bool,
-    /// Weight of a match in the previous turn; `None` for the default. Not a surface
-    /// parameter: benchmarks set it to measure ranking.
-    #[serde(skip)]
-    pub context_weight: Option<f32>,
+/// The search plan of a request.
+trait Plan {
+    fn plan(&self) -> Result<search::Request>;
 }
 
-fn default_limit() -> usize {
-    5
-}
-
-impl SearchRequest {
-    /// A request for `query` with every option at its default.
-    pub fn new(query: &str) -> Self {
-        SearchRequest {
-            query: query.to_string(),
-            mode: None,
-            limit: default_limit(),
-            project: None,
-            session_id: None,
-            category: None,
-            kind: None,
-            since: None,
-            until: None,
-            context: None,
-            full: false,
-            context_weight: None,
-        }
-    }
-
+impl Plan for SearchRequest {
     fn plan(&self) -> Result<search::Request> {
         check_limit("limit", self.limit)?;
         let context = self.context.unwrap_or(search::DEFAULT_CONTEXT);
@@ -181,7 +133,7 @@ impl Memdir {
     }
 
     /// Searches session chunks and categories.
-    pub fn search(&self, req: &SearchRequest) -> Result<Value> {
+    pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
         let plan = req.plan()?;
         let mode = plan.mode;
         if !self.layout().exists() || plan.query.trim().is_empty() {
@@ -193,7 +145,15 @@ impl Memdir {
                     "characters",
                 ));
             }
-            return Ok(json!({"results": [], "engine": "empty", "count": 0, "query": plan.query}));
+            return Ok(SearchResponse {
+                results: Vec::new(),
+                engine: "empty".into(),
+                count: 0,
+                query: plan.query,
+                mode: None,
+                notes: None,
+                note: None,
+            });
         }
         match self.refresh_index() {
             // The index cannot be written here (permissions, a full disk): serve from the
@@ -207,15 +167,29 @@ impl Memdir {
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
         let outcome = search::run(idx, &plan)?;
-        let mut v = json!({
-            "results": outcome.results,
-            "engine": outcome.engine,
-            "count": outcome.results.len(),
-            "query": plan.query,
-            "mode": format!("{mode:?}").to_lowercase(),
-        });
-        if !outcome.notes.is_empty() {
-            v["notes"] = json!(outcome.notes);
+        Ok(SearchResponse {
+            count: outcome.results.len(),
+            results: outcome.results,
+            engine: outcome.engine.into(),
+            query: plan.query,
+            mode: Some(format!("{mode:?}").to_lowercase()),
+            notes: (!outcome.notes.is_empty()).then_some(outcome.notes),
+            note: None,
+        })
+    }
+
+    /// Searches by meaning. Until an embeddings provider is configured, BM25 answers, and the
+    /// response says so (engine `keyword-fallback`).
+    pub fn search_semantic(&self, req: &SemanticSearchRequest) -> Result<SearchResponse> {
+        let mut r = SearchRequest::new(&req.query);
+        r.limit = req.limit;
+        r.mode = Some("bm25".into());
+        let mut v = self.search(&r)?;
+        if v.engine != "empty" {
+            v.engine = "keyword-fallback".into();
+            v.note = Some(
+                "no embeddings provider is configured: answered by BM25 keyword search".into(),
+            );
         }
         Ok(v)
     }
@@ -665,10 +639,19 @@ impl Memdir {
     }
 
     /// `memdir reindex`: rebuilds the index from the files. Returns the fingerprint and counts.
-    pub fn reindex(&self, progress: Option<Progress<'_>>) -> Result<Value> {
+    pub fn reindex(&self, progress: Option<Progress<'_>>) -> Result<ReindexResponse> {
         let start = Instant::now();
         if !self.layout().exists() {
-            return Ok(json!({"chunks": 0, "category_docs": 0, "fingerprint": null}));
+            return Ok(ReindexResponse {
+                chunks: 0,
+                category_docs: 0,
+                fingerprint: None,
+                files_fingerprint: None,
+                analyzer: None,
+                generation: None,
+                seconds: None,
+                rebuilt_from_nothing: false,
+            });
         }
         // A rebuild into the index as it is; when that index cannot even be read (a damaged
         // file), the index is derived, so it is thrown away and built from nothing.
@@ -684,16 +667,16 @@ impl Memdir {
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
         let p = idx.chunks.payload();
-        Ok(json!({
-            "chunks": idx.chunks.reader.searcher().num_docs(),
-            "category_docs": idx.categories.reader.searcher().num_docs(),
-            "fingerprint": p.as_ref().map(index_fingerprint),
-            "files_fingerprint": p.as_ref().map(|p| p.fingerprint.clone()),
-            "analyzer": idx.cfg.tokenizer_name(),
-            "generation": p.as_ref().map(|p| p.generation),
-            "seconds": start.elapsed().as_secs_f64(),
-            "rebuilt_from_nothing": rebuilt_from_nothing,
-        }))
+        Ok(ReindexResponse {
+            chunks: idx.chunks.reader.searcher().num_docs(),
+            category_docs: idx.categories.reader.searcher().num_docs(),
+            fingerprint: p.as_ref().map(index_fingerprint),
+            files_fingerprint: p.as_ref().map(|p| p.fingerprint.clone()),
+            analyzer: Some(idx.cfg.tokenizer_name()),
+            generation: p.as_ref().map(|p| p.generation),
+            seconds: Some(start.elapsed().as_secs_f64()),
+            rebuilt_from_nothing,
+        })
     }
 
     /// Drops this process's handle on the index and removes the index directory.

@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Inner, Memdir, check_limit, limits};
+use crate::api::*;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::SegmentRow;
@@ -13,48 +13,6 @@ use crate::model::{ChunkRecord, SessionId, validate_project};
 use crate::store::lock::WriteLock;
 use crate::store::segment::{self, SegmentAppend};
 use crate::store::{self, Layout, codec};
-
-/// One chunk to ingest.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewChunk {
-    pub session_id: String,
-    pub content: String,
-    #[serde(default)]
-    pub project: Option<String>,
-    #[serde(default)]
-    pub metadata: Option<Value>,
-}
-
-/// Parameters of the session catalog.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OverviewRequest {
-    /// Only sessions active within this many days; `None` or 0 for all.
-    #[serde(default)]
-    pub days: Option<u64>,
-    #[serde(default)]
-    pub project: Option<String>,
-    #[serde(default)]
-    pub offset: usize,
-    #[serde(default = "default_overview_limit")]
-    pub limit: usize,
-}
-
-fn default_overview_limit() -> usize {
-    50
-}
-
-impl Default for OverviewRequest {
-    fn default() -> Self {
-        OverviewRequest {
-            days: None,
-            project: None,
-            offset: 0,
-            limit: default_overview_limit(),
-        }
-    }
-}
 
 /// A chunk with its position in its session.
 #[derive(Clone, Debug)]
@@ -64,13 +22,18 @@ pub struct PositionedChunk {
 }
 
 impl PositionedChunk {
-    /// The JSON row of a fetched chunk.
-    pub fn to_json(&self) -> Value {
+    /// The row of a fetched chunk.
+    pub fn to_fetched(&self) -> FetchedChunk {
         let c = &self.chunk;
-        json!({
-            "position": self.position, "chunk_id": c.chunk_id(), "content": c.content,
-            "ts": c.ts, "hlc": c.hlc, "project": c.project, "metadata": c.metadata,
-        })
+        FetchedChunk {
+            position: self.position,
+            chunk_id: c.chunk_id(),
+            content: c.content.clone(),
+            ts: c.ts.clone(),
+            hlc: c.hlc.clone(),
+            project: c.project.clone(),
+            metadata: c.metadata.clone(),
+        }
     }
 }
 
@@ -248,7 +211,7 @@ impl Memdir {
     }
 
     /// Ingests chunks as one transaction: every chunk is durable when this returns, or none is.
-    pub fn ingest(&self, chunks: &[NewChunk]) -> Result<Value> {
+    pub fn ingest(&self, chunks: &[NewChunk]) -> Result<IngestedBatch> {
         if chunks.is_empty() {
             return Err(Error::invalid(
                 "chunks",
@@ -337,14 +300,26 @@ impl Memdir {
                 if !state.contains_key(&key) {
                     let path = layout.root.join(&rel);
                     let stat = store::stat(&path)?;
-                    let cached = inner.ledger.segment(&key)?.filter(|r| stat.is_some_and(|(len, m)| r.len == len as i64 && r.mtime_ns == m));
+                    let cached = inner.ledger.segment(&key)?.filter(|r| {
+                        stat.is_some_and(|(len, m)| r.len == len as i64 && r.mtime_ns == m)
+                    });
                     let row = match (cached, stat) {
                         (Some(r), _) => r,
-                        (None, None) => segment_row(&key, id.as_str(), &replica, (0, 0), &segment::Segment::default()),
+                        (None, None) => segment_row(
+                            &key,
+                            id.as_str(),
+                            &replica,
+                            (0, 0),
+                            &segment::Segment::default(),
+                        ),
                         (None, Some(_)) => {
                             resync.insert(key.clone());
                             let seg = segment::read(&path)?;
-                            let seg = if segment::repair_tail(&layout.root, &path, &seg)? { segment::read(&path)? } else { seg };
+                            let seg = if segment::repair_tail(&layout.root, &path, &seg)? {
+                                segment::read(&path)?
+                            } else {
+                                seg
+                            };
                             let st = store::stat(&path)?.unwrap_or((0, 0));
                             if let Some(max) = seg.chunks.iter().map(|c| c.hlc.as_str()).max() {
                                 self.observe(inner, max)?;
@@ -354,10 +329,22 @@ impl Memdir {
                     };
                     let len_before = store::stat(&path)?.map(|s| s.0).unwrap_or(0);
                     let next = row.next_seq as u64;
-                    state.insert(key.clone(), (SegmentAppend { rel: rel.clone(), lines: Vec::new(), len_before }, next, row));
+                    state.insert(
+                        key.clone(),
+                        (
+                            SegmentAppend {
+                                rel: rel.clone(),
+                                lines: Vec::new(),
+                                len_before,
+                            },
+                            next,
+                            row,
+                        ),
+                    );
                     order.push(key.clone());
                 }
-                let (append, next_seq, row) = state.get_mut(&key).expect("invariant: inserted above");
+                let (append, next_seq, row) =
+                    state.get_mut(&key).expect("invariant: inserted above");
                 let now = clock::now_ms();
                 let mut hlc = clock_state.tick(now);
                 // Within a segment, stamps follow seq, so that positions (the rank of the
@@ -381,12 +368,18 @@ impl Memdir {
                     hlc: hlc.to_string(),
                     ts: clock::rfc3339(now),
                     project: c.project.clone().unwrap_or_default(),
-                    metadata: c.metadata.clone().filter(|m| !m.is_null()).unwrap_or_else(|| json!({})),
+                    metadata: c
+                        .metadata
+                        .clone()
+                        .filter(|m| !m.is_null())
+                        .unwrap_or_else(|| json!({})),
                     content: String::new(),
                 };
                 *next_seq += 1;
                 single_positions.push(row.chunks as u64);
-                append.lines.extend_from_slice(codec::chunk_line_with(&rec, &c.content).as_bytes());
+                append
+                    .lines
+                    .extend_from_slice(codec::chunk_line_with(&rec, &c.content).as_bytes());
                 row.chunks += 1;
                 row.next_seq = *next_seq as i64;
                 if row.project.is_empty() {
@@ -407,18 +400,37 @@ impl Memdir {
             let appends: Vec<SegmentAppend> = order
                 .iter()
                 .map(|k| {
-                    let (a, _, _) = state.get_mut(k).expect("invariant: every ordered key has a state");
-                    SegmentAppend { rel: a.rel.clone(), lines: std::mem::take(&mut a.lines), len_before: a.len_before }
+                    let (a, _, _) = state
+                        .get_mut(k)
+                        .expect("invariant: every ordered key has a state");
+                    SegmentAppend {
+                        rel: a.rel.clone(),
+                        lines: std::mem::take(&mut a.lines),
+                        len_before: a.len_before,
+                    }
                 })
                 .collect();
-            let txid = format!("{}_{}", last_hlc.expect("invariant: a batch is not empty"), replica);
-            segment::append(&layout.root, &layout.staging(), &txid, &appends, chunks.len() > 1)?;
+            let txid = format!(
+                "{}_{}",
+                last_hlc.expect("invariant: a batch is not empty"),
+                replica
+            );
+            segment::append(
+                &layout.root,
+                &layout.staging(),
+                &txid,
+                &appends,
+                chunks.len() > 1,
+            )?;
             crate::store::failpoint::hit("ledger.before_update");
             // Positions: the seq on a single-replica session; otherwise the rank over segments.
             let mut positions: BTreeMap<String, u64> = BTreeMap::new();
             for k in &order {
                 let (a, _, _) = &state[k];
-                let dir = a.rel.parent().expect("invariant: segments live in a session directory");
+                let dir = a
+                    .rel
+                    .parent()
+                    .expect("invariant: segments live in a session directory");
                 if store::list_segments(layout, dir)?.len() > 1 {
                     for pc in self.session_chunks_at(dir)? {
                         positions.insert(pc.chunk.chunk_id(), pc.position);
@@ -434,44 +446,99 @@ impl Memdir {
                         source: e,
                     })
                 })
-                .and_then(|_| inner.ledger.atomically(|l| {
-                for k in &order {
-                    let (a, _, row) = &state[k];
-                    let mut row = row.clone();
-                    let path = layout.root.join(&a.rel);
-                    let (len, m) = store::stat(&path)?.unwrap_or((0, 0));
-                    row.len = len as i64;
-                    row.mtime_ns = m;
-                    l.put_segment(&row)?;
-                    if resync.contains(k) {
-                        l.record_change("segment", k)?;
-                    } else {
-                        l.record_change("append", &format!("{k}\n{}", a.len_before))?;
-                    }
-                }
-                l.observe_hlc(&clock_state.to_string())?;
-                l.record_txn(&txid, "ingest", &format!("chunks:{}", chunks.len()), self.actor(), &at)?;
-                Ok(())
-            }));
+                .and_then(|_| {
+                    inner.ledger.atomically(|l| {
+                        for k in &order {
+                            let (a, _, row) = &state[k];
+                            let mut row = row.clone();
+                            let path = layout.root.join(&a.rel);
+                            let (len, m) = store::stat(&path)?.unwrap_or((0, 0));
+                            row.len = len as i64;
+                            row.mtime_ns = m;
+                            l.put_segment(&row)?;
+                            if resync.contains(k) {
+                                l.record_change("segment", k)?;
+                            } else {
+                                l.record_change("append", &format!("{k}\n{}", a.len_before))?;
+                            }
+                        }
+                        l.observe_hlc(&clock_state.to_string())?;
+                        l.record_txn(
+                            &txid,
+                            "ingest",
+                            &format!("chunks:{}", chunks.len()),
+                            self.actor(),
+                            &at,
+                        )?;
+                        Ok(())
+                    })
+                });
             if let Err(e) = recorded {
                 self.ledger_missed(&e);
             }
-            let rows: Vec<Value> = out
-                .iter()
+            let rows: Vec<Ingested> = out
+                .into_iter()
                 .zip(&single_positions)
-                .map(|(r, single)| {
-                    let pos = positions.get(&r.chunk_id()).copied().unwrap_or(*single);
-                    json!({"session_id": r.session_id, "position": pos, "chunk_id": r.chunk_id(), "hlc": r.hlc, "ts": r.ts, "ok": true})
+                .map(|(r, single)| Ingested {
+                    position: positions.get(&r.chunk_id()).copied().unwrap_or(*single),
+                    chunk_id: r.chunk_id(),
+                    session_id: r.session_id,
+                    hlc: r.hlc,
+                    ts: r.ts,
+                    ok: true,
                 })
                 .collect();
-            Ok(json!({"ok": true, "count": rows.len(), "chunks": rows}))
+            Ok(IngestedBatch {
+                ok: true,
+                count: rows.len(),
+                chunks: rows,
+            })
         })
     }
 
     /// Ingests one chunk; the result has the compatibility shape `{session_id, position, ok}`.
-    pub fn ingest_one(&self, chunk: NewChunk) -> Result<Value> {
-        let mut v = self.ingest(std::slice::from_ref(&chunk))?;
-        Ok(v["chunks"][0].take())
+    pub fn ingest_one(&self, chunk: NewChunk) -> Result<Ingested> {
+        let v = self.ingest(std::slice::from_ref(&chunk))?;
+        v.chunks
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::internal("invariant: a one-chunk ingest returns one chunk"))
+    }
+
+    /// Ingests what an ingest request carries: one chunk, or a batch (`chunks`, nothing else).
+    pub fn ingest_request(&self, req: IngestRequest) -> Result<IngestResponse> {
+        match req.chunks {
+            Some(chunks) => {
+                if req.session_id.is_some()
+                    || req.content.is_some()
+                    || req.project.is_some()
+                    || req.metadata.is_some()
+                {
+                    return Err(Error::invalid(
+                        "chunks",
+                        "a batch carries only chunks: put session_id, content, project and metadata in each chunk",
+                    ));
+                }
+                Ok(IngestResponse::Batch(self.ingest(&chunks)?))
+            }
+            None => {
+                let session_id = req.session_id.ok_or_else(|| {
+                    Error::invalid(
+                        "session_id",
+                        "session_id is required (or a batch in chunks)",
+                    )
+                })?;
+                let content = req
+                    .content
+                    .ok_or_else(|| Error::invalid("content", "content is required"))?;
+                Ok(IngestResponse::One(self.ingest_one(NewChunk {
+                    session_id,
+                    content,
+                    project: req.project,
+                    metadata: req.metadata,
+                })?))
+            }
+        }
     }
 
     /// All chunks of a session directory, ordered and numbered.
@@ -493,7 +560,8 @@ impl Memdir {
     }
 
     /// A page of one session's chunks.
-    pub fn fetch(&self, session_id: &str, position: u64, limit: usize) -> Result<Value> {
+    pub fn fetch(&self, req: &FetchRequest) -> Result<FetchResponse> {
+        let (session_id, position, limit) = (req.session_id.as_str(), req.position, req.limit);
         check_limit("limit", limit)?;
         let chunks = self.session_chunks(session_id)?;
         if chunks.is_empty() {
@@ -502,29 +570,30 @@ impl Memdir {
                 format!("session {session_id:?} does not exist"),
             )
             .detail("session_id", Value::from(session_id))
-            .hint("memory_overview lists sessions; memory_search finds chunks across sessions"));
+            .hint("{op:overview} lists sessions; {op:search} finds chunks across sessions"));
         }
         let total = chunks.len() as u64;
-        let page: Vec<Value> = chunks
+        let page: Vec<FetchedChunk> = chunks
             .iter()
             .skip(position as usize)
             .take(limit)
-            .map(PositionedChunk::to_json)
+            .map(PositionedChunk::to_fetched)
             .collect();
         let end = position + page.len() as u64;
-        Ok(json!({
-            "session_id": session_id, "total": total, "position": position,
-            "next_position": if end < total { Value::from(end) } else { Value::Null },
-            "chunks": page,
-        }))
+        Ok(FetchResponse {
+            session_id: session_id.to_string(),
+            total,
+            position,
+            next_position: (end < total).then_some(end),
+            chunks: page,
+        })
     }
 
     /// The session catalog: sessions active within `days` (or all), newest first.
-    pub fn overview(&self, req: &OverviewRequest) -> Result<Value> {
+    pub fn overview(&self, req: &OverviewRequest) -> Result<OverviewResponse> {
         check_limit("limit", req.limit)?;
-        if let Some(d) = req.days
-            && d > 36_500
-        {
+        if req.days > 36_500 {
+            let d = req.days;
             return Err(Error::invalid(
                 "days",
                 format!("days must be between 0 (all) and 36500; got {d}"),
@@ -532,7 +601,11 @@ impl Memdir {
         }
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
-            return Ok(json!({"sessions": [], "total": 0, "next_offset": null}));
+            return Ok(OverviewResponse {
+                sessions: Vec::new(),
+                total: 0,
+                next_offset: None,
+            });
         };
         self.sync_sessions(inner, None)?;
         let mut by_id: BTreeMap<String, Vec<SegmentRow>> = BTreeMap::new();
@@ -541,11 +614,8 @@ impl Memdir {
                 by_id.entry(r.session_id.clone()).or_default().push(r);
             }
         }
-        let cutoff = req
-            .days
-            .filter(|d| *d > 0)
-            .map(|d| clock::now_ms() - d as i64 * 86_400_000);
-        let mut sessions: Vec<Value> = Vec::new();
+        let cutoff = (req.days > 0).then(|| clock::now_ms() - req.days as i64 * 86_400_000);
+        let mut sessions: Vec<SessionSummary> = Vec::new();
         for (id, segs) in by_id {
             let start = segs
                 .iter()
@@ -580,28 +650,28 @@ impl Memdir {
             {
                 continue;
             }
-            sessions.push(json!({
-                "id": id, "session_id": id, "title": first_seg.title, "project": project,
-                "message_count": segs.iter().map(|s| s.chunks).sum::<i64>(),
-                "start_time": start, "last_active": last,
-            }));
+            sessions.push(SessionSummary {
+                session_id: id.clone(),
+                title: first_seg.title.clone(),
+                project,
+                message_count: segs.iter().map(|s| s.chunks).sum::<i64>(),
+                start_time: start,
+                last_active: last,
+                id,
+            });
         }
-        sessions.sort_by(|a, b| {
-            b["last_active"]
-                .as_str()
-                .cmp(&a["last_active"].as_str())
-                .then(a["id"].as_str().cmp(&b["id"].as_str()))
-        });
+        sessions.sort_by(|a, b| b.last_active.cmp(&a.last_active).then(a.id.cmp(&b.id)));
         let total = sessions.len();
-        let page: Vec<Value> = sessions
+        let page: Vec<SessionSummary> = sessions
             .into_iter()
             .skip(req.offset)
             .take(req.limit)
             .collect();
         let end = req.offset + page.len();
-        Ok(json!({
-            "sessions": page, "total": total,
-            "next_offset": if end < total { Value::from(end) } else { Value::Null },
-        }))
+        Ok(OverviewResponse {
+            sessions: page,
+            total,
+            next_offset: (end < total).then_some(end),
+        })
     }
 }

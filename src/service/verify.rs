@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::Memdir;
 use crate::clock::Hlc;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ledger::Ledger;
 use crate::model::{CategoryKind, SessionId, content_hash, encode_component};
 use crate::store::{self, Layout, fsx, segment, txn};
@@ -42,7 +42,13 @@ pub fn check_log_shape(content: &Value) -> std::result::Result<(), String> {
 
 impl Memdir {
     /// Compares files, history and ledger without changing anything. `ok` is true when clean.
-    pub fn verify(&self) -> Result<Value> {
+    pub fn verify(&self) -> Result<crate::api::VerifyResponse> {
+        let report = self.verify_report()?;
+        serde_json::from_value(report)
+            .map_err(|e| Error::internal(format!("verify-store report: {e}")))
+    }
+
+    fn verify_report(&self) -> Result<Value> {
         let layout = self.layout();
         let now = crate::clock::now_ms();
         let mut p = Problems(Vec::new());

@@ -65,9 +65,20 @@ pub fn ensure(layout: &Layout) -> Result<(), IoError> {
     if std::fs::symlink_metadata(&p).is_ok() {
         return Ok(());
     }
-    let tmp = layout.staging().join(FILE);
+    // Processes creating a store at once race here (`init` runs without the lock): each
+    // stages its own copy; the content is the same, so whichever rename lands is right.
+    let tmp = layout.staging().join(format!(
+        "{FILE}.{}.{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+    ));
     txn::write_synced(&tmp, &bytes())?;
-    std::fs::rename(&tmp, &p).at("rename", &p)?;
+    let renamed = std::fs::rename(&tmp, &p).at("rename", &p);
+    let _ = std::fs::remove_file(&tmp);
+    renamed?;
     // DURABILITY: the format file names how every other file is to be read.
     txn::sync_dir(&layout.root)
 }

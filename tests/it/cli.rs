@@ -588,7 +588,10 @@ fn overview_lists_sessions_newest_first_with_days_project_and_paging() {
     ]);
 
     env.set_env("MEMDIR_CLOCK", "2026-01-11T00:00:00Z");
-    let all = env.ok(&["overview"]);
+    // The default window is the last 7 days on every surface; 0 lists all.
+    let recent = env.ok(&["overview"]);
+    assert_eq!(recent["total"], 2, "{recent}");
+    let all = env.ok(&["overview", "--days", "0"]);
     assert_eq!(all["total"], 3);
     let ids: Vec<&str> = all["sessions"]
         .as_array()
@@ -614,7 +617,7 @@ fn overview_lists_sessions_newest_first_with_days_project_and_paging() {
     let week = env.ok(&["overview", "--days", "7"]);
     assert_eq!(week["total"], 2);
 
-    let web = env.ok(&["overview", "--project", "web"]);
+    let web = env.ok(&["overview", "--days", "0", "--project", "web"]);
     let ids: Vec<&str> = web["sessions"]
         .as_array()
         .unwrap()
@@ -625,10 +628,10 @@ fn overview_lists_sessions_newest_first_with_days_project_and_paging() {
     let none = env.ok(&["overview", "--project", "nope"]);
     assert_eq!(none["sessions"], json!([]));
 
-    let p1 = env.ok(&["overview", "--limit", "2"]);
+    let p1 = env.ok(&["overview", "--days", "0", "--limit", "2"]);
     assert_eq!(p1["sessions"].as_array().unwrap().len(), 2);
     assert_eq!(p1["next_offset"], 2);
-    let p2 = env.ok(&["overview", "--limit", "2", "--offset", "2"]);
+    let p2 = env.ok(&["overview", "--days", "0", "--limit", "2", "--offset", "2"]);
     assert_eq!(p2["sessions"][0]["id"], "old");
     assert_eq!(p2["next_offset"], Value::Null);
 }

@@ -46,7 +46,11 @@ fn a_newer_or_unreadable_format_is_refused_by_every_command() {
         ] {
             let r = env.run(args);
             assert_eq!(r.code, code, "{}: {}", r.cmd, r.stderr);
-            assert!(r.error()["message"].as_str().unwrap().contains(want), "{}", r.stderr);
+            assert!(
+                r.error()["message"].as_str().unwrap().contains(want),
+                "{}",
+                r.stderr
+            );
         }
         assert_eq!(env.snapshot(), before, "a refused store changed");
     }

@@ -9,4 +9,5 @@ mod format;
 mod handedit;
 mod hardening;
 mod mcp;
+mod mcp_framing;
 mod search;

@@ -1274,9 +1274,9 @@ fn limit_must_be_between_1_and_1000() {
     );
     assert_eq!(three["count"], 3);
     assert_eq!(rows(&three)[..], rows(&ex_all)[..3]);
-    // The default limit of the CLI is 10.
+    // The default limit is 5 on every surface.
     let dflt = search(&env, &["canary_token", "--mode", "bm25"]);
-    assert_eq!(dflt["count"], 10usize.min(rows(&all).len()));
+    assert_eq!(dflt["count"], 5usize.min(rows(&all).len()));
 }
 
 #[test]

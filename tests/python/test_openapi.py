@@ -48,8 +48,6 @@ OPERATIONS: list[tuple[str, str, dict]] = [
 ]
 # Body fields the router consumes itself before calling the tool.
 ROUTER_FIELDS = {"semantic"}
-# Operations whose tool is not an MCP tool (the REST API's own entry points of Server::call).
-NOT_MCP_TOOLS = {"memory_diff"}
 UNKNOWN = "zz_unknown_argument"
 
 
@@ -645,16 +643,19 @@ def test_request_fields_agree_with_the_mcp_tool_schemas(launch):
             by_tool[tool_of(op)] = [{"properties": {p["name"]: p["schema"] for p in params}, "required": [p["name"] for p in params if p.get("required")]}]
         for tool, variants in by_tool.items():
             seen.add(tool)
-            if tool in NOT_MCP_TOOLS:
-                assert tool not in tools
-                continue
             assert tool in tools, f"{method.upper()} {path} runs {tool}, which /tools does not list"
             props = set().union(*(v["properties"] for v in variants)) - ROUTER_FIELDS
             assert props == set(tools[tool]["properties"]), f"{tool}: spec {sorted(props)}, tool {sorted(tools[tool]['properties'])}"
             if len(variants) == 1:
                 required = set(variants[0].get("required", [])) - ROUTER_FIELDS
                 assert required == set(tools[tool].get("required", [])), f"{tool}: required {sorted(required)} vs {tools[tool].get('required')}"
-    assert {"memory_search", "memory_search_semantic", "memory_ingest", "memory_restore", "memory_diff"} <= seen
+    assert {"memory_search", "memory_search_semantic", "memory_ingest", "memory_restore"} <= seen
+    # Every operation names its entry in the operation table; one without an MCP tool (diff)
+    # names none.
+    for path, method, op in OPERATIONS:
+        if path not in ("/health", "/tools"):
+            assert op.get("x-memdir-operation"), f"{method.upper()} {path}"
+    assert "x-memdir-tool" not in operation("/api/v1/diff", "post")
 
 
 # ---------------------------------------------------------------------------------------------

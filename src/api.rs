@@ -1,0 +1,1231 @@
+//! The contract: every operation's typed request and response, with one default per
+//! parameter.
+//!
+//! The engine ([`crate::service`]) takes these requests and returns these responses; the
+//! operation table ([`crate::ops`]) names them per surface and derives the MCP tool schemas, the
+//! REST routes and `schema/openapi.json` from them; the CLI parses its arguments into the same
+//! types (clap), so a default lives in one place. Doc comments here are the descriptions every
+//! surface shows.
+//!
+//! Input rules shared by every surface: unknown fields are refused; an integer may be sent as
+//! a float without a fraction (`5.0`), anything else that is not an exact non-negative integer
+//! is refused; a version may be a number or a history id, sent as a string or an integer; a
+//! field list may be a comma-separated string or an array of strings.
+//!
+//! Architecture Invariant: this module holds types only: no I/O, no engine, no surface.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Default values, shared by every surface.
+pub mod defaults {
+    /// Hits per search.
+    pub const SEARCH_LIMIT: usize = 5;
+    /// Chunks per fetched page.
+    pub const FETCH_LIMIT: usize = 20;
+    /// Sessions active within this many days are listed by `overview` (0: all).
+    pub const OVERVIEW_DAYS: u64 = 7;
+    /// Sessions per catalog page.
+    pub const OVERVIEW_LIMIT: usize = 50;
+    /// Versions per history page.
+    pub const HISTORY_LIMIT: usize = 20;
+    /// Versions `compact` keeps per category.
+    pub const KEEP_VERSIONS: usize = 5;
+
+    pub(crate) fn search_limit() -> usize {
+        SEARCH_LIMIT
+    }
+    pub(crate) fn fetch_limit() -> usize {
+        FETCH_LIMIT
+    }
+    pub(crate) fn overview_days() -> u64 {
+        OVERVIEW_DAYS
+    }
+    pub(crate) fn overview_limit() -> usize {
+        OVERVIEW_LIMIT
+    }
+    pub(crate) fn history_limit() -> usize {
+        HISTORY_LIMIT
+    }
+    pub(crate) fn keep_versions() -> usize {
+        KEEP_VERSIONS
+    }
+}
+
+/// Lenient number input: exact non-negative integers, also sent as floats without a fraction.
+pub(crate) mod num {
+    use serde::Deserializer;
+    use serde::de::{Error, Visitor};
+
+    /// The largest integer below which every integer has an exact float (2^53 - 1).
+    const EXACT: f64 = 9_007_199_254_740_991.0;
+
+    struct U64;
+
+    impl Visitor<'_> for U64 {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a non-negative integer")
+        }
+        fn visit_u64<E: Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v)
+                .map_err(|_| E::custom(format!("expected a non-negative integer, got {v}")))
+        }
+        fn visit_f64<E: Error>(self, v: f64) -> Result<u64, E> {
+            if v.is_finite() && v.fract() == 0.0 && (0.0..=EXACT).contains(&v) {
+                Ok(v as u64)
+            } else if v.is_finite() && v.fract() == 0.0 && v > EXACT {
+                Err(E::custom(format!(
+                    "{v} is too large to be an exact integer"
+                )))
+            } else {
+                Err(E::custom(format!(
+                    "expected a non-negative integer, got {v}"
+                )))
+            }
+        }
+    }
+
+    pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(U64)
+    }
+
+    pub fn usize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+        let v = d.deserialize_any(U64)?;
+        usize::try_from(v).map_err(|_| D::Error::custom(format!("{v} is too large")))
+    }
+
+    pub fn opt_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        struct Opt;
+        impl<'de> Visitor<'de> for Opt {
+            type Value = Option<u64>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a non-negative integer or null")
+            }
+            fn visit_none<E: Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                super::num::u64(d).map(Some)
+            }
+        }
+        d.deserialize_option(Opt)
+    }
+
+    pub fn opt_usize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        opt_u64(d)?
+            .map(|v| usize::try_from(v).map_err(|_| D::Error::custom(format!("{v} is too large"))))
+            .transpose()
+    }
+}
+
+/// A version of a category: its number (`3`) or its history id. Sent as a string or an
+/// integer; its schema is a string, so strict clients need no union type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum VersionRef {
+    Ordinal(u64),
+    Id(String),
+}
+
+impl VersionRef {
+    /// Digits are a version number, anything else a history id.
+    pub fn parse(s: &str) -> VersionRef {
+        match s.trim().parse::<u64>() {
+            Ok(n) => VersionRef::Ordinal(n),
+            Err(_) => VersionRef::Id(s.to_string()),
+        }
+    }
+}
+
+impl std::str::FromStr for VersionRef {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(VersionRef::parse(s))
+    }
+}
+
+impl<'de> Deserialize<'de> for VersionRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = VersionRef;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a version number or a history id")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<VersionRef, E> {
+                Ok(VersionRef::parse(s))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<VersionRef, E> {
+                Ok(VersionRef::Ordinal(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<VersionRef, E> {
+                u64::try_from(v)
+                    .map(VersionRef::Ordinal)
+                    .map_err(|_| E::custom(format!("a version is at least 1, got {v}")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<VersionRef, E> {
+                if v.is_finite() && v.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(&v)
+                {
+                    Ok(VersionRef::Ordinal(v as u64))
+                } else {
+                    Err(E::custom(format!("a version is a whole number, got {v}")))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for VersionRef {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "VersionRef".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A version number (\"3\"; an integer is accepted too) or a history id."
+        })
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+/// Top-level keys to return: comma-separated (`"a,b"`) or, also accepted, an array.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub struct Fields(pub Vec<String>);
+
+impl From<Fields> for String {
+    fn from(f: Fields) -> String {
+        f.0.join(",")
+    }
+}
+
+impl Fields {
+    /// Splits a comma-separated list; empty items are dropped.
+    pub fn parse(s: &str) -> Fields {
+        Fields(
+            s.split(',')
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+                .collect(),
+        )
+    }
+}
+
+impl std::str::FromStr for Fields {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Fields::parse(s))
+    }
+}
+
+impl<'de> Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Csv(String),
+            List(Vec<String>),
+        }
+        match Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a comma-separated string or an array of strings")
+        })? {
+            Raw::Csv(s) => Ok(Fields::parse(&s)),
+            Raw::List(v) => Ok(Fields(v)),
+        }
+    }
+}
+
+impl JsonSchema for Fields {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Fields".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "Top-level keys, comma-separated (an array of strings is accepted too)."
+        })
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------------
+
+/// No parameters.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// Parameters of a search.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// Words to look for, or an exact identifier, error message or path; wrap it in double
+    /// quotes for an exact phrase.
+    pub query: String,
+    /// auto (the default) tries exact search for identifiers and quoted phrases, else BM25;
+    /// bm25 or exact force one engine.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["auto", "bm25", "exact"]))]
+    pub mode: Option<String>,
+    /// Hits to return.
+    #[arg(long, default_value_t = defaults::SEARCH_LIMIT)]
+    #[serde(default = "defaults::search_limit", deserialize_with = "num::usize")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: usize,
+    /// Only chunks of this project.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Only chunks of this session.
+    #[arg(long = "session")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Only this category.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// Only session chunks (chunk) or only categories (category).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["chunk", "category"]))]
+    pub kind: Option<String>,
+    /// Only items at or after this time: RFC 3339, a date (YYYY-MM-DD) or epoch milliseconds.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Only items at or before this time (a bare date means the whole day).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Neighbouring chunks per side in each hit's context window (default 3).
+    #[arg(long)]
+    #[serde(
+        default,
+        deserialize_with = "num::opt_usize",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 0, max = 20))]
+    pub context: Option<usize>,
+    /// Full content instead of 500-character excerpts.
+    #[arg(long)]
+    #[serde(default)]
+    pub full: bool,
+    /// Weight of a match in the previous turn; not a surface parameter: benchmarks set it to
+    /// measure ranking.
+    #[arg(skip)]
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub context_weight: Option<f32>,
+}
+
+impl SearchRequest {
+    /// A request for `query` with every option at its default.
+    pub fn new(query: &str) -> Self {
+        SearchRequest {
+            query: query.to_string(),
+            mode: None,
+            limit: defaults::SEARCH_LIMIT,
+            project: None,
+            session_id: None,
+            category: None,
+            kind: None,
+            since: None,
+            until: None,
+            context: None,
+            full: false,
+            context_weight: None,
+        }
+    }
+}
+
+/// Parameters of a semantic search.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SemanticSearchRequest {
+    /// What to look for, in natural words.
+    pub query: String,
+    /// Hits to return.
+    #[serde(default = "defaults::search_limit", deserialize_with = "num::usize")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: usize,
+}
+
+/// One chunk to save.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewChunk {
+    /// The session to append to (any string, e.g. a UUID).
+    pub session_id: String,
+    /// The text to remember.
+    pub content: String,
+    /// A project name, for filtering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// A free-form JSON object, e.g. {"role": "user"}.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
+    pub metadata: Option<Value>,
+}
+
+/// Parameters of an ingest: one chunk (`session_id`, `content`, ...) or a batch (`chunks`),
+/// saved all or nothing.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestRequest {
+    /// The session to append to (any string, e.g. a UUID); with content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The text to remember; with session_id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// A project name, for filtering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// A free-form JSON object, e.g. {"role": "user"}.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
+    pub metadata: Option<Value>,
+    /// A batch instead of one chunk, saved all or nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<Vec<NewChunk>>,
+}
+
+/// Parameters of a session read.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct FetchRequest {
+    /// The session to read.
+    pub session_id: String,
+    /// The first position to return.
+    #[arg(long, default_value_t = 0)]
+    #[serde(default, deserialize_with = "num::u64")]
+    pub position: u64,
+    /// Chunks per page.
+    #[arg(long, default_value_t = defaults::FETCH_LIMIT)]
+    #[serde(default = "defaults::fetch_limit", deserialize_with = "num::usize")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: usize,
+}
+
+/// Parameters of the session catalog.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct OverviewRequest {
+    /// Only sessions active in the last N days; 0 lists all.
+    #[arg(long, default_value_t = defaults::OVERVIEW_DAYS)]
+    #[serde(default = "defaults::overview_days", deserialize_with = "num::u64")]
+    #[schemars(range(min = 0, max = 36500))]
+    pub days: u64,
+    /// Only this project.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Skip this many sessions.
+    #[arg(long, default_value_t = 0)]
+    #[serde(default, deserialize_with = "num::usize")]
+    pub offset: usize,
+    /// Sessions per page.
+    #[arg(long, default_value_t = defaults::OVERVIEW_LIMIT)]
+    #[serde(default = "defaults::overview_limit", deserialize_with = "num::usize")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: usize,
+}
+
+impl Default for OverviewRequest {
+    fn default() -> Self {
+        OverviewRequest {
+            days: defaults::OVERVIEW_DAYS,
+            project: None,
+            offset: 0,
+            limit: defaults::OVERVIEW_LIMIT,
+        }
+    }
+}
+
+/// Parameters of a category read.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ReadRequest {
+    /// The category's name (not a key inside it); `list` shows them.
+    pub category: String,
+    /// Top-level keys to return, comma-separated (default: all).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Fields>,
+    /// An old version: its number or id from the history.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<VersionRef>,
+}
+
+/// Parameters of a category write.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteRequest {
+    /// The category's name.
+    pub category: String,
+    /// The JSON object to write, or with merge the keys to change (null deletes a key).
+    #[schemars(with = "Map<String, Value>")]
+    pub data: Value,
+    /// Why, kept in the history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The hash the category must have now (from the last read), or "absent" to create only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_hash: Option<String>,
+    /// Merge top-level keys instead of replacing the whole category.
+    #[serde(default)]
+    pub merge: bool,
+}
+
+/// Parameters of a log append.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppendRequest {
+    /// The log's name (created if missing).
+    pub category: String,
+    /// The entry: a JSON object.
+    #[schemars(with = "Map<String, Value>")]
+    pub data: Value,
+    /// Entries to keep (default 200, or the log's own setting).
+    #[serde(
+        default,
+        deserialize_with = "num::opt_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_entries: Option<u64>,
+    /// Drop entries older than this many days, counted from the newest entry.
+    #[serde(
+        default,
+        deserialize_with = "num::opt_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = 36500))]
+    pub max_age_days: Option<u64>,
+    /// Why, kept in the history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Parameters of a delete.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteRequest {
+    /// The category's name.
+    pub category: String,
+    /// Delete only if the category has this hash now.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_hash: Option<String>,
+    /// Why, kept in the history.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Parameters of a history listing.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryRequest {
+    /// The category's name.
+    pub category: String,
+    /// Versions to list, newest first.
+    #[arg(long, default_value_t = defaults::HISTORY_LIMIT)]
+    #[serde(default = "defaults::history_limit", deserialize_with = "num::usize")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: usize,
+    /// Also diff from this version.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_from: Option<VersionRef>,
+    /// Also diff to this version (default: the newest).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_to: Option<VersionRef>,
+}
+
+/// Parameters of a diff between two versions.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct DiffRequest {
+    /// The category's name.
+    pub category: String,
+    /// From this version (default: the parent of `to`).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<VersionRef>,
+    /// To this version (default: the newest).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<VersionRef>,
+}
+
+/// Parameters of a restore.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    /// The category's name.
+    pub category: String,
+    /// The version to restore: its number or id from the history.
+    #[arg(long)]
+    pub version: VersionRef,
+    /// Restore only if the category has this hash now.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_hash: Option<String>,
+    /// Why, kept in the history.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Parameters of a history compaction.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct CompactRequest {
+    /// One category (default: every category).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// Versions to keep per category; current versions and delete tombstones always stay.
+    #[arg(long = "keep", default_value_t = defaults::KEEP_VERSIONS)]
+    #[serde(default = "defaults::keep_versions", deserialize_with = "num::usize")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub keep_versions: usize,
+}
+
+/// Parameters of a multi-category read.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextRequest {
+    /// The categories to read.
+    pub categories: Vec<String>,
+    /// Top-level keys to return from each, comma-separated (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Fields>,
+}
+
+/// Parameters of a change check.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeltaRequest {
+    /// The category's name.
+    pub category: String,
+    /// The hash you last saw.
+    pub since_hash: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+// ---------------------------------------------------------------------------------------------
+
+/// `init`: the directory and whether anything was created.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct InitResponse {
+    /// The memory directory.
+    pub dir: String,
+    /// Whether the directory skeleton was new.
+    pub created: bool,
+}
+
+/// One saved chunk.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Ingested {
+    /// The chunk's session.
+    pub session_id: String,
+    /// Its position in the session.
+    pub position: u64,
+    /// Its stable handle, `<replica>:<seq>`.
+    pub chunk_id: String,
+    /// Its logical clock stamp.
+    pub hlc: String,
+    /// When it was saved (RFC 3339).
+    pub ts: String,
+    /// Always true.
+    pub ok: bool,
+}
+
+/// A saved batch.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct IngestedBatch {
+    /// Always true.
+    pub ok: bool,
+    /// Chunks saved.
+    pub count: usize,
+    /// Each chunk, in request order.
+    pub chunks: Vec<Ingested>,
+}
+
+/// `ingest`: one chunk, or a batch.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum IngestResponse {
+    One(Ingested),
+    Batch(IngestedBatch),
+}
+
+/// A chunk read back from a session.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct FetchedChunk {
+    /// Its position in the session.
+    pub position: u64,
+    /// Its stable handle.
+    pub chunk_id: String,
+    /// The text.
+    pub content: String,
+    /// When it was saved.
+    pub ts: String,
+    /// Its logical clock stamp.
+    pub hlc: String,
+    /// Its project ("" for none).
+    pub project: String,
+    /// Its metadata.
+    #[schemars(with = "Map<String, Value>")]
+    pub metadata: Value,
+}
+
+/// `fetch`: a page of a session.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct FetchResponse {
+    /// The session.
+    pub session_id: String,
+    /// Chunks in the session.
+    pub total: u64,
+    /// The first position of this page.
+    pub position: u64,
+    /// Where the next page starts; null at the end.
+    pub next_position: Option<u64>,
+    /// The page.
+    pub chunks: Vec<FetchedChunk>,
+}
+
+/// A session in the catalog.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SessionSummary {
+    /// The session id.
+    pub id: String,
+    /// The session id again (the field name of the session tools).
+    pub session_id: String,
+    /// Its title: the metadata title of its first chunk, or its first line.
+    pub title: String,
+    /// Its project ("" for none).
+    pub project: String,
+    /// Chunks in the session.
+    pub message_count: i64,
+    /// When its first chunk was saved.
+    pub start_time: String,
+    /// When its last chunk was saved.
+    pub last_active: String,
+}
+
+/// `overview`: a page of the session catalog, newest first.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct OverviewResponse {
+    /// The page.
+    pub sessions: Vec<SessionSummary>,
+    /// Sessions matching the filters.
+    pub total: usize,
+    /// Where the next page starts; null at the end.
+    pub next_offset: Option<usize>,
+}
+
+/// Metadata of a category as read.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct CategoryMeta {
+    /// Hash of the category file (pass it as expected_hash).
+    pub hash: Option<String>,
+    /// The version number.
+    pub version: u64,
+    /// The version's history id.
+    pub version_id: Option<String>,
+    /// When this version was written.
+    pub updated_at: String,
+    /// Who wrote it.
+    pub updated_by: String,
+    /// Size of the file in bytes (current versions only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    /// document or log.
+    pub kind: String,
+    /// The operation that wrote an old version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// Whether this is the current version.
+    pub current: bool,
+}
+
+/// `read`: a category's data and metadata.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ReadResponse {
+    /// The category.
+    pub category: String,
+    /// Its content (or the requested fields of it).
+    #[schemars(with = "Map<String, Value>")]
+    pub data: Value,
+    /// Requested fields the category lacks.
+    pub missing_fields: Vec<String>,
+    /// Its metadata.
+    pub meta: CategoryMeta,
+}
+
+/// `write`: what changed.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct WriteResponse {
+    /// The category.
+    pub category: String,
+    /// True when the result equals the current content: nothing was recorded.
+    pub unchanged: bool,
+    /// The hash before the write (null if the category did not exist).
+    pub previous_hash: Option<String>,
+    /// The hash after it.
+    pub new_hash: Option<String>,
+    /// The version number after it.
+    pub version: u64,
+    /// The new version's history id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// When it was written.
+    pub timestamp: String,
+    /// write or merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+}
+
+/// `append`: the new entry and the log after retention.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct AppendResponse {
+    /// The log.
+    pub category: String,
+    /// The new entry's id.
+    pub id: String,
+    /// The new entry's time.
+    pub ts: String,
+    /// Entries in the log now.
+    pub entries: usize,
+    /// Entries retention dropped.
+    pub dropped: usize,
+    /// The hash before.
+    pub previous_hash: Option<String>,
+    /// The hash after.
+    pub new_hash: Option<String>,
+    /// The version number after.
+    pub version: u64,
+    /// When it was written.
+    pub timestamp: String,
+}
+
+/// A category in the list.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct CategorySummary {
+    /// Its name.
+    pub name: String,
+    /// document or log.
+    pub kind: String,
+    /// ok, or malformed when the file does not parse.
+    pub status: String,
+    /// Hash of its file.
+    pub hash: Option<String>,
+    /// Its version number.
+    pub version: u64,
+    /// Size of its file in bytes.
+    pub size_bytes: i64,
+    /// When it was last written.
+    pub updated_at: String,
+    /// Who wrote it last.
+    pub updated_by: String,
+}
+
+/// `list`: every category with a current file.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ListResponse {
+    /// How many.
+    pub count: usize,
+    /// The categories, by name.
+    pub categories: Vec<CategorySummary>,
+}
+
+/// `delete`: the tombstone recorded.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DeleteResponse {
+    /// The category.
+    pub category: String,
+    /// Always true.
+    pub deleted: bool,
+    /// The hash of the deleted content.
+    pub previous_hash: Option<String>,
+    /// The tombstone's version number.
+    pub version: u64,
+    /// The tombstone's history id.
+    pub version_id: String,
+    /// When it was deleted.
+    pub timestamp: String,
+    /// The version holding the deleted content, to restore it.
+    pub restore_version: u64,
+}
+
+/// One version in a history listing.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct HistoryVersion {
+    /// The history id.
+    pub id: String,
+    /// The version number (absent for a malformed entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// The content hash (null for a delete tombstone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// write, merge, append, delete, restore or external.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// Who wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// Why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    /// The versions it follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parents: Option<Vec<String>>,
+    /// Why the entry could not be read, for a malformed entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub malformed: Option<String>,
+}
+
+/// `diff`: a unified diff between two versions.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DiffResponse {
+    /// The category.
+    pub category: String,
+    /// The older version (null: nothing before).
+    pub from: Option<u64>,
+    /// The newer version.
+    pub to: u64,
+    /// The unified diff of the pretty JSON.
+    pub diff: String,
+}
+
+/// `history`: versions, newest first, and an optional diff.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct HistoryResponse {
+    /// The category.
+    pub category: String,
+    /// ok, malformed or deleted.
+    pub status: String,
+    /// History entries in all.
+    pub total: usize,
+    /// The newest `limit` of them.
+    pub versions: Vec<HistoryVersion>,
+    /// The diff asked for with diff_from or diff_to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<DiffResponse>,
+}
+
+/// `restore`: the new version.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RestoreResponse {
+    /// The category.
+    pub category: String,
+    /// The version restored.
+    pub restored_from: u64,
+    /// The hash before.
+    pub previous_hash: Option<String>,
+    /// The hash after.
+    pub new_hash: Option<String>,
+    /// The new version number.
+    pub version: u64,
+    /// The new version's history id.
+    pub version_id: String,
+    /// When.
+    pub timestamp: String,
+}
+
+/// What compaction did to one category.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Compacted {
+    /// The category.
+    pub category: String,
+    /// History entries removed.
+    pub removed: usize,
+    /// History entries kept.
+    pub kept: usize,
+}
+
+/// `compact`: history entries removed.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct CompactResponse {
+    /// Entries removed in all.
+    pub removed: usize,
+    /// The versions kept per category.
+    pub keep_versions: usize,
+    /// Per category that lost entries.
+    pub categories: Vec<Compacted>,
+}
+
+/// `context`: several categories at once.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ContextResponse {
+    /// The categories found, by name.
+    pub categories: BTreeMap<String, ReadResponse>,
+    /// The names that do not exist.
+    pub missing: Vec<String>,
+    /// The names that could not be read, with the error.
+    #[schemars(with = "Map<String, Value>")]
+    pub errors: Map<String, Value>,
+}
+
+/// `delta`: whether a category changed since a hash.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DeltaResponse {
+    /// The category.
+    pub category: String,
+    /// unchanged, changed or deleted.
+    pub status: String,
+    /// The current hash (null when deleted).
+    pub hash: Option<String>,
+    /// The current data, when changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
+    pub data: Option<Value>,
+    /// The current metadata, when changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<CategoryMeta>,
+}
+
+/// A neighbouring chunk in a hit's context window.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ContextChunk {
+    /// Its position.
+    pub position: u64,
+    /// Its text (cut to 500 characters unless full).
+    pub content: String,
+    /// Its stable handle.
+    pub chunk_id: String,
+    /// True for the hit itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit: Option<bool>,
+    /// True when the content was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
+}
+
+/// A search hit.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum SearchHit {
+    /// A session chunk.
+    Chunk {
+        /// Its session.
+        session_id: String,
+        /// Its position in the session.
+        position: u64,
+        /// Its stable handle.
+        chunk_id: String,
+        /// Its project.
+        project: String,
+        /// When it was saved.
+        ts: String,
+        /// Its text (cut to 500 characters unless full).
+        content: String,
+        /// The BM25 score (exact hits: the score of the phrase).
+        score: f32,
+        /// Its neighbours, itself included, in order.
+        context: Vec<ContextChunk>,
+        /// True when the content was cut.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        truncated: Option<bool>,
+    },
+    /// A leaf of a category.
+    Category {
+        /// The category.
+        category: String,
+        /// The path of the matching value inside it.
+        key_path: String,
+        /// The matching text.
+        content: String,
+        /// The BM25 score.
+        score: f32,
+        /// The category's hash.
+        hash: String,
+        /// When the category was last written.
+        updated_at: String,
+        /// Who wrote it.
+        updated_by: String,
+        /// True when the content was cut.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        truncated: Option<bool>,
+    },
+}
+
+/// `search`: hits, best first, and the engine that answered.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SearchResponse {
+    /// The hits.
+    pub results: Vec<SearchHit>,
+    /// exact, bm25, empty (an empty query), or keyword-fallback for semantic search.
+    pub engine: String,
+    /// Hits returned.
+    pub count: usize,
+    /// The query as understood.
+    pub query: String,
+    /// The mode asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Notes on how the query was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<Vec<String>>,
+    /// Why a semantic search was answered by keywords.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// `status`: counts, sizes and health.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct StatusResponse {
+    /// The memory directory.
+    pub dir: String,
+    /// Whether it exists.
+    pub exists: bool,
+    /// This store's replica id on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
+    /// The device name recorded on writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// Sessions.
+    pub sessions: usize,
+    /// Chunks.
+    pub chunks: i64,
+    /// Categories (logs included).
+    pub categories: usize,
+    /// Logs.
+    pub logs: usize,
+    /// Bytes under the memory directory.
+    pub size_bytes: u64,
+    /// Categories whose file does not parse.
+    pub malformed: Vec<String>,
+    /// Segments with lines that do not parse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<Map<String, Value>>>")]
+    pub malformed_lines: Option<Vec<Value>>,
+    /// Staged transactions not yet recovered.
+    pub pending_staging: Vec<String>,
+    /// The ledger's counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
+    pub ledger: Option<Value>,
+    /// The search index's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
+    pub index: Option<Value>,
+    /// Why the store is served read-only, if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<String>,
+    /// What this process repaired on its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
+}
+
+/// One finding of verify-store.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Problem {
+    /// What kind of problem.
+    pub kind: String,
+    /// The file, relative to the memory directory.
+    pub path: String,
+    /// What is wrong and what happens next.
+    pub message: String,
+}
+
+/// `verify-store`: whether files, history, ledger and index agree.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct VerifyResponse {
+    /// True when nothing was found.
+    pub ok: bool,
+    /// Whether the memory directory exists.
+    pub exists: bool,
+    /// The findings.
+    pub problems: Vec<Problem>,
+    /// What was checked, with counts.
+    #[schemars(with = "Map<String, Value>")]
+    pub checked: Value,
+    /// A hash over every truth file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_hash: Option<String>,
+    /// The search index's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
+    pub index: Option<Value>,
+}
+
+/// `doctor`: where the memory is, and a full check.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DoctorResponse {
+    /// The memory directory.
+    pub dir: String,
+    /// Where that choice came from.
+    pub dir_source: String,
+    /// The device name recorded on writes.
+    pub actor: String,
+    /// memdir's version.
+    pub version: String,
+    /// Counts and sizes.
+    pub status: StatusResponse,
+    /// The store check.
+    pub checks: VerifyResponse,
+}
+
+/// `reindex`: the rebuilt index.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ReindexResponse {
+    /// Chunk documents.
+    pub chunks: u64,
+    /// Category documents.
+    pub category_docs: u64,
+    /// The index fingerprint (files, analyzer, schema).
+    pub fingerprint: Option<String>,
+    /// The files' part of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_fingerprint: Option<String>,
+    /// The analyzer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analyzer: Option<String>,
+    /// The change-feed generation absorbed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// Seconds taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// Whether the old index could not be read and was thrown away.
+    #[serde(default)]
+    pub rebuilt_from_nothing: bool,
+}
+
+/// `health`: liveness.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct HealthResponse {
+    /// Always true.
+    pub ok: bool,
+    /// memdir's version.
+    pub version: String,
+}
