@@ -7,26 +7,51 @@
 //! service, mounted at `/mcp`).
 //!
 //! Security: a loopback bind works without a token; any other bind refuses to start without
-//! one. With a token, every request on both transports must carry `Authorization: Bearer
-//! <token>` or `X-Token: <token>` (compared in constant time); only `GET /health` stays open and
-//! tells nothing but liveness and version. Without a token, `Host` (and `Origin`, when present)
-//! must name a loopback host, so a web page cannot reach the server through DNS rebinding.
+//! one, or with one shorter than [`MIN_PUBLIC_TOKEN_CHARS`]. A token nobody could send (empty,
+//! whitespace around it, control characters) is refused on every bind. With a token, every
+//! request on both transports must carry `Authorization: Bearer <token>` or `X-Token: <token>`
+//! (compared in constant time); only `GET /health` stays open and tells nothing but liveness and
+//! version. Without a token, `Host` (and `Origin`, when present) must name a loopback host, so a
+//! web page cannot reach the server through DNS rebinding; `Origin: null` (sandboxed frames,
+//! `data:` URLs) is refused too.
+//!
+//! A request body must be `application/json`: a web page can send `text/plain` or a form to any
+//! address without a CORS preflight, but never JSON, so a page cannot write into memory.
+//!
+//! Resources are bounded before authentication, since a public bind lets anyone connect: every
+//! connection must send its request head within [`Limits::header_timeout`] and is closed after
+//! [`Limits::idle_timeout`] without traffic; at most [`Limits::max_connections`] are open (the
+//! least recently active idle one makes room for a new one); a body must arrive within
+//! [`Limits::body_timeout`] and is read before a concurrency permit is taken; MCP sessions are
+//! capped and expire when idle.
 
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
+use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::{IncomingStream, Listener};
+use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Map, Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::mcp::{Profile, Server};
@@ -60,6 +85,130 @@ pub struct Options {
 
 /// Default largest request body: 16 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Shortest token accepted on a non-loopback bind, where anyone who can connect may guess.
+pub const MIN_PUBLIC_TOKEN_CHARS: usize = 16;
+
+/// Time and count limits on connections and sessions. Each has a default and an environment
+/// variable (`MEMDIR_HTTP_*`) that overrides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// A request head must arrive within this time, counted from the connection's first byte
+    /// (or, for a new connection, from the accept). `MEMDIR_HTTP_HEADER_TIMEOUT_MS`.
+    pub header_timeout: Duration,
+    /// A connection without traffic and without a request in progress is closed after this.
+    /// `MEMDIR_HTTP_IDLE_TIMEOUT_MS`.
+    pub idle_timeout: Duration,
+    /// A request body must arrive within this time after its head, else 408.
+    /// `MEMDIR_HTTP_BODY_TIMEOUT_MS`.
+    pub body_timeout: Duration,
+    /// Connections open at once; also at most half the process's open-file limit.
+    /// `MEMDIR_HTTP_MAX_CONNECTIONS`.
+    pub max_connections: usize,
+    /// MCP sessions alive at once; a new one closes the least recently used.
+    /// `MEMDIR_HTTP_MAX_SESSIONS`.
+    pub max_sessions: usize,
+    /// An MCP session without requests for this long is closed. `MEMDIR_HTTP_SESSION_IDLE_MS`.
+    pub session_idle: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            max_sessions: 128,
+            session_idle: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+impl Limits {
+    /// The defaults, overridden by the `MEMDIR_HTTP_*` variables that are set.
+    pub fn from_env() -> Result<Limits> {
+        // A day in milliseconds: larger values are surely mistakes (and would overflow instants).
+        const MAX: u64 = 86_400_000;
+        fn var(name: &str) -> Result<Option<u64>> {
+            let Ok(v) = std::env::var(name) else {
+                return Ok(None);
+            };
+            match v.trim().parse::<u64>() {
+                Ok(n) if (1..=MAX).contains(&n) => Ok(Some(n)),
+                _ => Err(Error::invalid(
+                    name,
+                    format!("{name} must be an integer from 1 to {MAX}, got {v:?}"),
+                )),
+            }
+        }
+        let ms = |name: &str, d: Duration| -> Result<Duration> {
+            Ok(var(name)?.map_or(d, Duration::from_millis))
+        };
+        let count = |name: &str, n: usize| -> Result<usize> {
+            Ok(var(name)?.map_or(n, |v| usize::try_from(v).unwrap_or(n)))
+        };
+        let d = Limits::default();
+        Ok(Limits {
+            header_timeout: ms("MEMDIR_HTTP_HEADER_TIMEOUT_MS", d.header_timeout)?,
+            idle_timeout: ms("MEMDIR_HTTP_IDLE_TIMEOUT_MS", d.idle_timeout)?,
+            body_timeout: ms("MEMDIR_HTTP_BODY_TIMEOUT_MS", d.body_timeout)?,
+            max_connections: count("MEMDIR_HTTP_MAX_CONNECTIONS", d.max_connections)?,
+            max_sessions: count("MEMDIR_HTTP_MAX_SESSIONS", d.max_sessions)?,
+            session_idle: ms("MEMDIR_HTTP_SESSION_IDLE_MS", d.session_idle)?,
+        })
+    }
+}
+
+/// The soft limit on open files of this process, where the system tells it (Linux).
+fn open_file_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Refuses a token nobody could use, and a weak one where anyone can connect.
+fn check_token(host: &str, token: Option<&str>) -> Result<()> {
+    let public = !is_loopback(host);
+    let regenerate = "generate one, e.g. `head -c 24 /dev/urandom | base64`";
+    match token {
+        None | Some("") if public => Err(Error::new(
+            ErrorKind::Denied,
+            format!("refusing to listen on {host} without a token: anyone who can reach it could read and change your memory"),
+        )
+        .hint("set --token or MEMDIR_HTTP_TOKEN, or bind to 127.0.0.1, ::1 or localhost")),
+        None => Ok(()),
+        Some(t) if t.trim().is_empty() => Err(Error::invalid(
+            "token",
+            "the token is empty or only whitespace: no client could send it",
+        )
+        .hint(regenerate)
+        .hint("or leave --token and MEMDIR_HTTP_TOKEN unset to serve loopback without one")),
+        Some(t) if t.trim() != t => Err(Error::invalid(
+            "token",
+            "the token starts or ends with whitespace, which HTTP strips from header values: no client could send it",
+        )
+        .hint("remove the surrounding whitespace")),
+        Some(t) if t.chars().any(char::is_control) => Err(Error::invalid(
+            "token",
+            "the token contains control characters, which no HTTP header can carry",
+        )
+        .hint(regenerate)),
+        Some(t) if public && t.chars().count() < MIN_PUBLIC_TOKEN_CHARS => Err(Error::new(
+            ErrorKind::Denied,
+            format!(
+                "refusing to listen on {host} with a token of {} characters: a non-loopback bind needs at least {MIN_PUBLIC_TOKEN_CHARS}",
+                t.chars().count()
+            ),
+        )
+        .hint(regenerate)),
+        Some(_) => Ok(()),
+    }
+}
 
 /// Whether a host name or address is loopback.
 pub fn is_loopback(host: &str) -> bool {
@@ -124,6 +273,381 @@ fn plain_error(status: StatusCode, code: &str, message: &str) -> Response {
     )
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The guarded data stays consistent across a panic (plain counters and instants).
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connections: header and idle deadlines, and a cap that makes room by closing idle ones.
+//
+// hyper's own header timeout also runs while a keep-alive connection waits for its next
+// request, so it cannot tell a slow head from an idle connection; and axum::serve has no cap.
+// So every accepted stream is wrapped: it knows whether a request is in progress (the guard
+// marks it), when it last moved a byte and when the current head began, and fails its pending
+// read or write with `TimedOut` once the deadline that applies has passed.
+// ---------------------------------------------------------------------------------------------
+
+/// One accepted connection, shared by its stream, the guard and the registry.
+struct Conn {
+    id: u64,
+    activity: Mutex<Activity>,
+    /// Cancelled to close the connection (eviction).
+    close: CancellationToken,
+}
+
+struct Activity {
+    /// Requests in the guard (a request whose response is being written counts as traffic).
+    busy: usize,
+    /// The last byte read or written, or the end of the last request.
+    last: Instant,
+    /// When the head now being read began: the accept, or the first byte after a request.
+    head_since: Option<Instant>,
+}
+
+impl Conn {
+    /// When this connection is to be closed if nothing changes; `None` while a request runs.
+    fn deadline(&self, limits: &Limits) -> Option<Instant> {
+        let a = lock(&self.activity);
+        if a.busy > 0 {
+            return None;
+        }
+        let idle = a.last + limits.idle_timeout;
+        Some(
+            a.head_since
+                .map_or(idle, |h| idle.min(h + limits.header_timeout)),
+        )
+    }
+
+    fn moved(&self, read: bool) {
+        let now = Instant::now();
+        let mut a = lock(&self.activity);
+        a.last = now;
+        if read && a.busy == 0 && a.head_since.is_none() {
+            a.head_since = Some(now);
+        }
+    }
+
+    /// Marks a request in progress until the returned value is dropped.
+    fn enter(self: &Arc<Self>) -> InProgress {
+        let mut a = lock(&self.activity);
+        a.busy += 1;
+        a.head_since = None;
+        InProgress(self.clone())
+    }
+}
+
+struct InProgress(Arc<Conn>);
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        let mut a = lock(&self.0.activity);
+        a.busy -= 1;
+        a.last = Instant::now();
+    }
+}
+
+/// The open connections.
+struct Connections {
+    limits: Limits,
+    /// `limits.max_connections`, lowered to half the open-file limit.
+    cap: usize,
+    live: Mutex<HashMap<u64, Arc<Conn>>>,
+    next_id: AtomicU64,
+}
+
+impl Connections {
+    fn new(limits: Limits) -> Connections {
+        let cap = open_file_limit()
+            .map_or(limits.max_connections, |n| {
+                limits.max_connections.min(n / 2)
+            })
+            .max(1);
+        Connections {
+            limits,
+            cap,
+            live: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    /// Registers a new connection; at the cap, first closes the least recently active idle one.
+    /// `None` (refuse the new one) when every connection has a request in progress.
+    fn admit(&self) -> Option<Arc<Conn>> {
+        let mut live = lock(&self.live);
+        if live.len() >= self.cap && !Self::evict_idlest(&mut live) {
+            return None;
+        }
+        let now = Instant::now();
+        let conn = Arc::new(Conn {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            activity: Mutex::new(Activity {
+                busy: 0,
+                last: now,
+                head_since: Some(now),
+            }),
+            close: CancellationToken::new(),
+        });
+        live.insert(conn.id, conn.clone());
+        Some(conn)
+    }
+
+    /// Closes the idle connection that moved a byte least recently; false if none is idle.
+    fn evict_idlest(live: &mut HashMap<u64, Arc<Conn>>) -> bool {
+        let idlest = live
+            .values()
+            .filter_map(|c| {
+                let a = lock(&c.activity);
+                (a.busy == 0).then_some((a.last, c.id))
+            })
+            .min();
+        let Some((_, id)) = idlest else {
+            return false;
+        };
+        if let Some(c) = live.remove(&id) {
+            c.close.cancel();
+        }
+        true
+    }
+
+    fn evict_one(&self) -> bool {
+        Self::evict_idlest(&mut lock(&self.live))
+    }
+
+    fn remove(&self, id: u64) {
+        lock(&self.live).remove(&id);
+    }
+}
+
+/// A TCP listener that wraps each accepted stream in a [`TrackedStream`].
+struct TrackedListener {
+    tcp: TcpListener,
+    conns: Arc<Connections>,
+}
+
+impl Listener for TrackedListener {
+    type Io = TrackedStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (TrackedStream, SocketAddr) {
+        loop {
+            match self.tcp.accept().await {
+                Ok((tcp, addr)) => {
+                    // At the cap with every connection busy, the new one is closed at once.
+                    if let Some(conn) = self.conns.admit() {
+                        return (TrackedStream::new(tcp, conn, self.conns.clone()), addr);
+                    }
+                }
+                Err(e) => {
+                    // Out of descriptors: make room; any other error (the peer left before the
+                    // accept) is the client's. Back off briefly either way, as a busy loop on a
+                    // persistent error would starve the connections being served.
+                    let out_of_files = matches!(e.raw_os_error(), Some(23 | 24));
+                    if out_of_files {
+                        self.conns.evict_one();
+                    }
+                    tokio::time::sleep(Duration::from_millis(if out_of_files { 10 } else { 1 }))
+                        .await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+}
+
+/// An accepted stream that fails its pending I/O once its connection's deadline passes or it
+/// is evicted, and leaves the registry when dropped.
+struct TrackedStream {
+    tcp: TcpStream,
+    conn: Arc<Conn>,
+    conns: Arc<Connections>,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    closed: Pin<Box<WaitForCancellationFutureOwned>>,
+}
+
+impl TrackedStream {
+    fn new(tcp: TcpStream, conn: Arc<Conn>, conns: Arc<Connections>) -> TrackedStream {
+        let closed = Box::pin(conn.close.clone().cancelled_owned());
+        TrackedStream {
+            tcp,
+            conn,
+            conns,
+            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            closed,
+        }
+    }
+
+    fn check_closed(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        match self.closed.as_mut().poll(cx) {
+            Poll::Ready(()) => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed to make room for a new connection",
+            )),
+            Poll::Pending => Ok(()),
+        }
+    }
+
+    /// Called when the socket is not ready: pending until the deadline, then `TimedOut`.
+    fn wait<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let Some(deadline) = self.conn.deadline(&self.conns.limits) else {
+            return Poll::Pending;
+        };
+        let deadline = tokio::time::Instant::from_std(deadline);
+        if self.timer.deadline() != deadline {
+            self.timer.as_mut().reset(deadline);
+        }
+        match self.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no request head, or no traffic, within the time limit",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for TrackedStream {
+    fn drop(&mut self) {
+        self.conns.remove(self.conn.id);
+    }
+}
+
+impl AsyncRead for TrackedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.check_closed(cx)?;
+        let before = buf.filled().len();
+        match Pin::new(&mut self.tcp).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    self.conn.moved(true);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.wait(cx),
+        }
+    }
+}
+
+impl AsyncWrite for TrackedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.check_closed(cx)?;
+        match Pin::new(&mut self.tcp).poll_write(cx, data) {
+            Poll::Ready(Ok(n)) => {
+                self.conn.moved(false);
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.wait(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.check_closed(cx)?;
+        match Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs) {
+            Poll::Ready(Ok(n)) => {
+                self.conn.moved(false);
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.wait(cx),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// The connection a request came on, for the guard (axum's `ConnectInfo`).
+#[derive(Clone)]
+struct ConnHandle(Arc<Conn>);
+
+impl Connected<IncomingStream<'_, TrackedListener>> for ConnHandle {
+    fn connect_info(stream: IncomingStream<'_, TrackedListener>) -> Self {
+        ConnHandle(stream.io().conn.clone())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MCP sessions: rmcp closes a session idle for its keep-alive; the count is capped here.
+// ---------------------------------------------------------------------------------------------
+
+/// The MCP sessions and when each last served a request.
+struct Sessions {
+    manager: Arc<LocalSessionManager>,
+    max: usize,
+    last_used: Mutex<HashMap<Arc<str>, Instant>>,
+}
+
+impl Sessions {
+    /// Records a new session (from an `initialize` response).
+    fn created(&self, id: &str) {
+        lock(&self.last_used).insert(Arc::from(id), Instant::now());
+    }
+
+    /// Records a request in a session. Unknown ids (made up, or closed) are not recorded, so
+    /// the map holds live sessions only.
+    fn touch(&self, id: &str) {
+        if let Some(t) = lock(&self.last_used).get_mut(id) {
+            *t = Instant::now();
+        }
+    }
+
+    /// Before an `initialize`: forgets closed sessions, and closes the least recently used
+    /// ones until one more fits.
+    async fn make_room(&self) {
+        let ids: HashSet<Arc<str>> = self.manager.sessions.read().await.keys().cloned().collect();
+        lock(&self.last_used).retain(|id, _| ids.contains(id));
+        if ids.len() < self.max {
+            return;
+        }
+        let victims: Vec<Arc<str>> = {
+            let used = lock(&self.last_used);
+            // A session not recorded yet is one whose `initialize` is still being answered.
+            let now = Instant::now();
+            let mut by_age: Vec<(Instant, Arc<str>)> = ids
+                .iter()
+                .map(|id| (used.get(id).copied().unwrap_or(now), id.clone()))
+                .collect();
+            by_age.sort();
+            by_age
+                .into_iter()
+                .take(ids.len() + 1 - self.max)
+                .map(|(_, id)| id)
+                .collect()
+        };
+        for id in victims {
+            lock(&self.last_used).remove(&id);
+            // Closing an already finished session is not an error worth a response.
+            let _ = self.manager.close_session(&id).await;
+        }
+    }
+}
+
 #[derive(Clone)]
 struct App {
     memdir: Arc<Memdir>,
@@ -133,11 +657,86 @@ struct App {
     body_limit: usize,
     permits: Arc<Semaphore>,
     timeout: Duration,
+    limits: Limits,
+    /// The MCP sessions (MCP transport only).
+    sessions: Option<Arc<Sessions>>,
 }
 
-/// Authentication, Host/Origin checks, concurrency and time limits, and JSON for every error
-/// the router itself produces (404, 405).
+/// The MCP session header (rmcp's `HEADER_SESSION_ID`).
+const SESSION_ID: &str = "mcp-session-id";
+
+fn busy_response(message: &str) -> Response {
+    let mut r = plain_error(StatusCode::SERVICE_UNAVAILABLE, "busy", message);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+/// Whether the `Content-Type` is `application/json`, parameters (`; charset=utf-8`) allowed.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The 413 error for a body over `limit` (`declared`: its `Content-Length`, if any).
+fn body_too_large(declared: Option<usize>, limit: usize) -> Error {
+    match declared {
+        Some(n) if n > limit => {
+            Error::too_large("body", n, limit, "bytes").hint("send a smaller request")
+        }
+        _ => Error::new(
+            ErrorKind::TooLarge,
+            format!("the body is over the limit of {limit} bytes"),
+        )
+        .field("body")
+        .detail("limit", Value::from(limit))
+        .hint("send a smaller request"),
+    }
+}
+
+/// Reads the whole body within `limits.body_timeout`, so a slow client never holds a
+/// concurrency permit; the request goes on with the body in memory.
+async fn buffer_body(app: &App, req: Request) -> std::result::Result<(Request, Bytes), Response> {
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > app.body_limit) {
+        return Err(error_response(&body_too_large(declared, app.body_limit)));
+    }
+    let read = axum::body::to_bytes(body, app.body_limit);
+    match tokio::time::timeout(app.limits.body_timeout, read).await {
+        Ok(Ok(bytes)) => Ok((Request::from_parts(parts, Body::from(bytes.clone())), bytes)),
+        Ok(Err(_)) => Err(error_response(&body_too_large(declared, app.body_limit))),
+        Err(_) => {
+            let mut r = plain_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                &format!(
+                    "the request body did not arrive within {} ms; send the whole request at once",
+                    app.limits.body_timeout.as_millis()
+                ),
+            );
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            Err(r)
+        }
+    }
+}
+
+/// Authentication, Host/Origin and Content-Type checks, body, concurrency and time limits,
+/// MCP session bookkeeping, and JSON for every error the router itself produces (404, 405).
 async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
+    // Held until the response is ready: the connection has a request in progress.
+    let _in_progress = req
+        .extensions()
+        .get::<ConnectInfo<ConnHandle>>()
+        .map(|c| c.0.0.enter());
     let open = req.method() == Method::GET && req.uri().path() == "/health";
     let headers = req.headers();
     match &app.token {
@@ -169,13 +768,11 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
                 .get(header::HOST)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|h| is_loopback(host_name(h)));
+            // `Origin: null` comes from sandboxed frames, `data:` URLs and some redirects: a
+            // page of unknown address, so it is refused like any other foreign origin.
             let origin_ok = headers
                 .get(header::ORIGIN)
-                .map(|v| {
-                    v.to_str()
-                        .ok()
-                        .is_some_and(|o| o == "null" || is_loopback(host_name(o)))
-                })
+                .map(|v| v.to_str().ok().is_some_and(|o| is_loopback(host_name(o))))
                 .unwrap_or(true);
             if !host_ok || !origin_ok {
                 return plain_error(
@@ -187,37 +784,65 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
         }
         _ => {}
     }
+    if open {
+        // Liveness takes no permit and reads no body, so it answers however busy the server is.
+        return next.run(req).await;
+    }
+    let is_mcp = req.uri().path().starts_with("/mcp");
+    // Read in full even when it is refused below: a response sent while the client is still
+    // sending would be lost to a connection reset.
+    let (req, body) = match buffer_body(&app, req).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    // A page can send text/plain and form bodies anywhere without a CORS preflight, JSON never.
+    if !body.is_empty() && !is_json(req.headers()) {
+        return plain_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "a request body must be JSON: send Content-Type: application/json",
+        );
+    }
+    let session = req
+        .headers()
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let initialize = is_mcp
+        && session.is_none()
+        && req.method() == Method::POST
+        && serde_json::from_slice::<Value>(&body)
+            .is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("initialize"));
+    if let Some(sessions) = &app.sessions {
+        if let Some(id) = &session {
+            sessions.touch(id);
+        } else if initialize {
+            sessions.make_room().await;
+        }
+    }
     let Ok(permit) = tokio::time::timeout(app.timeout, app.permits.clone().acquire_owned()).await
     else {
-        let mut r = plain_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "busy",
-            "too many requests at once; retry",
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return r;
+        return busy_response("too many requests at once; retry");
     };
-    let is_mcp = req.uri().path().starts_with("/mcp");
     let response = if is_mcp {
         // MCP keeps streams open (SSE): no overall deadline there.
         next.run(req).await
     } else {
         match tokio::time::timeout(app.timeout, next.run(req)).await {
             Ok(r) => r,
-            Err(_) => {
-                let mut r = plain_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "busy",
-                    "the request took too long; retry",
-                );
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                r
-            }
+            Err(_) => busy_response("the request took too long; retry"),
         }
     };
     drop(permit);
+    if let Some(sessions) = &app.sessions
+        && initialize
+        && let Some(id) = response
+            .headers()
+            .get(SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+    {
+        sessions.created(id);
+    }
     if response.status() == StatusCode::METHOD_NOT_ALLOWED && !is_mcp {
         let allow = response.headers().get(header::ALLOW).cloned();
         let mut r = plain_error(
@@ -233,26 +858,11 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     response
 }
 
+/// The JSON object of a body the guard has already read (and limited in size and time).
 async fn read_json(req: Request, limit: usize) -> Result<Map<String, Value>> {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
     let bytes: Bytes = axum::body::to_bytes(req.into_body(), limit)
         .await
-        .map_err(|_| match declared {
-            Some(n) if n > limit => {
-                Error::too_large("body", n, limit, "bytes").hint("send a smaller request")
-            }
-            _ => Error::new(
-                ErrorKind::TooLarge,
-                format!("the body is over the limit of {limit} bytes (or could not be read)"),
-            )
-            .field("body")
-            .detail("limit", Value::from(limit))
-            .hint("send a smaller request"),
-        })?;
+        .map_err(|_| body_too_large(None, limit))?;
     if bytes.is_empty() {
         return Ok(Map::new());
     }
@@ -458,13 +1068,8 @@ fn rest_router(app: App) -> Router {
 
 /// Serves until interrupted (SIGINT/SIGTERM).
 pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
-    if !is_loopback(&opts.host) && opts.token.as_deref().is_none_or(str::is_empty) {
-        return Err(Error::new(
-            ErrorKind::Denied,
-            format!("refusing to listen on {} without a token: anyone who can reach it could read and change your memory", opts.host),
-        )
-        .hint("set --token or MEMDIR_HTTP_TOKEN, or bind to 127.0.0.1, ::1 or localhost"));
-    }
+    check_token(&opts.host, opts.token.as_deref())?;
+    let limits = Limits::from_env()?;
     let host = if opts.host.eq_ignore_ascii_case("localhost") {
         "127.0.0.1".to_string()
     } else {
@@ -486,18 +1091,29 @@ pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
         .map_err(|e| Error::internal(format!("runtime: {e}")))?;
     rt.block_on(async move {
         let memdir = Arc::new(memdir);
+        let sessions = (opts.transport == Transport::Mcp).then(|| {
+            let mut manager = LocalSessionManager::default();
+            manager.session_config.keep_alive = Some(limits.session_idle);
+            Arc::new(Sessions {
+                manager: Arc::new(manager),
+                max: limits.max_sessions.max(1),
+                last_used: Mutex::new(HashMap::new()),
+            })
+        });
         let app = App {
             memdir: memdir.clone(),
             profile: opts.profile,
-            token: opts.token.filter(|t| !t.is_empty()).map(Arc::from),
+            token: opts.token.map(Arc::from),
             body_limit: opts.body_limit,
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
             timeout: opts.timeout,
+            limits,
+            sessions: sessions.clone(),
         };
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let router = match opts.transport {
-            Transport::Rest => rest_router(app.clone()),
-            Transport::Mcp => {
+        let cancel = CancellationToken::new();
+        let router = match &sessions {
+            None => rest_router(app.clone()),
+            Some(sessions) => {
                 let profile = opts.profile;
                 let m = memdir.clone();
                 let mut config = StreamableHttpServerConfig::default()
@@ -505,15 +1121,16 @@ pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
                     .with_cancellation_token(cancel.child_token());
                 // Host and token checks happen in `guard`, for both transports alike.
                 config = config.disable_allowed_hosts();
-                let service = StreamableHttpService::new(move || Ok(Server::shared(m.clone(), profile)), Arc::new(LocalSessionManager::default()), config);
+                let service = StreamableHttpService::new(move || Ok(Server::shared(m.clone(), profile)), sessions.manager.clone(), config);
                 Router::new().nest_service("/mcp", service).route("/health", get(health)).fallback(not_found)
             }
         };
         let router = router.layer(middleware::from_fn_with_state(app, guard));
-        let listener = tokio::net::TcpListener::bind(addr)
+        let tcp = TcpListener::bind(addr)
             .await
             .map_err(|e| Error::new(ErrorKind::Unavailable, format!("cannot listen on {addr}: {e}")))?;
-        let local = listener.local_addr().map_err(|e| Error::internal(e.to_string()))?;
+        let local = tcp.local_addr().map_err(|e| Error::internal(e.to_string()))?;
+        let listener = TrackedListener { tcp, conns: Arc::new(Connections::new(limits)) };
         // The one line a supervisor (or a test) reads to learn the address; logs go to stderr.
         eprintln!("memdir: listening on http://{local}{}", if opts.transport == Transport::Mcp { "/mcp" } else { "" });
         let shutdown = async move {
@@ -525,7 +1142,7 @@ pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
             }
             cancel.cancel();
         };
-        axum::serve(listener, router)
+        axum::serve(listener, router.into_make_service_with_connect_info::<ConnHandle>())
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|e| Error::new(ErrorKind::Unavailable, format!("HTTP server: {e}")))
@@ -579,6 +1196,108 @@ mod tests {
         assert_eq!(host_name("http://127.0.0.1:3000"), "127.0.0.1");
         assert_eq!(host_name("https://evil.com/x"), "evil.com");
         assert_eq!(host_name("evil.com"), "evil.com");
+    }
+
+    #[test]
+    fn tokens_nobody_could_send_or_too_weak_to_expose_are_refused() {
+        let long = "0123456789abcdef";
+        for (host, token) in [
+            ("127.0.0.1", Some("")),
+            ("127.0.0.1", Some(" ")),
+            ("localhost", Some("\t")),
+            ("127.0.0.1", Some(" 0123456789abcdef")),
+            ("127.0.0.1", Some("0123456789abcdef\n")),
+            ("127.0.0.1", Some("abc\u{7}def")),
+            ("0.0.0.0", None),
+            ("0.0.0.0", Some("")),
+            ("0.0.0.0", Some("0123456789abcde")),
+            ("::", Some("short")),
+        ] {
+            assert!(check_token(host, token).is_err(), "{host} {token:?}");
+        }
+        for (host, token) in [
+            ("127.0.0.1", None),
+            ("::1", Some("short")),
+            ("0.0.0.0", Some(long)),
+            ("0.0.0.0", Some("ünïcödé-tøkén-16")),
+        ] {
+            assert!(check_token(host, token).is_ok(), "{host} {token:?}");
+        }
+        let short = check_token("0.0.0.0", Some("0123456789abcde")).unwrap_err();
+        assert_eq!(short.kind, ErrorKind::Denied);
+        assert!(
+            !short.message.contains("0123456789abcde"),
+            "{}",
+            short.message
+        );
+    }
+
+    #[test]
+    fn json_content_types() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_str(v).unwrap());
+            is_json(&h)
+        };
+        for v in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            " application/json ;charset=UTF-8",
+        ] {
+            assert!(with(v), "{v}");
+        }
+        for v in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonx",
+            "text/json",
+            "application/json-patch+json",
+            "",
+        ] {
+            assert!(!with(v), "{v}");
+        }
+        assert!(!is_json(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn connection_deadlines() {
+        let limits = Limits {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            ..Limits::default()
+        };
+        let conns = Connections::new(Limits {
+            max_connections: 2,
+            ..limits
+        });
+        let a = conns.admit().expect("room for a");
+        // A new connection owes its first head within the header timeout.
+        let opened = lock(&a.activity).last;
+        assert_eq!(a.deadline(&limits), Some(opened + limits.header_timeout));
+        // No deadline while a request runs; then the idle timeout, not the header one.
+        let req = a.enter();
+        assert_eq!(a.deadline(&limits), None);
+        drop(req);
+        let ended = lock(&a.activity).last;
+        assert_eq!(a.deadline(&limits), Some(ended + limits.idle_timeout));
+        // The first byte of the next head starts the header timeout again.
+        a.moved(true);
+        let head = lock(&a.activity).head_since.expect("head started");
+        assert_eq!(a.deadline(&limits), Some(head + limits.header_timeout));
+
+        // At the cap, the idle connection that moved least recently makes room.
+        let b = conns.admit().expect("room for b");
+        let busy = b.enter();
+        let c = conns.admit().expect("a was idle");
+        assert!(a.close.is_cancelled() && !b.close.is_cancelled());
+        // With every other connection busy, the idle one goes; with all busy, none is admitted.
+        let _busy_c = c.enter();
+        assert!(conns.admit().is_none());
+        drop(busy);
+        assert!(conns.admit().is_some());
+        assert!(b.close.is_cancelled());
     }
 
     #[test]

@@ -18,7 +18,12 @@ What is checked is the contract of src/http.rs, src/cli.rs (`Serve`) and SPEC.md
 - the token matrix and the Host/Origin rules on both transports, loopback-only binds
   without a token, IPv6 loopback;
 - 20 parallel ingests into one session, concurrent compare-and-swap writers;
-- MCP over HTTP end to end, with and without a token.
+- MCP over HTTP end to end, with and without a token;
+- what a web page or a slow client can do: `Origin: null` is refused, request bodies must be
+  JSON (415), slow heads and idle connections are closed, many idle connections under a low
+  open-file limit do not stop /health, stalled bodies are cut off (408) without holding a
+  concurrency permit, MCP sessions are capped and expire, weak tokens refuse to start.
+(The same attacks from a real browser page are in test_browser.py.)
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import itertools
 import json
 import queue
 import re
+import resource
 import secrets
 import signal
 import socket
@@ -185,11 +191,14 @@ class HttpServer:
         host: Any = DEFAULT,
         chunked: bool = False,
         check: bool | None = None,
+        content_type: str | None = "application/json",
+        timeout: float = REQUEST_TIMEOUT_S,
     ) -> Resp:
         """Sends one request on a fresh connection. `host=None` sends no Host header; by
         default it is the address connected to. A dict or list body is sent as JSON, a str or
-        bytes body as it is. REST responses (not /mcp) are checked with `Resp.check`."""
-        conn = http.client.HTTPConnection(self.connect_host, self.port, timeout=REQUEST_TIMEOUT_S)
+        bytes body as it is, with `content_type` (None: no Content-Type). REST responses (not
+        /mcp) are checked with `Resp.check`."""
+        conn = http.client.HTTPConnection(self.connect_host, self.port, timeout=timeout)
         try:
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
             if host is DEFAULT:
@@ -206,7 +215,8 @@ class HttpServer:
             else:
                 data = json.dumps(body).encode()
             if data is not None:
-                conn.putheader("Content-Type", "application/json")
+                if content_type is not None:
+                    conn.putheader("Content-Type", content_type)
                 if chunked:
                     conn.putheader("Transfer-Encoding", "chunked")
                 else:
@@ -256,12 +266,16 @@ class HttpServer:
         assert err["code"] == code, f"expected code {code}: {r.describe()}"
         return err
 
-    def probe(self, headers: Iterable[tuple[str, str]] = (), host: Any = DEFAULT) -> Resp:
+    def probe(self, headers: Iterable[tuple[str, str]] = (), host: Any = DEFAULT, timeout: float = REQUEST_TIMEOUT_S) -> Resp:
         """A request that needs authorization on either transport: GET /status (REST) or an
         MCP initialize POST to /mcp."""
         if self.transport == "http":
-            return self.request("GET", "/status", None, headers, host=host)
-        return self.request("POST", "/mcp", MCP_INIT, [*MCP_HEADERS, *headers], host=host)
+            return self.request("GET", "/status", None, headers, host=host, timeout=timeout)
+        return self.request("POST", "/mcp", MCP_INIT, [*MCP_HEADERS, *headers], host=host, timeout=timeout)
+
+    def connect(self, timeout: float = REQUEST_TIMEOUT_S) -> socket.socket:
+        """A raw TCP connection to the server."""
+        return socket.create_connection((self.connect_host, self.port), timeout=timeout)
 
     def stop(self) -> int:
         """SIGTERM, then wait; kills (and raises) if the server does not stop in time."""
@@ -282,7 +296,13 @@ class HttpServer:
         return "\n".join(self.stderr_lines)
 
 
-def _spawn(store: Path, argv: list[str], env: dict[str, str] | None) -> tuple[subprocess.Popen, "queue.Queue[str | None]", list[str], threading.Thread]:
+def _spawn(
+    store: Path, argv: list[str], env: dict[str, str] | None, open_files: int | None = None
+) -> tuple[subprocess.Popen, "queue.Queue[str | None]", list[str], threading.Thread]:
+    def limit_files() -> None:
+        # Runs in the child before exec: the server gets `open_files` descriptors at most.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     proc = subprocess.Popen(
         [str(MEMDIR_BIN), *argv],
         stdin=subprocess.DEVNULL,
@@ -290,6 +310,7 @@ def _spawn(store: Path, argv: list[str], env: dict[str, str] | None) -> tuple[su
         stderr=subprocess.PIPE,
         env=server_env(store, **(env or {})),
         text=True,
+        preexec_fn=limit_files if open_files is not None else None,
     )
     lines: queue.Queue[str | None] = queue.Queue()
     kept: list[str] = []
@@ -310,7 +331,7 @@ def _spawn(store: Path, argv: list[str], env: dict[str, str] | None) -> tuple[su
 def serve_argv(transport: str, host: str, token: str | None, args: Iterable[str]) -> list[str]:
     argv = ["serve", "--transport", transport, "--host", host, "--port", "0"]
     if token is not None:
-        argv += ["--token", token]
+        argv.append(f"--token={token}")  # one argument, so a token may start with "-"
     return argv + list(args)
 
 
@@ -323,12 +344,14 @@ def start_server(
     token_env: str | None = None,
     args: Iterable[str] = (),
     env: dict[str, str] | None = None,
+    open_files: int | None = None,
 ) -> HttpServer:
-    """Starts a server and waits (polling with a deadline) for its listening line."""
+    """Starts a server and waits (polling with a deadline) for its listening line.
+    `open_files` lowers the server's RLIMIT_NOFILE."""
     env = dict(env or {})
     if token_env is not None:
         env["MEMDIR_HTTP_TOKEN"] = token_env
-    proc, lines, kept, reader = _spawn(store, serve_argv(transport, host, token, args), env)
+    proc, lines, kept, reader = _spawn(store, serve_argv(transport, host, token, args), env, open_files)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         remaining = deadline - time.monotonic()
@@ -1249,7 +1272,7 @@ def test_host_names_other_than_ip_or_localhost(tmp_path, memdir_bin):
     """`--host` takes an IP address or localhost; another name is invalid (exit 3) with a
     token, and denied (exit 11) without one."""
     store = tmp_path / "store"
-    rc, stderr = run_refused(store, serve_argv("http", "memdir.example.net", "tok", []))
+    rc, stderr = run_refused(store, serve_argv("http", "memdir.example.net", secrets.token_urlsafe(24), []))
     assert rc == 3, stderr
     assert json.loads(stderr)["error"]["field"] == "host"
     rc, stderr = run_refused(store, serve_argv("http", "memdir.example.net", None, []))
@@ -1291,6 +1314,9 @@ def test_host_and_origin_checks_without_token(http_server, transport):
         ("Origin userinfo trick", f"127.0.0.1:{p}", [("Origin", "http://127.0.0.1@evil.example")]),
         ("evil Host, loopback Origin", "evil.example", [("Origin", f"http://127.0.0.1:{p}")]),
         ("evil Host with an (unset) token", "evil.example", [("Authorization", "Bearer whatever")]),
+        # Sandboxed frames, data: URLs and some redirects send `Origin: null`: a web page.
+        ("Origin null", f"127.0.0.1:{p}", [("Origin", "null")]),
+        ("Origin NULL", f"127.0.0.1:{p}", [("Origin", "NULL")]),
     ]
     allowed = [
         ("Host localhost:PORT", f"localhost:{p}", []),
@@ -1302,7 +1328,6 @@ def test_host_and_origin_checks_without_token(http_server, transport):
         ("Origin http://localhost:PORT", f"localhost:{p}", [("Origin", f"http://localhost:{p}")]),
         ("Origin http://127.0.0.1", f"127.0.0.1:{p}", [("Origin", "http://127.0.0.1")]),
         ("Origin http://[::1]:3000", f"127.0.0.1:{p}", [("Origin", "http://[::1]:3000")]),
-        ("Origin null", f"127.0.0.1:{p}", [("Origin", "null")]),
     ]
     wrong = []
     for name, host, headers in denied:
@@ -1461,3 +1486,339 @@ async def test_mcp_http_with_token(http_server):
             async with mcp_session(srv.mcp_url, headers, statuses):
                 pass
         assert statuses and set(statuses) == {401}, (headers, statuses)
+
+
+# --------------------------------------------------------------------------------------------
+# What a web page or a slow client can do
+# --------------------------------------------------------------------------------------------
+
+
+def mcp_initialize(srv: HttpServer) -> str:
+    """One MCP initialize over plain HTTP; returns the new session's id."""
+    r = srv.request("POST", "/mcp", MCP_INIT, [*MCP_HEADERS, *srv.auth])
+    assert r.status == 200, r.describe()
+    sid = r.header("Mcp-Session-Id")
+    assert sid, r.describe()
+    return sid
+
+
+def mcp_notify(srv: HttpServer, sid: str) -> Resp:
+    """A notification in session `sid`: 202 while the session lives, 404 once it is gone."""
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    headers = [*MCP_HEADERS, *srv.auth, ("Mcp-Session-Id", sid), ("MCP-Protocol-Version", "2025-06-18")]
+    return srv.request("POST", "/mcp", note, headers)
+
+
+NOT_JSON = [
+    ("text/plain", "text/plain"),
+    ("text/plain with charset", "text/plain;charset=UTF-8"),
+    ("form", "application/x-www-form-urlencoded"),
+    ("multipart form", "multipart/form-data; boundary=x"),
+    ("no Content-Type", None),
+    ("JSON-looking but not JSON", "application/jsonx"),
+    ("text/json", "text/json"),
+]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_request_bodies_must_be_json(http_server, transport):
+    """A page can send text/plain or a form to any address without a CORS preflight, never
+    JSON: every body that is not application/json is refused with 415 before it is read."""
+    srv = http_server(transport)
+    if transport == "http":
+        srv.post("/api/v1/write", {"category": "prefs", "data": {"k": "v"}})
+        requests = [
+            ("/api/v1/write", {"category": "prefs", "data": {"k": "injected"}, "merge": True}),
+            ("/api/v1/delete", {"category": "prefs"}),
+            ("/api/v1/write", {"category": "planted", "data": {"x": 1}}),
+            ("/ingest", {"session_id": "planted", "content": "ignore previous instructions"}),
+            ("/search", {"query": "k"}),
+        ]
+        extra: list[tuple[str, str]] = []
+    else:
+        requests = [("/mcp", MCP_INIT)]
+        extra = MCP_HEADERS
+    harmless = requests[-1]
+    before = store_digest(srv.store)
+    wrong = []
+    for name, ctype in NOT_JSON:
+        for path, body in requests:
+            for chunked in (False, True):
+                r = srv.request("POST", path, body, extra, content_type=ctype, chunked=chunked, check=False)
+                try:
+                    r.check()
+                    ok = r.status == 415 and r.json["error"]["code"] == "unsupported_media_type"
+                except AssertionError:
+                    ok = False
+                if not ok:
+                    how = " (chunked)" if chunked else ""
+                    wrong.append(f"{name}{how} to {path}: expected a JSON 415 unsupported_media_type, got {r.describe()}")
+    assert not wrong, "\n".join(wrong)
+    assert store_digest(srv.store) == before
+    # JSON with parameters, in any case, is JSON.
+    for ctype in ("application/json; charset=utf-8", "Application/JSON", "application/json ; charset=UTF-8"):
+        r = srv.request("POST", harmless[0], harmless[1], extra, content_type=ctype)
+        assert r.status == 200, (ctype, r.describe())
+    # A request without a body needs no Content-Type.
+    if transport == "http":
+        r = srv.request("POST", "/api/v1/list", None, content_type=None)
+        assert r.status == 405, r.describe()  # the route's own answer, not 415
+        assert srv.request("GET", "/status", None, content_type=None).status == 200
+        r = srv.request("POST", "/api/v1/read", None, content_type=None)  # Content-Length: 0
+        assert r.status == 400 and r.json["error"]["field"] == "category", r.describe()
+    else:
+        sid = mcp_initialize(srv)
+        r = srv.request("DELETE", "/mcp", None, [("Mcp-Session-Id", sid)], content_type=None)
+        assert r.status in (200, 202, 204), r.describe()
+        assert mcp_notify(srv, sid).status == 404
+
+
+def test_weak_tokens_refuse_to_start(tmp_path, memdir_bin):
+    """A token nobody could send (empty, whitespace around it: HTTP strips that from header
+    values) is refused on every bind, a short one on a non-loopback bind; nothing listens and
+    nothing is created."""
+    store = tmp_path / "store"
+    cases = [
+        ("127.0.0.1", "", 3, "empty"),
+        ("127.0.0.1", " ", 3, "whitespace"),
+        ("127.0.0.1", "\t \t", 3, "whitespace"),
+        ("127.0.0.1", " " + secrets.token_urlsafe(24), 3, "whitespace"),
+        ("127.0.0.1", secrets.token_urlsafe(24) + " ", 3, "whitespace"),
+        ("127.0.0.1", "abc\x01def", 3, "control"),
+        ("0.0.0.0", " ", 3, "whitespace"),
+        ("0.0.0.0", secrets.token_urlsafe(24) + "\t", 3, "whitespace"),
+        ("0.0.0.0", "fifteen-chars15", 11, "at least 16"),
+        ("0.0.0.0", "x", 11, "at least 16"),
+        ("::", "short", 11, "at least 16"),
+    ]
+    for transport in TRANSPORTS:
+        for host, token, code, words in cases:
+            for argv, env in [
+                (serve_argv(transport, host, token, []), None),
+                (serve_argv(transport, host, None, []), {"MEMDIR_HTTP_TOKEN": token}),
+            ]:
+                if env is not None and token == "":
+                    continue  # an empty variable is an unset one (covered by the non-loopback test)
+                rc, stderr = run_refused(store, argv, env)
+                assert rc == code, f"{token!r} on {host}: exit {rc}, expected {code}; stderr: {stderr}"
+                assert "listening" not in stderr
+                err = json.loads(stderr)["error"]
+                assert words in err["message"], err
+                assert err["hints"], err
+                assert len(token.strip()) < 8 or token.strip() not in stderr, "the error echoes the token"
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_token_lengths_that_start(http_server, transport):
+    """16 characters are enough on any bind; a short token is fine on loopback, where the
+    network cannot reach the server."""
+    srv = http_server(transport, host="0.0.0.0", token="sixteen-chars-16")
+    assert srv.probe(srv.auth).status == 200
+    local = http_server(transport, token="short")
+    assert local.probe(local.auth).status == 200
+    assert local.probe().status == 401
+
+
+def wait_closed(sock: socket.socket, deadline: float) -> float | None:
+    """Reads until the server closes `sock` or the deadline passes; returns when it closed
+    (monotonic time), or None if it stayed open."""
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.05, min(1.0, deadline - time.monotonic())))
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:  # reset
+            return time.monotonic()
+        if data == b"":
+            return time.monotonic()
+    return None
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_slow_request_head_is_cut_off(http_server, transport):
+    """Slowloris: a client sending one header byte per second is disconnected once the header
+    timeout has passed, although it never stops sending."""
+    timeout_s = 2.0
+    srv = http_server(transport, env={"MEMDIR_HTTP_HEADER_TIMEOUT_MS": str(int(timeout_s * 1000))})
+    head = f"GET /health HTTP/1.1\r\nHost: {srv.host_header}\r\n" + "".join(f"X-Pad-{i}: {i}\r\n" for i in range(50))
+    with srv.connect() as sock:
+        start = time.monotonic()
+        deadline = start + timeout_s + 8
+        closed_at = None
+        for ch in head.encode():  # never the blank line that ends the head
+            try:
+                sock.sendall(bytes([ch]))
+            except OSError:
+                closed_at = time.monotonic()
+                break
+            # One byte per second: wait up to a second for the server to close.
+            closed_at = wait_closed(sock, min(deadline, time.monotonic() + 1.0))
+            if closed_at is not None or time.monotonic() >= deadline:
+                break
+    assert closed_at is not None, f"a slow head stayed connected for {time.monotonic() - start:.1f}s"
+    took = closed_at - start
+    assert timeout_s * 0.9 <= took <= timeout_s + 4, f"closed after {took:.1f}s, header timeout {timeout_s}s"
+    assert srv.request("GET", "/health").status == 200
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_idle_connection_is_closed_after_the_idle_timeout(http_server, transport):
+    """After a response, a keep-alive connection may wait longer than the header timeout for
+    its next request (idle is not a slow head), and is closed after the idle timeout."""
+    header_s, idle_s = 0.5, 2.5
+    srv = http_server(
+        transport,
+        env={"MEMDIR_HTTP_HEADER_TIMEOUT_MS": str(int(header_s * 1000)), "MEMDIR_HTTP_IDLE_TIMEOUT_MS": str(int(idle_s * 1000))},
+    )
+    conn = http.client.HTTPConnection(srv.connect_host, srv.port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request("GET", "/health", headers={"Host": srv.host_header})
+        r = conn.getresponse()
+        assert r.status == 200
+        r.read()
+        done = time.monotonic()
+        sock = conn.sock
+        assert sock is not None
+        # Past the header timeout the connection still serves a request.
+        assert wait_closed(sock, done + header_s * 3) is None, "an idle connection was closed by the header timeout"
+        conn.request("GET", "/health", headers={"Host": srv.host_header})
+        r = conn.getresponse()
+        assert r.status == 200
+        r.read()
+        done = time.monotonic()
+        closed_at = wait_closed(sock, done + idle_s + 8)
+        assert closed_at is not None, "an idle connection stayed open"
+        assert idle_s * 0.9 <= closed_at - done <= idle_s + 4, f"closed after {closed_at - done:.1f}s, idle timeout {idle_s}s"
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_many_idle_connections_do_not_stop_health(http_server, transport):
+    """300 idle connections to a server limited to 256 open files: the connection cap closes
+    the least recently active idle ones, so /health keeps answering new clients."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 300 + 200
+    if soft < want:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            pytest.skip(f"this test needs {want} open files for its own sockets; the hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    srv = http_server(transport, open_files=256)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            socks.append(srv.connect(timeout=10))
+        for _ in range(3):
+            r = srv.request("GET", "/health", timeout=15)
+            assert r.status == 200, r.describe()
+        assert srv.probe(timeout=15).status == 200
+    finally:
+        for s in socks:
+            s.close()
+    assert srv.request("GET", "/health").status == 200
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_stalled_bodies_hold_no_permits(http_server, transport):
+    """70 requests whose bodies never arrive (more than the 64 concurrency permits) do not
+    stop /health or a real request: a body is read before a permit is taken."""
+    srv = http_server(transport)
+    path = "/mcp" if transport == "mcp-http" else "/ingest"
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {srv.host_header}\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\""
+    )
+    stalled: list[socket.socket] = []
+    try:
+        for _ in range(70):
+            s = srv.connect()
+            s.sendall(head.encode())
+            stalled.append(s)
+        r = srv.request("GET", "/health", timeout=5)
+        assert r.status == 200, r.describe()
+        r = srv.probe(timeout=5)
+        assert r.status == 200, r.describe()
+        if transport == "http":
+            assert srv.post("/ingest", {"session_id": "s", "content": "while others stall"})["ok"] is True
+    finally:
+        for s in stalled:
+            s.close()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_body_that_does_not_arrive_is_408(http_server, transport):
+    body_s = 1.0
+    srv = http_server(transport, env={"MEMDIR_HTTP_BODY_TIMEOUT_MS": str(int(body_s * 1000))})
+    path = "/mcp" if transport == "mcp-http" else "/api/v1/write"
+    before = store_digest(srv.store)
+    with srv.connect(timeout=body_s + 8) as sock:
+        sock.sendall(
+            (
+                f"POST {path} HTTP/1.1\r\nHost: {srv.host_header}\r\nContent-Type: application/json\r\n"
+                "Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"category\": "
+            ).encode()
+        )
+        start = time.monotonic()
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        took = time.monotonic() - start
+        r = Resp("POST", path, resp.status, resp.headers, resp.read())
+    assert r.status == 408, r.describe()
+    r.check()
+    assert r.json["error"]["code"] == "timeout", r.describe()
+    assert body_s * 0.9 <= took <= body_s + 4, f"408 after {took:.1f}s, body timeout {body_s}s"
+    assert store_digest(srv.store) == before
+    assert srv.request("GET", "/health").status == 200
+
+
+def test_mcp_sessions_are_capped_least_recently_used_first(http_server):
+    srv = http_server("mcp-http", env={"MEMDIR_HTTP_MAX_SESSIONS": "3"})
+    s1, s2, s3, s4, s5 = (mcp_initialize(srv) for _ in range(5))
+    assert len({s1, s2, s3, s4, s5}) == 5
+    for sid in (s1, s2):
+        r = mcp_notify(srv, sid)
+        assert r.status == 404, f"session {sid} should have been closed for a newer one: {r.describe()}"
+    for sid in (s3, s4, s5):
+        r = mcp_notify(srv, sid)
+        assert r.status == 202, r.describe()
+    # s3 was used after s4 and s5: the next initialize closes s4, the least recently used.
+    assert mcp_notify(srv, s3).status == 202
+    s6 = mcp_initialize(srv)
+    assert mcp_notify(srv, s4).status == 404
+    for sid in (s3, s5, s6):
+        assert mcp_notify(srv, sid).status == 202
+
+
+def test_idle_mcp_sessions_expire(http_server):
+    """A session without requests for MEMDIR_HTTP_SESSION_IDLE_MS is closed: its open event
+    stream ends, and the session id is unknown afterwards."""
+    idle_s = 1.0
+    srv = http_server("mcp-http", env={"MEMDIR_HTTP_SESSION_IDLE_MS": str(int(idle_s * 1000))})
+    sid = mcp_initialize(srv)
+    assert mcp_notify(srv, sid).status == 202
+    head = (
+        f"GET /mcp HTTP/1.1\r\nHost: {srv.host_header}\r\nAccept: text/event-stream\r\n"
+        f"Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-06-18\r\nConnection: close\r\n\r\n"
+    )
+    received = b""
+    with srv.connect() as sock:
+        sock.sendall(head.encode())
+        start = time.monotonic()
+        deadline = start + idle_s + 10
+        ended = False
+        # The stream ends (and, with Connection: close, the connection) when the session closes.
+        while time.monotonic() < deadline:
+            sock.settimeout(max(0.05, min(1.0, deadline - time.monotonic())))
+            try:
+                data = sock.recv(65536)
+            except TimeoutError:
+                continue
+            if data == b"":
+                ended = True
+                break
+            received += data
+    assert received.startswith(b"HTTP/1.1 200"), received[:200]
+    assert ended, f"the event stream of an idle session was still open after {time.monotonic() - start:.1f}s"
+    assert mcp_notify(srv, sid).status == 404
