@@ -866,6 +866,9 @@ async fn read_json(req: Request, limit: usize) -> Result<Map<String, Value>> {
     if bytes.is_empty() {
         return Ok(Map::new());
     }
+    // An integer literal beyond 64 bits would silently become a float: refused, as on every
+    // surface.
+    crate::jsontext::check_integers(&bytes)?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(other) => Err(Error::invalid(

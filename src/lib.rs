@@ -23,6 +23,7 @@ pub mod error;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod index;
+pub mod jsontext;
 pub mod ledger;
 pub mod mcp;
 pub mod model;

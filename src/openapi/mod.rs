@@ -21,6 +21,7 @@ fn error_response(status: u16) -> Option<&'static str> {
         403 => "Forbidden",
         404 => "NotFound",
         405 => "MethodNotAllowed",
+        408 => "RequestTimeout",
         409 => "Conflict",
         413 => "PayloadTooLarge",
         415 => "UnsupportedMediaType",
@@ -31,7 +32,7 @@ fn error_response(status: u16) -> Option<&'static str> {
     })
 }
 
-fn responses(op: &Op, errors: &[u16], ok: Value) -> Value {
+fn responses(op: &Op, method: Method, errors: &[u16], ok: Value) -> Value {
     let mut r = Map::new();
     r.insert(
         "200".into(),
@@ -39,6 +40,10 @@ fn responses(op: &Op, errors: &[u16], ok: Value) -> Value {
     );
     let mut codes: Vec<u16> = errors.to_vec();
     codes.extend([401, 403]);
+    if method == Method::Post {
+        // Every body must be JSON and arrive in time (the guard's).
+        codes.extend([408, 415]);
+    }
     codes.sort();
     codes.dedup();
     for c in codes {
@@ -148,7 +153,10 @@ pub fn document() -> Value {
                 );
             }
         }
-        o.insert("responses".into(), responses(op, route.errors, response));
+        o.insert(
+            "responses".into(),
+            responses(op, route.method, route.errors, response),
+        );
         let method = match route.method {
             Method::Get => "get",
             Method::Post => "post",
