@@ -890,7 +890,7 @@ pub struct HistoryVersion {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<u64>,
     /// The content hash (null for a delete tombstone).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub hash: Option<String>,
     /// write, merge, append, delete, restore or external.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -898,8 +898,8 @@ pub struct HistoryVersion {
     /// Who wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
-    /// Why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Why (null when no reason was given).
+    #[serde(default)]
     pub reason: Option<String>,
     /// When.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -112,6 +112,9 @@ pub enum Command {
     Search(api::SearchRequest),
     /// Print the OpenAPI document of the REST API (schema/openapi.json is this output).
     Openapi,
+    /// Print the operation table: each operation's names on every surface, flags, CLI
+    /// arguments and examples.
+    Ops,
     /// Rebuild the search index from the files; prints the index fingerprint.
     Reindex,
     /// Serve MCP over stdio (what MCP clients launch).
@@ -335,6 +338,48 @@ fn ingest_request(a: &IngestArgs) -> Result<(IngestRequest, Vec<usize>)> {
     ))
 }
 
+/// The operation table as JSON, with each CLI command's arguments as clap parses them (the
+/// field each fills, as a flag or by position).
+fn ops_table() -> Value {
+    use clap::CommandFactory;
+    let root = Cli::command();
+    let list: Vec<Value> = ops::table()
+        .iter()
+        .map(|op| {
+            let cli_args: Option<Value> = op.cli.and_then(|c| root.find_subcommand(c)).map(|sub| {
+                let mut positional = Vec::new();
+                let mut flags = serde_json::Map::new();
+                for a in sub.get_arguments() {
+                    let id = a.get_id().as_str().to_string();
+                    if id == "dir" || id == "help" {
+                        continue;
+                    }
+                    match a.get_long() {
+                        Some(l) => {
+                            flags.insert(id, json!(format!("--{l}")));
+                        }
+                        None if a.is_positional() => positional.push(json!(id)),
+                        None => {}
+                    }
+                }
+                json!({"command": sub.get_name(), "positional": positional, "flags": flags})
+            });
+            json!({
+                "name": op.name,
+                "summary": op.summary,
+                "cli": cli_args,
+                "mcp": op.mcp.map(|t| json!({"tool": t.name, "profile": format!("{:?}", t.profile).to_lowercase()})),
+                "rest": op.rest.map(|r| json!({"method": format!("{:?}", r.method).to_uppercase(), "path": r.path})),
+                "read_only": op.read_only,
+                "destructive": op.destructive,
+                "idempotent": op.idempotent,
+                "examples": (op.examples)().into_iter().map(|(n, v)| json!({"name": n, "args": v})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "operations": list })
+}
+
 /// Runs an operation of the table with a typed request, as every surface does.
 fn call<T: serde::Serialize>(m: &Memdir, name: &str, req: &T) -> Result<Value> {
     let op = ops::find(name).ok_or_else(|| Error::internal(format!("no operation {name}")))?;
@@ -413,6 +458,7 @@ fn serve_http(
             max_concurrency: 64,
             timeout: std::time::Duration::from_secs(30),
         },
+        |url| eprintln!("memdir: listening on {url}"),
     )
 }
 
@@ -474,6 +520,9 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     }
     if let Command::Openapi = cli.command {
         return Ok((Output::Json(crate::openapi::document()), 0));
+    }
+    if let Command::Ops = cli.command {
+        return Ok((Output::Json(ops_table()), 0));
     }
     if let Command::VerifyStore = cli.command {
         // Read-only: no recovery, no adoption; report the store exactly as found.
@@ -553,6 +602,7 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
         Command::Search(r) => call(m, "search", &r)?,
         Command::VerifyStore
         | Command::Openapi
+        | Command::Ops
         | Command::Serve { .. }
         | Command::Config { .. } => {
             return Err(Error::internal(

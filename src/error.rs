@@ -205,39 +205,5 @@ impl From<IoError> for Error {
     }
 }
 
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        if let rusqlite::Error::SqliteFailure(f, _) = &e
-            && matches!(
-                f.code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            )
-        {
-            return Error::new(ErrorKind::Busy, format!("ledger busy: {e}"))
-                .hint("another memdir process holds the store; retry in a moment");
-        }
-        let denied = matches!(
-            &e,
-            rusqlite::Error::SqliteFailure(f, _) if matches!(
-                f.code,
-                rusqlite::ErrorCode::ReadOnly
-                    | rusqlite::ErrorCode::CannotOpen
-                    | rusqlite::ErrorCode::DiskFull
-                    | rusqlite::ErrorCode::PermissionDenied
-            )
-        );
-        let err = Error::new(ErrorKind::Unavailable, format!("ledger: {e}"));
-        if denied {
-            // Deleting the ledger would not help where memdir may not write.
-            err.detail("write_denied", Value::Bool(true))
-                .hint("memdir cannot write under .memdir/ (permissions, a read-only file system or a full disk); reads go on from the files")
-        } else {
-            err.hint(
-                "the ledger under .memdir/ is derived state: it may be deleted and is rebuilt from the files",
-            )
-        }
-    }
-}
-
 /// The result type of memdir's library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -54,7 +54,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::mcp::{Profile, Server};
+use crate::mcp::Server;
+use crate::ops::Profile;
 use crate::ops::{self, Op};
 use crate::service::Memdir;
 
@@ -1070,7 +1071,9 @@ fn rest_router(app: App) -> Router {
 }
 
 /// Serves until interrupted (SIGINT/SIGTERM).
-pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
+/// Serves until SIGINT or SIGTERM; `on_listening` learns the bound address once the server
+/// listens (the CLI prints it: the one line a supervisor or a test reads).
+pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> Result<()> {
     check_token(&opts.host, opts.token.as_deref())?;
     let limits = Limits::from_env()?;
     let host = if opts.host.eq_ignore_ascii_case("localhost") {
@@ -1134,8 +1137,7 @@ pub fn serve(memdir: Memdir, opts: Options) -> Result<()> {
             .map_err(|e| Error::new(ErrorKind::Unavailable, format!("cannot listen on {addr}: {e}")))?;
         let local = tcp.local_addr().map_err(|e| Error::internal(e.to_string()))?;
         let listener = TrackedListener { tcp, conns: Arc::new(Connections::new(limits)) };
-        // The one line a supervisor (or a test) reads to learn the address; logs go to stderr.
-        eprintln!("memdir: listening on http://{local}{}", if opts.transport == Transport::Mcp { "/mcp" } else { "" });
+        on_listening(&format!("http://{local}{}", if opts.transport == Transport::Mcp { "/mcp" } else { "" }));
         let shutdown = async move {
             let ctrl_c = tokio::signal::ctrl_c();
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();

@@ -341,4 +341,3 @@ pub fn check_integers(json: &[u8]) -> Result<()> {
         None => Ok(()),
     }
 }
-

@@ -12,7 +12,9 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::error::{Error, Result};
+use serde_json::Value;
+
+use crate::error::{Error, ErrorKind, Result};
 
 /// The ledger's schema version; a different version is rebuilt from the files.
 pub const LEDGER_SCHEMA: i64 = 3;
@@ -54,6 +56,42 @@ pub struct SegmentRow {
     pub bad_lines: i64,
     /// The largest stamp in the segment: the next chunk appended to it sorts after it.
     pub max_hlc: String,
+}
+
+/// SQLite errors at the boundary: busy is `busy`, anything else `unavailable`, with a hint
+/// that says whether deleting the (derived) ledger could help.
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        if let rusqlite::Error::SqliteFailure(f, _) = &e
+            && matches!(
+                f.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            )
+        {
+            return Error::new(ErrorKind::Busy, format!("ledger busy: {e}"))
+                .hint("another memdir process holds the store; retry in a moment");
+        }
+        let denied = matches!(
+            &e,
+            rusqlite::Error::SqliteFailure(f, _) if matches!(
+                f.code,
+                rusqlite::ErrorCode::ReadOnly
+                    | rusqlite::ErrorCode::CannotOpen
+                    | rusqlite::ErrorCode::DiskFull
+                    | rusqlite::ErrorCode::PermissionDenied
+            )
+        );
+        let err = Error::new(ErrorKind::Unavailable, format!("ledger: {e}"));
+        if denied {
+            // Deleting the ledger would not help where memdir may not write.
+            err.detail("write_denied", Value::Bool(true))
+                .hint("memdir cannot write under .memdir/ (permissions, a read-only file system or a full disk); reads go on from the files")
+        } else {
+            err.hint(
+                "the ledger under .memdir/ is derived state: it may be deleted and is rebuilt from the files",
+            )
+        }
+    }
 }
 
 /// Whether an error says the ledger file is not a readable database.

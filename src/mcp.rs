@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt};
 
 use crate::error::{Error, ErrorKind, Result};
-pub use crate::ops::Profile;
 use crate::jsontext::*;
+pub use crate::ops::Profile;
 use crate::ops::{self, Op};
 use crate::service::{self, Memdir};
 

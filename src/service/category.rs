@@ -920,11 +920,18 @@ impl Memdir {
         }
         drop(guard);
         let diff = if req.diff_from.is_some() || req.diff_to.is_some() {
-            Some(self.diff(&DiffRequest {
-                category: req.category.clone(),
-                from: req.diff_from.clone(),
-                to: req.diff_to.clone(),
-            })?)
+            Some(
+                self.diff(&DiffRequest {
+                    category: req.category.clone(),
+                    from: req.diff_from.clone(),
+                    to: req.diff_to.clone(),
+                })
+                .map_err(|e| match e.details.get("field").and_then(Value::as_str) {
+                    Some("from") => e.field("diff_from"),
+                    Some("to") => e.field("diff_to"),
+                    _ => e,
+                })?,
+            )
         } else {
             None
         };
@@ -953,11 +960,16 @@ impl Memdir {
             return Err(not_found(&name, self.available_names(inner)?));
         };
         let to_e = match to {
-            Some(v) => self.find_version(inner, &name, v)?,
+            Some(v) => self
+                .find_version(inner, &name, v)
+                .map_err(|e| e.field("to"))?,
             None => head.clone(),
         };
         let from_e = match from {
-            Some(v) => Some(self.find_version(inner, &name, v)?),
+            Some(v) => Some(
+                self.find_version(inner, &name, v)
+                    .map_err(|e| e.field("from"))?,
+            ),
             None => to_e
                 .parents
                 .first()

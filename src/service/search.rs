@@ -703,7 +703,7 @@ impl Memdir {
     pub(crate) fn verify_index(&self, report: &mut Value) -> Result<()> {
         let layout = self.layout();
         if !layout.index_dir().join("chunks").join("meta.json").exists() {
-            report["index"] = json!({"state": "missing", "note": "built on the next search or by `memdir reindex`"});
+            report["index"] = json!({"state": "missing", "note": "built on the next search or by a reindex"});
             return Ok(());
         }
         let idx = SearchIndex::open(&layout.index_dir(), AnalyzerConfig::from_env()?)?;
@@ -782,7 +782,7 @@ impl Memdir {
         if !ok {
             report["ok"] = json!(false);
             if let Some(p) = report["problems"].as_array_mut() {
-                p.push(json!({"kind": "index", "path": ".memdir/index", "message": "the index does not match the files: run `memdir reindex`"}));
+                p.push(json!({"kind": "index", "path": ".memdir/index", "message": "the index does not match the files: a reindex rebuilds it"}));
             }
         }
         Ok(())

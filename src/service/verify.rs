@@ -299,7 +299,7 @@ impl Memdir {
                 problems.push(json!({
                     "kind": "index",
                     "path": ".memdir/index",
-                    "message": format!("the search index cannot be read ({}); `memdir reindex` rebuilds it from the files", e.message),
+                    "message": format!("the search index cannot be read ({}); a reindex rebuilds it from the files", e.message),
                 }));
             }
         }

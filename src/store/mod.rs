@@ -121,7 +121,12 @@ impl Layout {
             // user's: it is neither replaced nor written through.
             if fs::symlink_metadata(&p).is_err() {
                 use std::io::Write;
-                let mut f = fsx::create_new(&p)?;
+                let mut f = match fsx::create_new(&p) {
+                    Ok(f) => f,
+                    // Another process creating the store at the same moment wrote it.
+                    Err(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(e),
+                };
                 f.write_all(text.as_bytes()).at("write", &p)?;
                 // DURABILITY: the file and its directory entry, like every other write.
                 f.sync_all().at("fsync", &p)?;

@@ -2,6 +2,7 @@
 
 mod util;
 
+mod architecture;
 mod cli;
 mod concurrency;
 mod crash;
@@ -10,4 +11,5 @@ mod handedit;
 mod hardening;
 mod mcp;
 mod mcp_framing;
+mod ops;
 mod search;

@@ -928,6 +928,15 @@ def test_unknown_path_is_404_json(http_server):
         assert r.json["error"]["code"] == "not_found"
 
 
+def assert_same_error(cli_error: dict, rest_error: dict) -> None:
+    """The same error on two surfaces: equal but for the hints, which each surface words in
+    its own vocabulary (commands and flags on the CLI, routes and fields over REST), one for
+    one."""
+    strip = lambda e: {k: v for k, v in e.items() if k != "hints"}
+    assert strip(cli_error) == strip(rest_error), (cli_error, rest_error)
+    assert len(cli_error["hints"]) == len(rest_error["hints"]), (cli_error, rest_error)
+
+
 def test_unknown_category_is_404_listing_available_names(http_server):
     srv = http_server("http")
     srv.fail("POST", "/api/v1/read", {"category": "ghost"}, 404, "not_found")
@@ -949,7 +958,11 @@ def test_unknown_category_is_404_listing_available_names(http_server):
     # Same error as the CLI (exit code 4 = not found).
     rest = srv.fail("POST", "/api/v1/read", {"category": "ghost"}, 404, "not_found")
     rc, _, cli_err = cli(srv.store, "read", "ghost")
-    assert rc == 4 and cli_err == {"error": rest}
+    assert rc == 4
+    assert_same_error(cli_err["error"], rest)
+    # Hints speak each surface's language: routes here, commands on the CLI.
+    assert any("GET /api/v1/list" in h for h in rest["hints"]), rest
+    assert any("`memdir list`" in h for h in cli_err["error"]["hints"]), cli_err
 
 
 METHOD_CASES = [
@@ -1017,7 +1030,10 @@ def test_conflicts_are_409_with_current_hash(http_server):
     # Same as the CLI (exit code 5 = conflict).
     rest = srv.fail("POST", "/api/v1/delete", {"category": "base", "expected_hash": ZERO_HASH}, 409, "conflict")
     rc, _, cli_err = cli(srv.store, "delete", "base", "--expected-hash", ZERO_HASH)
-    assert rc == 5 and cli_err == {"error": rest}
+    assert rc == 5
+    assert_same_error(cli_err["error"], rest)
+    assert any("--expected-hash" in h for h in cli_err["error"]["hints"]), cli_err
+    assert not any("--expected-hash" in h for h in rest["hints"]), rest
 
 
 def test_store_busy_is_503_with_retry_after(http_server):
