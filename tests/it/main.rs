@@ -7,4 +7,5 @@ mod concurrency;
 mod crash;
 mod handedit;
 mod mcp;
+mod model;
 mod search;
