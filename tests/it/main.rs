@@ -11,5 +11,6 @@ mod handedit;
 mod hardening;
 mod mcp;
 mod mcp_framing;
+mod model;
 mod ops;
 mod search;
