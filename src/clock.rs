@@ -85,6 +85,10 @@ pub fn rfc3339(ms: i64) -> String {
 /// an integer of milliseconds since the epoch.
 pub fn parse_time(s: &str) -> Option<i64> {
     let s = s.trim();
+    // Every accepted form is ASCII; slicing below assumes one byte per character.
+    if !s.is_ascii() {
+        return None;
+    }
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         return s.parse().ok();
     }
@@ -208,6 +212,9 @@ impl Hlc {
 
     /// Parses `YYYYMMDDTHHMMSSmmmZ-CCCC`.
     pub fn parse(s: &str) -> Option<Hlc> {
+        if !s.is_ascii() {
+            return None;
+        }
         let b = s.as_bytes();
         if b.len() != 24 || b[8] != b'T' || b[18] != b'Z' || b[19] != b'-' {
             return None;

@@ -306,7 +306,8 @@ pub struct HistoryEntry {
 impl HistoryEntry {
     /// The ordinal shown to users: the number of versions in this entry's ancestry.
     pub fn ordinal(&self) -> u64 {
-        self.vv.values().sum()
+        // Saturating: a damaged history file must break only itself, never the reader.
+        self.vv.values().fold(0u64, |a, b| a.saturating_add(*b))
     }
 
     /// Whether this entry is a delete tombstone.

@@ -926,10 +926,12 @@ impl Memdir {
                     from: req.diff_from.clone(),
                     to: req.diff_to.clone(),
                 })
-                .map_err(|e| match e.details.get("field").and_then(Value::as_str) {
-                    Some("from") => e.field("diff_from"),
-                    Some("to") => e.field("diff_to"),
-                    _ => e,
+                .map_err(|e| {
+                    match e.details.get("field").and_then(Value::as_str) {
+                        Some("from") => e.field("diff_from"),
+                        Some("to") => e.field("diff_to"),
+                        _ => e,
+                    }
                 })?,
             )
         } else {

@@ -646,7 +646,12 @@ impl Memdir {
         let cats = inner.ledger.categories()?;
         let live: Vec<_> = cats.iter().filter(|r| r.status != "deleted").collect();
         let segs = inner.ledger.segments()?;
-        let mut sessions: Vec<&str> = segs.iter().map(|s| s.session_id.as_str()).collect();
+        // A session is a session once it holds a chunk (an empty segment left by a crash is not).
+        let mut sessions: Vec<&str> = segs
+            .iter()
+            .filter(|s| s.chunks > 0)
+            .map(|s| s.session_id.as_str())
+            .collect();
         sessions.sort();
         sessions.dedup();
         let size: u64 = walk_size(&self.layout.root);

@@ -703,7 +703,8 @@ impl Memdir {
     pub(crate) fn verify_index(&self, report: &mut Value) -> Result<()> {
         let layout = self.layout();
         if !layout.index_dir().join("chunks").join("meta.json").exists() {
-            report["index"] = json!({"state": "missing", "note": "built on the next search or by a reindex"});
+            report["index"] =
+                json!({"state": "missing", "note": "built on the next search or by a reindex"});
             return Ok(());
         }
         let idx = SearchIndex::open(&layout.index_dir(), AnalyzerConfig::from_env()?)?;

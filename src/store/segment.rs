@@ -86,6 +86,12 @@ pub fn repair_tail(root: &Path, path: &Path, seg: &Segment) -> Result<bool, IoEr
         // A whole chunk whose newline is missing (a hand edit): keep it.
         let mut f = fsx::open_write(root, path, true, false)?;
         f.write_all(b"\n").at("write", path)?;
+    } else if seg.committed_len == 0 {
+        // Nothing was ever committed here: the crashed append created the file, so the
+        // store goes back to having none (and no session directory, if it made that too).
+        drop(f);
+        remove_empty(root, path)?;
+        return Ok(true);
     } else {
         f.set_len(seg.committed_len)
             .at("truncate torn tail", path)?;
@@ -93,6 +99,33 @@ pub fn repair_tail(root: &Path, path: &Path, seg: &Segment) -> Result<bool, IoEr
     // DURABILITY: the repaired length must be on disk before new lines follow it.
     f.sync_all().at("fsync", path)?;
     Ok(true)
+}
+
+/// Removes a segment that holds no committed line, and its session directory when that is
+/// left empty. The caller holds the write lock.
+fn remove_empty(root: &Path, path: &Path) -> Result<(), IoError> {
+    fsx::check_no_links(root, path)?;
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(IoError {
+                op: "remove empty segment",
+                path: path.to_path_buf(),
+                source: e,
+            });
+        }
+    }
+    if let Some(dir) = path.parent() {
+        // DURABILITY: the removal must not come back after a crash.
+        sync_dir(dir)?;
+        if fs::remove_dir(dir).is_ok()
+            && let Some(sessions) = dir.parent()
+        {
+            sync_dir(sessions)?;
+        }
+    }
+    Ok(())
 }
 
 #[derive(Serialize, Deserialize)]
@@ -231,6 +264,12 @@ pub fn undo_intent(root: &Path, intent_path: &Path) -> Result<(), IoError> {
                 && meta.is_file()
                 && meta.len() > len_before
             {
+                if len_before == 0 {
+                    // The batch created this segment: it goes, with its session directory
+                    // if the batch made that too.
+                    remove_empty(root, &path)?;
+                    continue;
+                }
                 let f = fsx::open_write(root, &path, false, false)?;
                 f.set_len(len_before)
                     .at("truncate unfinished batch", &path)?;

@@ -167,6 +167,7 @@ const FAILPOINTS: &[(&str, &[Kind])] = &[
         "ledger.before_update",
         &[Kind::Category, Kind::Chunk, Kind::Batch],
     ),
+    ("ledger.update", &[Kind::Category, Kind::Chunk, Kind::Batch]),
     ("stage.write", &[Kind::Category, Kind::Batch]),
     ("stage.write=enospc", &[Kind::Category, Kind::Batch]),
     ("append.after_intent", &[Kind::Batch]),
@@ -204,7 +205,8 @@ fn lands(fp: &str, k: Kind) -> Option<bool> {
         "txn.after_manifest"
         | "txn.after_first_rename"
         | "txn.after_publish"
-        | "ledger.before_update" => Some(true),
+        | "ledger.before_update"
+        | "ledger.update" => Some(true),
         "append.after_write" => Some(k != Kind::Batch),
         _ => None,
     }
@@ -392,19 +394,7 @@ fn check_files(env: &TestEnv, want: &Model, ctx: &str) {
         "{ctx}: category files"
     );
     let sessions: BTreeSet<String> = want.sessions.keys().cloned().collect();
-    // KNOWN BUG (`a_crashed_ingest_into_a_new_session_leaves_no_session_behind`): recovery
-    // cuts a crashed append back to zero bytes but keeps the session directory and segment
-    // it created. Such leftovers (only empty segments) are tolerated here until that is fixed.
-    let on_disk: BTreeSet<String> = names(&env.path("sessions"))
-        .into_iter()
-        .filter(|s| {
-            sessions.contains(s)
-                || walkdir::WalkDir::new(env.path(&format!("sessions/{s}")))
-                    .into_iter()
-                    .flatten()
-                    .any(|e| e.file_type().is_file() && e.metadata().unwrap().len() > 0)
-        })
-        .collect();
+    let on_disk: BTreeSet<String> = names(&env.path("sessions")).into_iter().collect();
     assert_eq!(on_disk, sessions, "{ctx}: session directories");
     let status = env.ok(&["status"]);
     let chunks: usize = want.sessions.values().map(Vec::len).sum();
@@ -421,7 +411,7 @@ fn check_files(env: &TestEnv, want: &Model, ctx: &str) {
     );
 }
 
-/// KNOWN BUG: an ingest that creates a session and crashes mid-write (`append.torn`, or a
+/// Bug (fixed): an ingest that creates a session and crashes mid-write (`append.torn`, or a
 /// `kill -9`) is cut back to zero bytes on recovery, but the session directory and its empty
 /// segment stay: `status` counts a session that `fetch` and `overview` say does not exist, and
 /// an empty `sessions/<id>/<replica>.jsonl` stays among the user's files. The ENOSPC path
@@ -430,21 +420,21 @@ fn check_files(env: &TestEnv, want: &Model, ctx: &str) {
 /// crashed ingest. The body is disabled until the fix lands; uncomment it to check the fix.
 #[test]
 fn a_crashed_ingest_into_a_new_session_leaves_no_session_behind() {
-    // let env = TestEnv::new();
-    // env.ok(&["ingest", "--session-id", "s0", "--text", "first"]);
-    // let before = env.snapshot();
-    // for (args, input) in [
-    //     (vec!["ingest", "--session-id", "s1", "--text", "torn"], &b""[..]),
-    //     (
-    //         vec!["ingest", "--jsonl", "-"],
-    //         &b"{\"session_id\":\"s2\",\"content\":\"x\"}\n{\"session_id\":\"s2\",\"content\":\"y\"}\n"[..],
-    //     ),
-    // ] {
-    //     let r = env.run_env(&args, &[("MEMDIR_FAILPOINT", "append.torn")], input);
-    //     assert_eq!(r.signal, Some(6), "{}", r.run.stderr);
-    //     assert_eq!(env.ok(&["status"])["sessions"], 1);
-    //     assert_eq!(env.snapshot(), before, "files left by {args:?}");
-    // }
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s0", "--text", "first"]);
+    let before = env.snapshot();
+    for (args, input) in [
+        (vec!["ingest", "--session-id", "s1", "--text", "torn"], &b""[..]),
+        (
+            vec!["ingest", "--jsonl", "-"],
+            &b"{\"session_id\":\"s2\",\"content\":\"x\"}\n{\"session_id\":\"s2\",\"content\":\"y\"}\n"[..],
+        ),
+    ] {
+        let r = env.run_env(&args, &[("MEMDIR_FAILPOINT", "append.torn")], input);
+        assert_eq!(r.signal, Some(6), "{}", r.run.stderr);
+        assert_eq!(env.ok(&["status"])["sessions"], 1);
+        assert_eq!(env.snapshot(), before, "files left by {args:?}");
+    }
 }
 
 /// Runs `op` normally; it must succeed (or be refused as the model says) and is applied.

@@ -85,11 +85,9 @@ proptest! {
             .map_err(|err| TestCaseError::fail(err.to_string()))?;
         prop_assert_eq!(&back, &e);
         prop_assert_eq!(entry_bytes(&back), bytes);
-        // KNOWN BUG (`a_version_vector_summing_past_u64_max_is_not_a_panic`): `ordinal` overflows
-        // on such a vector. Check it on every vector once that is fixed.
-        if let Some(sum) = e.vv.values().try_fold(0u64, |a, &v| a.checked_add(v)) {
-            prop_assert_eq!(back.ordinal(), sum);
-        }
+        // The version number is the saturating sum of the version vector.
+        let sum = e.vv.values().fold(0u64, |a, &v| a.saturating_add(v));
+        prop_assert_eq!(back.ordinal(), sum);
     }
 
     /// Whatever a history file holds, reading it (and the head of its category) never
@@ -134,10 +132,9 @@ proptest! {
     /// parser accepts: memdir must be able to read back every version it writes.
     #[test]
     fn nested_content_keeps_a_readable_history_entry(
-        // KNOWN BUG (a_category_nested_as_deep_as_the_parser_allows_keeps_a_readable_history):
-        // at PARSER_DEPTH the entry, one level deeper than its content, no longer parses.
-        // Make these `1..=PARSER_DEPTH` and `Just(PARSER_DEPTH)` once it is fixed.
-        depth in prop_oneof![1usize..PARSER_DEPTH, Just(PARSER_DEPTH - 1)],
+        // memdir keeps no content nested deeper than `store::codec::MAX_DEPTH` (writes are
+        // refused, hand-placed files reported), so entries are at most that deep plus one.
+        depth in prop_oneof![1usize..=memdir::store::codec::MAX_DEPTH, Just(memdir::store::codec::MAX_DEPTH)],
         e in entry(),
     ) {
         let content: Value = serde_json::from_str(&nested(depth, true)).expect("fits the parser");
@@ -170,61 +167,67 @@ fn history_ids_sort_as_time() {
     assert!(store::history_head(&layout, &name).unwrap().is_none());
 }
 
-/// KNOWN BUG: memdir writes versions it cannot read back when content is nested near the
+/// Bug (fixed): memdir writes versions it cannot read back when content is nested near the
 /// parser's depth limit. serde_json refuses documents nested deeper than 127 levels. A
 /// category whose content is nested 127 deep is accepted by `write`, but its history entry
 /// wraps the content one level deeper and no longer parses (`verify-store`: "malformed history
 /// entry", then "unadopted change"); a log wraps each entry's data three levels deeper, so an
 /// append of data nested 125 deep leaves a log file memdir itself reports as `corrupt`.
 /// Expected: such a write is refused as `invalid`, or stored so that it reads back.
-/// The body is disabled until the fix lands; uncomment it to check the fix.
 #[test]
 fn a_category_nested_as_deep_as_the_parser_allows_keeps_a_readable_history() {
-    // use memdir::service::{AppendRequest, WriteRequest};
-    // let tmp = tempfile::tempdir().unwrap();
-    // let m = memdir::Memdir::open(tmp.path().join("store")).unwrap();
-    // let deep = |d: usize| -> Value { serde_json::from_str(&nested(d, true)).unwrap() };
-    // let wrote = m.write(&WriteRequest {
-    //     category: "deep".into(),
-    //     data: deep(PARSER_DEPTH),
-    //     ..WriteRequest::default()
-    // });
-    // let appended = m.append(&AppendRequest {
-    //     category: "journal".into(),
-    //     data: deep(PARSER_DEPTH - 2),
-    //     ..AppendRequest::default()
-    // });
-    // if wrote.is_ok() {
-    //     m.read(&memdir::service::ReadRequest { category: "deep".into(), ..Default::default() })
-    //         .expect("a category memdir wrote reads back");
-    // }
-    // if appended.is_ok() {
-    //     m.read(&memdir::service::ReadRequest { category: "journal".into(), ..Default::default() })
-    //         .expect("a log memdir wrote reads back");
-    // }
-    // let v = m.verify().unwrap();
-    // assert_eq!(v["ok"], true, "{v:#}");
+    use memdir::service::{AppendRequest, WriteRequest};
+    let tmp = tempfile::tempdir().unwrap();
+    let m = memdir::Memdir::open(tmp.path().join("store")).unwrap();
+    let deep = |d: usize| -> Value { serde_json::from_str(&nested(d, true)).unwrap() };
+    let wrote = m.write(&WriteRequest {
+        category: "deep".into(),
+        data: deep(PARSER_DEPTH),
+        ..WriteRequest::default()
+    });
+    let appended = m.append(&AppendRequest {
+        category: "journal".into(),
+        data: deep(PARSER_DEPTH - 2),
+        ..AppendRequest::default()
+    });
+    if wrote.is_ok() {
+        m.read(&memdir::service::ReadRequest {
+            category: "deep".into(),
+            ..Default::default()
+        })
+        .expect("a category memdir wrote reads back");
+    }
+    if appended.is_ok() {
+        m.read(&memdir::service::ReadRequest {
+            category: "journal".into(),
+            ..Default::default()
+        })
+        .expect("a log memdir wrote reads back");
+    }
+    let v = m.verify().unwrap();
+    assert!(v.ok, "{v:#?}");
 }
 
-/// KNOWN BUG: `HistoryEntry::ordinal` sums the version vector with `+`, so an entry whose
+/// Bug (fixed): `HistoryEntry::ordinal` sums the version vector with `+`, so an entry whose
 /// counts add up past `u64::MAX` (a damaged or hand-edited history file, say
 /// `"vv": {"a": 18446744073709551615, "b": 1}`) panics debug builds ("attempt to add with
 /// overflow": `memdir history <name>` exits 101) and silently wraps to a wrong version in
 /// release builds, although a malformed file should break only itself. Expected: such an
 /// entry is reported as malformed (or the sum saturates).
-/// The body is disabled until the fix lands; uncomment it to check the fix.
 #[test]
 fn a_version_vector_summing_past_u64_max_is_not_a_panic() {
-    // let e = HistoryEntry {
-    //     id: "20251129T110203004Z-0007_a".into(),
-    //     parents: vec![],
-    //     vv: [("a".to_string(), u64::MAX), ("b".to_string(), 1)].into_iter().collect(),
-    //     op: "write".into(),
-    //     hash: None,
-    //     actor: "a".into(),
-    //     reason: None,
-    //     ts: "2025-11-29T11:02:03.004Z".into(),
-    //     content: Value::Null,
-    // };
-    // let _ = std::panic::catch_unwind(|| e.ordinal()).expect("ordinal does not panic");
+    let e = HistoryEntry {
+        id: "20251129T110203004Z-0007_a".into(),
+        parents: vec![],
+        vv: [("a".to_string(), u64::MAX), ("b".to_string(), 1)]
+            .into_iter()
+            .collect(),
+        op: "write".into(),
+        hash: None,
+        actor: "a".into(),
+        reason: None,
+        ts: "2025-11-29T11:02:03.004Z".into(),
+        content: Value::Null,
+    };
+    let _ = std::panic::catch_unwind(|| e.ordinal()).expect("ordinal does not panic");
 }
