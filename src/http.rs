@@ -804,6 +804,14 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
             "a request body must be JSON: send Content-Type: application/json",
         );
     }
+    // rmcp parses the body itself, turning an integer beyond 64 bits into a float: such a tool
+    // call is answered here, as over stdio.
+    if is_mcp
+        && req.method() == Method::POST
+        && let Some(reply) = crate::mcp::refuse_lossy_call(&body)
+    {
+        return json_response(StatusCode::OK, &reply);
+    }
     let session = req
         .headers()
         .get(SESSION_ID)

@@ -187,6 +187,23 @@ fn too_large_reply(size: usize, id: Option<Value>) -> Value {
     rpc_error(id, ErrorCode::INVALID_REQUEST, &e)
 }
 
+/// The JSON-RPC answer to a `tools/call` message whose arguments hold an integer that would
+/// lose digits (a tool error `invalid` naming the field), or `None` when the message has none.
+/// Both MCP transports refuse such a call before rmcp parses it into floats.
+pub fn refuse_lossy_call(message: &[u8]) -> Option<Value> {
+    let mut scan = Scan::new(&["params", "arguments"]);
+    scan.feed(message);
+    scan.finish();
+    match (&scan.lossy, &scan.id, scan.method.as_deref()) {
+        (Some((path, literal)), Some(id), Some("tools/call")) => {
+            let result = serde_json::to_value(tool_result(Err(lossy_error(path, literal))))
+                .unwrap_or_default();
+            Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+        }
+        _ => None,
+    }
+}
+
 /// Classifies one whole line (without its newline) and the scan of its bytes.
 fn classify(line: &[u8], scan: &Scan) -> Incoming {
     let line = line.strip_suffix(b"\r").unwrap_or(line);

