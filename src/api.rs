@@ -613,23 +613,26 @@ pub struct CompactRequest {
 }
 
 /// Parameters of a multi-category read.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct ContextRequest {
     /// The categories to read.
+    #[arg(required = true)]
     pub categories: Vec<String>,
     /// Top-level keys to return from each, comma-separated (default: all).
+    #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<Fields>,
 }
 
 /// Parameters of a change check.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct DeltaRequest {
     /// The category's name.
     pub category: String,
     /// The hash you last saw.
+    #[arg(long)]
     pub since_hash: String,
 }
 

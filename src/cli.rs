@@ -106,6 +106,10 @@ pub enum Command {
     Restore(api::RestoreRequest),
     /// Trim history to the newest N versions per category (heads and tombstones stay).
     Compact(api::CompactRequest),
+    /// Read several categories at once (missing ones are listed, not errors).
+    Context(api::ContextRequest),
+    /// Whether a category changed since a hash: unchanged, changed (with data) or deleted.
+    Delta(api::DeltaRequest),
     /// Check that files, history, ledger and index agree (read-only); exit 1 when not.
     VerifyStore,
     /// Search session chunks and categories (BM25, exact, or auto).
@@ -599,6 +603,8 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
         Command::Diff(r) => call(m, "diff", &r)?,
         Command::Restore(r) => call(m, "restore", &r)?,
         Command::Compact(r) => call(m, "compact", &r)?,
+        Command::Context(r) => call(m, "context", &r)?,
+        Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
         Command::VerifyStore
         | Command::Openapi

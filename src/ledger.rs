@@ -115,6 +115,38 @@ fn set_aside(path: &Path) -> Result<std::path::PathBuf> {
     Ok(aside)
 }
 
+/// What changed, in the change feed the derived indexes catch up from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ChangeKind {
+    /// Lines appended to a segment; the key is `<segment path>\n<length before>`.
+    Append,
+    /// A segment changed otherwise (new to the ledger, edited by hand, removed): re-read whole.
+    Segment,
+    /// A category's head changed.
+    Category,
+}
+
+impl ChangeKind {
+    /// The name stored in the ledger.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Append => "append",
+            ChangeKind::Segment => "segment",
+            ChangeKind::Category => "category",
+        }
+    }
+
+    /// The kind a stored name names.
+    pub fn parse(s: &str) -> Option<ChangeKind> {
+        match s {
+            "append" => Some(ChangeKind::Append),
+            "segment" => Some(ChangeKind::Segment),
+            "category" => Some(ChangeKind::Category),
+            _ => None,
+        }
+    }
+}
+
 /// An open ledger.
 pub struct Ledger {
     conn: Connection,
@@ -369,10 +401,10 @@ impl Ledger {
     }
 
     /// Appends to the change feed; returns the new generation.
-    pub fn record_change(&self, kind: &str, key: &str) -> Result<i64> {
+    pub fn record_change(&self, kind: ChangeKind, key: &str) -> Result<i64> {
         self.conn
             .prepare_cached("INSERT INTO change(kind, key) VALUES (?1, ?2)")?
-            .execute(params![kind, key])?;
+            .execute(params![kind.as_str(), key])?;
         Ok(self.conn.last_insert_rowid())
     }
 
@@ -384,13 +416,13 @@ impl Ledger {
     }
 
     /// The newest generation among changes of the given kinds (0 when none).
-    pub fn last_change_of(&self, kinds: &[&str]) -> Result<i64> {
+    pub fn last_change_of(&self, kinds: &[ChangeKind]) -> Result<i64> {
         let mut max = 0;
         for k in kinds {
             let g: i64 = self
                 .conn
                 .prepare_cached("SELECT COALESCE(MAX(gen), 0) FROM change WHERE kind = ?1")?
-                .query_row([k], |r| r.get(0))?;
+                .query_row([k.as_str()], |r| r.get(0))?;
             max = max.max(g);
         }
         Ok(max)
@@ -406,14 +438,24 @@ impl Ledger {
     }
 
     /// Changes after `gen`, oldest first: (gen, kind, key).
-    pub fn changes_since(&self, gen_after: i64) -> Result<Vec<(i64, String, String)>> {
+    pub fn changes_since(&self, gen_after: i64) -> Result<Vec<(i64, ChangeKind, String)>> {
         let mut st = self
             .conn
             .prepare_cached("SELECT gen, kind, key FROM change WHERE gen > ?1 ORDER BY gen")?;
         let rows = st
-            .query_map([gen_after], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .query_map([gen_after], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
+        // A kind this memdir does not know (a newer one's ledger) means nothing to it.
+        Ok(rows
+            .into_iter()
+            .filter_map(|(g, k, key)| ChangeKind::parse(&k).map(|k| (g, k, key)))
+            .collect())
     }
 
     /// Number of recorded transactions.

@@ -9,6 +9,7 @@ use crate::api::*;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::CategoryRow;
+use crate::ledger::ChangeKind;
 use crate::model::{CategoryKind, CategoryName, Expect, HistoryEntry, content_hash};
 use crate::store::lock::WriteLock;
 use crate::store::{self, CategoryFile, Layout, codec, failpoint, txn};
@@ -308,7 +309,9 @@ impl Memdir {
             // A head the ledger had not recorded (a write whose ledger update failed after
             // its files were durable): the index needs it too.
             if row.as_ref().and_then(|x| x.head_id.as_ref()) != r.head_id.as_ref() {
-                inner.ledger.record_change("category", name.as_str())?;
+                inner
+                    .ledger
+                    .record_change(ChangeKind::Category, name.as_str())?;
             }
             if r.status != "absent" {
                 inner.ledger.put_category(&r)?;
@@ -475,7 +478,7 @@ impl Memdir {
                 inner.ledger.atomically(|l| {
                     l.put_category(&row)?;
                     l.record_txn(&id, op, &format!("category:{name}"), actor, &ts)?;
-                    l.record_change("category", name.as_str())?;
+                    l.record_change(ChangeKind::Category, name.as_str())?;
                     Ok(())
                 })
             });

@@ -9,6 +9,7 @@
 //! files are only ever replaced by atomic rename or grown by whole lines.
 
 mod category;
+mod indexer;
 mod search;
 mod session;
 mod verify;
@@ -19,7 +20,8 @@ pub use crate::api::{
     RestoreRequest, SearchRequest, SemanticSearchRequest, VersionRef, WriteRequest,
 };
 pub use category::*;
-pub use search::*;
+pub use indexer::{Progress, index_fingerprint};
+
 pub use session::*;
 pub use verify::*;
 
@@ -31,6 +33,7 @@ use serde_json::{Value, json};
 
 use crate::clock::{self, Hlc};
 use crate::error::{Error, ErrorKind, IoContext, Result};
+use crate::ledger::ChangeKind;
 use crate::ledger::Ledger;
 use crate::model::{CategoryName, content_hash};
 use crate::store::lock::{WriteLock, lock_timeout};
@@ -688,8 +691,10 @@ impl Memdir {
 
     /// The index's state from its commit metadata, without opening it.
     fn index_state(&self, inner: &Inner) -> Result<Value> {
-        let generation = inner.ledger.last_change_of(&["append", "segment"])?;
-        let cat_generation = inner.ledger.last_change_of(&["category"])?;
+        let generation = inner
+            .ledger
+            .last_change_of(&[ChangeKind::Append, ChangeKind::Segment])?;
+        let cat_generation = inner.ledger.last_change_of(&[ChangeKind::Category])?;
         let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
         let payload = |part: &str| -> Option<crate::index::Payload> {
             let meta: Value = serde_json::from_slice(

@@ -8,6 +8,7 @@ use super::{Inner, Memdir, check_limit, limits};
 use crate::api::*;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
+use crate::ledger::ChangeKind;
 use crate::ledger::SegmentRow;
 use crate::model::{ChunkRecord, SessionId, validate_project};
 use crate::store::lock::WriteLock;
@@ -193,7 +194,7 @@ impl Memdir {
                     l.put_segment(&row)?;
                     // New to the ledger, changed behind memdir's back, or written by a process
                     // that crashed before recording it: the index re-reads the whole segment.
-                    l.record_change("segment", &rel)?;
+                    l.record_change(ChangeKind::Segment, &rel)?;
                     Ok(())
                 })?;
             }
@@ -202,7 +203,7 @@ impl Memdir {
             if !seen.contains(rel) {
                 inner.ledger.atomically(|l| {
                     l.remove_segment(rel)?;
-                    l.record_change("segment", rel)?;
+                    l.record_change(ChangeKind::Segment, rel)?;
                     Ok(())
                 })?;
             }
@@ -457,9 +458,12 @@ impl Memdir {
                             row.mtime_ns = m;
                             l.put_segment(&row)?;
                             if resync.contains(k) {
-                                l.record_change("segment", k)?;
+                                l.record_change(ChangeKind::Segment, k)?;
                             } else {
-                                l.record_change("append", &format!("{k}\n{}", a.len_before))?;
+                                l.record_change(
+                                    ChangeKind::Append,
+                                    &format!("{k}\n{}", a.len_before),
+                                )?;
                             }
                         }
                         l.observe_hlc(&clock_state.to_string())?;

@@ -522,7 +522,7 @@ def test_other_methods_answer_405_with_the_spec_methods_in_allow(server: Rest):
         ("GET", "/api"),
         ("GET", "/api/v1"),
         ("POST", "/api/v1/nope"),
-        ("POST", "/api/v1/context"),
+        ("POST", "/api/v1/contexts"),
         ("POST", "/api/v2/read"),
         ("POST", "/read"),
         ("GET", "/mcp"),

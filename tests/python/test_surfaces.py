@@ -88,7 +88,8 @@ def cli_argv(op: dict, args: dict) -> tuple[list[str], bytes]:
         argv += ["--data", json.dumps(args.pop("data"))]
     for name in cli["positional"]:
         if name in args:
-            argv.append(str(args.pop(name)))
+            value = args.pop(name)
+            argv.extend(str(v) for v in value) if isinstance(value, list) else argv.append(str(value))
     for name, value in args.items():
         flag = cli["flags"][name]
         if value is True:
