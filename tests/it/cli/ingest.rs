@@ -1,0 +1,370 @@
+//! Ingesting chunks (text, JSONL, stdin) and fetching them back, with every error path.
+
+use serde_json::{Value, json};
+
+use super::{contents, fail_stdin, is_hlc};
+use crate::util::{TestEnv, truth_files};
+
+#[test]
+fn ingest_text_file_and_stdin_append_positions_in_order() {
+    let env = TestEnv::new();
+    let a = env.ok(&[
+        "ingest",
+        "--session-id",
+        "s1",
+        "--project",
+        "web",
+        "--metadata",
+        r#"{"role": "user"}"#,
+        "--text",
+        "the pool timed out",
+    ]);
+    assert_eq!(a["session_id"], "s1");
+    assert_eq!(a["position"], 0);
+    assert_eq!(a["ok"], true);
+    let file = env.tmp.path().join("note.txt");
+    std::fs::write(&file, "from a file\n").unwrap();
+    let b = env.ok(&[
+        "ingest",
+        "--session-id",
+        "s1",
+        "--file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(b["position"], 1);
+    let c = env.ok_stdin(&["ingest", "--session-id", "s1"], b"from stdin");
+    assert_eq!(c["position"], 2);
+
+    let f = env.ok(&["fetch", "s1"]);
+    assert_eq!(f["total"], 3);
+    assert_eq!(
+        contents(&f),
+        vec!["the pool timed out", "from a file\n", "from stdin"]
+    );
+    let first = &f["chunks"][0];
+    assert_eq!(first["position"], 0);
+    assert_eq!(first["project"], "web");
+    assert_eq!(first["metadata"], json!({"role": "user"}));
+    assert_eq!(first["chunk_id"], a["chunk_id"]);
+    assert!(is_hlc(first["hlc"].as_str().unwrap()), "{first}");
+
+    // The segment is one JSON object per line with the documented fields, seq 0..n-1.
+    let seg = env.segment_of("s1");
+    let text = std::fs::read_to_string(&seg).unwrap();
+    assert!(text.ends_with('\n'));
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for (i, l) in lines.iter().enumerate() {
+        let keys: Vec<&String> = l.as_object().unwrap().keys().collect();
+        let mut want = vec![
+            "session_id",
+            "replica",
+            "seq",
+            "hlc",
+            "ts",
+            "project",
+            "metadata",
+            "content",
+        ];
+        want.sort();
+        let mut got: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+        got.sort();
+        assert_eq!(got, want);
+        assert_eq!(l["seq"], i);
+        assert_eq!(l["session_id"], "s1");
+    }
+    let replica = env.ok(&["status"])["replica"].as_str().unwrap().to_string();
+    assert_eq!(
+        seg.file_name().unwrap().to_string_lossy(),
+        format!("{replica}.jsonl")
+    );
+    env.assert_clean();
+}
+
+#[test]
+fn ingest_jsonl_batch_from_file_and_stdin() {
+    let env = TestEnv::new();
+    let path = env.tmp.path().join("chunks.jsonl");
+    std::fs::write(
+        &path,
+        concat!(
+            r#"{"session_id": "a", "content": "a0", "project": "p"}"#,
+            "\n\n",
+            r#"{"session_id": "b", "content": "b0", "metadata": {"k": 1}}"#,
+            "\n",
+            r#"{"session_id": "a", "content": "a1"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let r = env.ok(&["ingest", "--jsonl", path.to_str().unwrap()]);
+    assert_eq!(r["ok"], true);
+    assert_eq!(r["count"], 3);
+    let rows = r["chunks"].as_array().unwrap();
+    let got: Vec<(String, u64)> = rows
+        .iter()
+        .map(|c| {
+            (
+                c["session_id"].as_str().unwrap().to_string(),
+                c["position"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, vec![("a".into(), 0), ("b".into(), 0), ("a".into(), 1)]);
+    // --session-id and --project fill lines that lack them.
+    let r = env.ok_stdin(
+        &[
+            "ingest",
+            "--jsonl",
+            "-",
+            "--session-id",
+            "b",
+            "--project",
+            "q",
+        ],
+        b"{\"content\": \"b1\"}\n{\"content\": \"c0\", \"session_id\": \"c\"}\n",
+    );
+    assert_eq!(r["count"], 2);
+    assert_eq!(r["chunks"][0]["position"], 1);
+    assert_eq!(contents(&env.ok(&["fetch", "a"])), vec!["a0", "a1"]);
+    let b = env.ok(&["fetch", "b"]);
+    assert_eq!(contents(&b), vec!["b0", "b1"]);
+    assert_eq!(b["chunks"][0]["metadata"], json!({"k": 1}));
+    assert_eq!(b["chunks"][1]["project"], "q");
+    assert_eq!(contents(&env.ok(&["fetch", "c"])), vec!["c0"]);
+    env.assert_clean();
+}
+
+#[test]
+fn jsonl_batch_with_a_bad_line_anywhere_writes_nothing() {
+    let good = r#"{"session_id": "s", "content": "ok"}"#;
+    let cases: Vec<(&str, String, u64)> = vec![
+        ("malformed first", format!("{{nope\n{good}\n{good}\n"), 1),
+        ("malformed middle", format!("{good}\n{{nope\n{good}\n"), 2),
+        ("malformed last", format!("{good}\n{good}\nnot json\n"), 3),
+        (
+            "missing content",
+            format!("{good}\n{{\"session_id\": \"s\"}}\n"),
+            2,
+        ),
+        (
+            "unknown field",
+            format!("{good}\n{{\"session_id\": \"s\", \"content\": \"x\", \"bogus\": 1}}\n"),
+            2,
+        ),
+        ("not an object", format!("{good}\n[1, 2]\n"), 2),
+    ];
+    for (what, input, line) in cases {
+        let env = TestEnv::new();
+        env.ok(&["ingest", "--session-id", "s", "--text", "before"]);
+        let before = std::fs::read(env.segment_of("s")).unwrap();
+        let e = fail_stdin(&env, &["ingest", "--jsonl", "-"], input.as_bytes(), 3);
+        assert_eq!(e["code"], "invalid", "{what}: {e}");
+        assert_eq!(e["line"], line, "{what}: {e}");
+        assert_eq!(
+            std::fs::read(env.segment_of("s")).unwrap(),
+            before,
+            "{what}: the segment changed"
+        );
+        assert_eq!(contents(&env.ok(&["fetch", "s"])), vec!["before"], "{what}");
+        env.assert_clean();
+    }
+}
+
+#[test]
+fn jsonl_validation_errors_name_the_line_and_write_nothing() {
+    // Lines 1 and 3 are fine; line 4 (after a blank line) fails validation in the service, not
+    // in the parser: the error must still name line 4 and nothing of the batch may be written.
+    let env = TestEnv::new();
+    let input = concat!(
+        r#"{"session_id": "s", "content": "one"}"#,
+        "\n\n",
+        r#"{"session_id": "t", "content": "two"}"#,
+        "\n",
+        r#"{"session_id": "s", "content": "   "}"#,
+        "\n",
+    );
+    let e = fail_stdin(&env, &["ingest", "--jsonl", "-"], input.as_bytes(), 3);
+    assert_eq!(e["field"], "content", "{e}");
+    env.fail(&["fetch", "s"], 4);
+    env.fail(&["fetch", "t"], 4);
+    assert_eq!(e["line"], 4, "jsonl errors must carry the line number: {e}");
+}
+
+#[test]
+fn jsonl_batch_with_an_oversized_chunk_writes_nothing() {
+    let env = TestEnv::new();
+    let big = "x".repeat(256 * 1024 + 1);
+    let input = format!(
+        "{}\n{}\n",
+        json!({"session_id": "s", "content": "small"}),
+        json!({"session_id": "s", "content": big})
+    );
+    let e = fail_stdin(&env, &["ingest", "--jsonl", "-"], input.as_bytes(), 9);
+    assert_eq!(e["code"], "too_large");
+    env.fail(&["fetch", "s"], 4);
+    assert!(
+        !env.path("sessions/s").exists(),
+        "a chunk of the refused batch reached the disk"
+    );
+}
+
+#[test]
+fn ingest_errors_exit_3_and_write_nothing() {
+    let env = TestEnv::new();
+    env.ok(&["init"]);
+    let before = truth_files(&env.dir);
+    let e = env.fail(&["ingest", "--text", "no session"], 3);
+    assert_eq!(e["field"], "session_id");
+    let e = fail_stdin(&env, &["ingest", "--session-id", "s"], b"", 3);
+    assert_eq!(e["field"], "content");
+    let e = env.fail(&["ingest", "--session-id", "s", "--text", "  \n "], 3);
+    assert_eq!(e["field"], "content");
+    let e = env.fail(
+        &[
+            "ingest",
+            "--session-id",
+            "s",
+            "--metadata",
+            "{",
+            "--text",
+            "x",
+        ],
+        3,
+    );
+    assert_eq!(e["field"], "metadata");
+    let e = env.fail(
+        &[
+            "ingest",
+            "--session-id",
+            "s",
+            "--metadata",
+            "[1]",
+            "--text",
+            "x",
+        ],
+        3,
+    );
+    assert_eq!(e["field"], "metadata");
+    let e = fail_stdin(&env, &["ingest", "--jsonl", "-"], b"\n\n", 3);
+    assert_eq!(e["code"], "invalid");
+    let e = env.fail(
+        &["ingest", "--session-id", "s", "--file", "/nonexistent/file"],
+        3,
+    );
+    assert_eq!(e["code"], "invalid");
+    let e = fail_stdin(
+        &env,
+        &["ingest", "--session-id", "s"],
+        &[0xff, 0xfe, b'a'],
+        3,
+    );
+    assert_eq!(e["code"], "invalid");
+    assert_eq!(truth_files(&env.dir), before);
+    env.assert_clean();
+}
+
+#[test]
+fn oversized_chunk_content_is_refused_with_exit_9() {
+    let env = TestEnv::new();
+    let limit = 256 * 1024;
+    let path = env.tmp.path().join("big.txt");
+    std::fs::write(&path, "x".repeat(limit + 1)).unwrap();
+    let e = env.fail(
+        &[
+            "ingest",
+            "--session-id",
+            "s",
+            "--file",
+            path.to_str().unwrap(),
+        ],
+        9,
+    );
+    assert_eq!(e["code"], "too_large");
+    assert_eq!(e["field"], "content");
+    assert_eq!(e["limit"], limit);
+    assert_eq!(e["size"], limit + 1);
+    env.fail(&["fetch", "s"], 4);
+    // Exactly at the limit is fine.
+    std::fs::write(&path, "x".repeat(limit)).unwrap();
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--file",
+        path.to_str().unwrap(),
+    ]);
+    let f = env.ok(&["fetch", "s"]);
+    assert_eq!(f["chunks"][0]["content"].as_str().unwrap().len(), limit);
+    env.assert_clean();
+}
+
+#[test]
+fn fetch_pages_with_next_position() {
+    let env = TestEnv::new();
+    let lines: String = (0..7)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"session_id": "s", "content": format!("c{i}")})
+            )
+        })
+        .collect();
+    env.ok_stdin(&["ingest", "--jsonl", "-"], lines.as_bytes());
+    let p1 = env.ok(&["fetch", "s", "--limit", "3"]);
+    assert_eq!(p1["total"], 7);
+    assert_eq!(p1["position"], 0);
+    assert_eq!(contents(&p1), vec!["c0", "c1", "c2"]);
+    assert_eq!(p1["next_position"], 3);
+    let p2 = env.ok(&["fetch", "s", "--position", "3", "--limit", "3"]);
+    assert_eq!(contents(&p2), vec!["c3", "c4", "c5"]);
+    assert_eq!(p2["chunks"][0]["position"], 3);
+    assert_eq!(p2["next_position"], 6);
+    let p3 = env.ok(&["fetch", "s", "--position", "6", "--limit", "3"]);
+    assert_eq!(contents(&p3), vec!["c6"]);
+    assert_eq!(p3["next_position"], Value::Null);
+    let past = env.ok(&["fetch", "s", "--position", "50"]);
+    assert_eq!(past["chunks"], json!([]));
+    assert_eq!(past["next_position"], Value::Null);
+    let all = env.ok(&["fetch", "s", "--limit", "1000"]);
+    assert_eq!(all["chunks"].as_array().unwrap().len(), 7);
+    for (i, c) in all["chunks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(c["position"], i);
+    }
+}
+
+#[test]
+fn limits_out_of_range_exit_3() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "x"]);
+    env.ok(&["write", "base", "--data", "{}"]);
+    for args in [
+        vec!["fetch", "s", "--limit", "0"],
+        vec!["fetch", "s", "--limit", "1001"],
+        vec!["fetch", "nope", "--limit", "0"],
+        vec!["overview", "--limit", "0"],
+        vec!["overview", "--limit", "1001"],
+        vec!["history", "base", "--limit", "0"],
+        vec!["history", "base", "--limit", "1001"],
+        vec!["compact", "--keep", "0"],
+    ] {
+        let e = env.fail(&args, 3);
+        assert_eq!(e["code"], "invalid", "{args:?}");
+        assert!(e["field"].is_string(), "{args:?}: {e}");
+    }
+    env.ok(&["fetch", "s", "--limit", "1000"]);
+    env.ok(&["overview", "--limit", "1000"]);
+    env.ok(&["history", "base", "--limit", "1000"]);
+}
+
+#[test]
+fn fetch_of_an_unknown_session_exits_4() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "x"]);
+    let e = env.fail(&["fetch", "t"], 4);
+    assert_eq!(e["code"], "not_found");
+    assert_eq!(e["session_id"], "t");
+}

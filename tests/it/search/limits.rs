@@ -1,0 +1,89 @@
+//! The `--limit` range, and smaller limits giving a prefix of larger ones.
+
+use serde_json::json;
+
+use super::{fixture, rows, search};
+use crate::util::TestEnv;
+
+#[test]
+fn limit_must_be_between_1_and_1000() {
+    let env = fixture();
+    for bad in ["0", "1001"] {
+        let e = env.fail(&["search", "pool", "--limit", bad], 3);
+        assert_eq!(e["code"], "invalid");
+        assert_eq!(e["field"], "limit");
+    }
+    let all = search(&env, &["canary_token", "--mode", "bm25", "--limit", "1000"]);
+    assert!(rows(&all).len() > 6, "{all:#}");
+    let one = search(&env, &["canary_token", "--mode", "bm25", "--limit", "1"]);
+    assert_eq!(one["count"], 1);
+    // The one hit is the best hit, with the same score.
+    assert_eq!(rows(&one)[0], rows(&all)[0]);
+    let three = search(&env, &["canary_token", "--mode", "exact", "--limit", "3"]);
+    let ex_all = search(
+        &env,
+        &["canary_token", "--mode", "exact", "--limit", "1000"],
+    );
+    assert_eq!(three["count"], 3);
+    assert_eq!(rows(&three)[..], rows(&ex_all)[..3]);
+    // The default limit is 5 on every surface.
+    let dflt = search(&env, &["canary_token", "--mode", "bm25"]);
+    assert_eq!(dflt["count"], 5usize.min(rows(&all).len()));
+}
+
+#[test]
+fn a_smaller_limit_returns_a_prefix_of_a_larger_one() {
+    let env = TestEnv::new();
+    // 60 short sessions that match well, and one session whose two chunks match less well
+    // each but sit next to each other.
+    let mut jsonl = String::new();
+    for i in 0..60 {
+        jsonl.push_str(
+            &json!({"session_id": format!("s{i:02}"), "content": "gizmo gizmo"}).to_string(),
+        );
+        jsonl.push('\n');
+    }
+    jsonl.push_str(
+        &json!({"session_id": "z", "content": "gizmo gizmo gizmo gizmo short"}).to_string(),
+    );
+    jsonl.push('\n');
+    let long = "a very long chunk that mentions gizmo only once among many other words ".repeat(3);
+    jsonl.push_str(&json!({"session_id": "z", "content": long}).to_string());
+    jsonl.push('\n');
+    env.ok_stdin(&["ingest", "--jsonl", "-"], jsonl.as_bytes());
+    let all = search(
+        &env,
+        &[
+            "gizmo",
+            "--mode",
+            "bm25",
+            "--limit",
+            "100",
+            "--context",
+            "0",
+        ],
+    );
+    assert_eq!(rows(&all).len(), 62);
+    for limit in ["1", "5", "10", "50"] {
+        let v = search(
+            &env,
+            &[
+                "gizmo",
+                "--mode",
+                "bm25",
+                "--limit",
+                limit,
+                "--context",
+                "0",
+            ],
+        );
+        let n = rows(&v).len();
+        assert_eq!(
+            rows(&v)[..],
+            rows(&all)[..n],
+            "--limit {limit} is not the head of --limit 100:\n{:#}\nvs\n{:#}",
+            json!(rows(&v)),
+            json!(rows(&all)[..n])
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! BM25 ranking: stemming, stop words, score order and real BM25 scores.
+
+use std::collections::BTreeSet;
+
+use super::{ALPHA, BETA, DELTA, GAMMA, contents, fixture, key, keys, rows, score_of, search};
+use crate::util::TestEnv;
+
+#[test]
+fn bm25_ranks_the_one_strongly_matching_chunk_first() {
+    let env = fixture();
+    let v = search(
+        &env,
+        &["kubernetes ingress certificate renewal", "--mode", "bm25"],
+    );
+    assert_eq!(v["engine"], "bm25");
+    let r = rows(&v);
+    assert!(r.len() >= 2, "{v:#}");
+    assert_eq!(key(&r[0]), "alpha#6", "{v:#}");
+    assert_eq!(r[0]["content"], ALPHA[6]);
+    // Clearly ahead: it matches four rare words, the next one at most one.
+    let (first, second) = (
+        r[0]["score"].as_f64().unwrap(),
+        r[1]["score"].as_f64().unwrap(),
+    );
+    assert!(first > 2.0 * second, "{first} vs {second}: {v:#}");
+    // The same query in auto mode (not identifier-like) answers the same way.
+    let auto = search(&env, &["kubernetes ingress certificate renewal"]);
+    assert_eq!(auto["engine"], "bm25");
+    assert_eq!(auto["mode"], "auto");
+    assert_eq!(auto["results"], v["results"]);
+}
+
+#[test]
+fn stemming_matches_other_forms_of_a_word() {
+    let env = fixture();
+    // "timeouts" and "timeout" share the stem: the chunk saying "timeout" is found.
+    let v = search(&env, &["timeouts", "--mode", "bm25", "--limit", "20"]);
+    let c = contents(&v);
+    assert!(c.contains(&ALPHA[2].to_string()), "{v:#}");
+    assert!(c.contains(&GAMMA[8].to_string()), "{v:#}");
+    // "running" is nowhere in the corpus, yet "runs" and "run" are found.
+    let v = search(&env, &["running", "--mode", "bm25", "--limit", "20"]);
+    let c = contents(&v);
+    assert!(c.iter().all(|s| !s.contains("running")));
+    for want in [ALPHA[5], BETA[9], DELTA[6]] {
+        assert!(c.contains(&want.to_string()), "{want:?} missing: {v:#}");
+    }
+    // Plural to singular.
+    let v = search(&env, &["certificates", "--mode", "bm25"]);
+    let c = contents(&v);
+    assert!(c.contains(&ALPHA[6].to_string()), "{v:#}");
+    assert!(c.contains(&DELTA[2].to_string()), "{v:#}");
+}
+
+#[test]
+fn stop_words_are_ignored_in_queries() {
+    let env = fixture();
+    let plain = search(&env, &["pool", "--mode", "bm25"]);
+    let padded = search(&env, &["the pool of it is", "--mode", "bm25"]);
+    assert!(!rows(&plain).is_empty());
+    // Same hits, same order, same scores: the stop words add nothing.
+    assert_eq!(padded["results"], plain["results"]);
+    // A query of stop words only matches nothing, though nearly every chunk has "the".
+    let v = search(&env, &["the and of to", "--mode", "bm25"]);
+    assert_eq!(v["engine"], "bm25");
+    assert_eq!(v["count"], 0, "{v:#}");
+}
+
+#[test]
+fn every_response_names_its_engine_and_sorts_positive_scores_descending() {
+    let env = fixture();
+    for (args, engine) in [
+        (vec!["pool timeout gateway"], "bm25"),
+        (vec!["pool timeout gateway", "--mode", "bm25"], "bm25"),
+        (vec!["canary_token"], "exact"),
+        (
+            vec!["canary_token", "--mode", "bm25", "--limit", "50"],
+            "bm25",
+        ),
+        (vec!["canary_token", "--mode", "exact"], "exact"),
+        (vec!["the", "--mode", "exact"], "exact"),
+        (vec![""], "empty"),
+        (vec!["", "--mode", "exact"], "empty"),
+        (vec!["", "--mode", "bm25"], "empty"),
+    ] {
+        let v = search(&env, &args);
+        assert_eq!(v["engine"], engine, "{args:?}: {v:#}");
+    }
+    // Scores for a many-hit query are strictly informative: not all equal.
+    let v = search(&env, &["canary_token", "--mode", "bm25", "--limit", "50"]);
+    let scores: BTreeSet<u64> = rows(&v)
+        .iter()
+        .map(|r| r["score"].as_f64().unwrap().to_bits())
+        .collect();
+    assert!(scores.len() > 2, "{v:#}");
+}
+
+/// BM25 as tantivy computes it: k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)).
+fn bm25(n_docs: f64, docs_with_term: f64, tf: f64, doc_len: f64, avg_len: f64) -> f64 {
+    let idf = (1.0 + (n_docs - docs_with_term + 0.5) / (docs_with_term + 0.5)).ln();
+    idf * tf * 2.2 / (tf + 1.2 * (1.0 - 0.75 + 0.75 * doc_len / avg_len))
+}
+
+#[test]
+fn bm25_scores_are_real_bm25_and_rarer_terms_score_higher() {
+    let env = TestEnv::new();
+    // One chunk per session: no neighbours, so no propagation; no stop words or stemming
+    // changes in these words.
+    for (s, text) in [
+        ("a", "zebra giraffe lion"),
+        ("b", "giraffe elephant"),
+        ("c", "giraffe giraffe hippo rhino tiger"),
+    ] {
+        env.ok(&["ingest", "--session-id", s, "--text", text]);
+    }
+    let avg = (3.0 + 2.0 + 5.0) / 3.0;
+    let zebra = search(&env, &["zebra", "--mode", "bm25"]);
+    assert_eq!(keys(&zebra), vec!["a#0"]);
+    let zebra_score = score_of(&zebra, "a#0").unwrap();
+    let want = bm25(3.0, 1.0, 1.0, 3.0, avg);
+    assert!(
+        (zebra_score - want).abs() < 1e-5,
+        "zebra: {zebra_score} vs BM25 {want}"
+    );
+
+    let giraffe = search(&env, &["giraffe", "--mode", "bm25"]);
+    // Term frequency 2 in a long doc beats tf 1 in a short one, which beats tf 1 in a longer.
+    assert_eq!(keys(&giraffe), vec!["c#0", "b#0", "a#0"], "{giraffe:#}");
+    for (k, tf, len) in [("a#0", 1.0, 3.0), ("b#0", 1.0, 2.0), ("c#0", 2.0, 5.0)] {
+        let got = score_of(&giraffe, k).unwrap();
+        let want = bm25(3.0, 3.0, tf, len, avg);
+        assert!(
+            (got - want).abs() < 1e-5,
+            "giraffe {k}: {got} vs BM25 {want}"
+        );
+    }
+    // The rarer term gives the same document a higher score.
+    assert!(zebra_score > score_of(&giraffe, "a#0").unwrap());
+    // Two terms add up.
+    let both = search(&env, &["zebra giraffe", "--mode", "bm25"]);
+    let got = score_of(&both, "a#0").unwrap();
+    let want = bm25(3.0, 1.0, 1.0, 3.0, avg) + bm25(3.0, 3.0, 1.0, 3.0, avg);
+    assert!(
+        (got - want).abs() < 1e-5,
+        "zebra giraffe: {got} vs BM25 {want}"
+    );
+    assert_eq!(keys(&both)[0], "a#0");
+}
