@@ -606,6 +606,13 @@ impl Memdir {
             generation: snap.generation,
             fingerprint,
         };
+        crate::store::failpoint::fault("index.commit").map_err(|e| {
+            Error::from(crate::error::IoError {
+                op: "commit index",
+                path: self.layout().index_dir(),
+                source: e,
+            })
+        })?;
         for w in writers.into_iter().flatten() {
             w.commit(&payload)?;
         }

@@ -309,6 +309,13 @@ impl Memdir {
                 report.rebuilt_ledger = true;
             }
         }
+        crate::store::failpoint::fault("ledger.scan").map_err(|e| {
+            Error::from(crate::error::IoError {
+                op: "refresh ledger",
+                path: self.layout.ledger_path(),
+                source: e,
+            })
+        })?;
         report.adopted = self.scan(inner)?;
         self.note_scanned();
         Ok(report)

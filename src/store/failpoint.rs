@@ -47,6 +47,18 @@ pub fn pause(name: &str) {
     }
 }
 
+/// Fails with ENOSPC if `name` is armed with `enospc`: a step that writes derived state on the
+/// read path (the index's commit, the ledger's refresh), where a full disk must not stop reads.
+pub fn fault(name: &str) -> std::io::Result<()> {
+    if let Some((n, action)) = armed()
+        && n == name
+        && action == "enospc"
+    {
+        return Err(std::io::Error::from_raw_os_error(28));
+    }
+    Ok(())
+}
+
 /// Fails with ENOSPC if `name` is armed with the action `enospc`.
 pub fn io(name: &str) -> std::io::Result<()> {
     hit(name);
