@@ -8,17 +8,22 @@
 //! then works on the files and, last, records what it did in the ledger. Readers take no lock:
 //! files are only ever replaced by atomic rename or grown by whole lines.
 
+mod adoption;
 mod category;
+mod log;
 mod search;
 mod session;
 mod verify;
+mod version;
 
 pub use crate::api::{
     AppendRequest, CompactRequest, ContextRequest, DeleteRequest, DeltaRequest, DiffRequest,
     FetchRequest, Fields, HistoryRequest, IngestRequest, NewChunk, OverviewRequest, ReadRequest,
     RestoreRequest, SearchRequest, SemanticSearchRequest, VersionRef, WriteRequest,
 };
+pub(crate) use adoption::Sync;
 pub use category::*;
+pub use log::*;
 pub use search::*;
 pub use session::*;
 pub use verify::*;
