@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::{Inner, Memdir};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::CategoryRow;
-use crate::model::{CategoryKind, CategoryName, Expect, HistoryEntry};
+use crate::model::{CategoryKind, CategoryName, CategoryStatus, Expect, HistoryEntry, VersionOp};
 use crate::store::lock::WriteLock;
 use crate::store::{self, CategoryFile, Layout};
 
@@ -37,7 +37,7 @@ pub(crate) struct CatState {
 
 impl CatState {
     pub(super) fn exists(&self) -> bool {
-        self.row.status == "ok" || self.row.status == "malformed"
+        self.row.status.has_file()
     }
 }
 
@@ -51,10 +51,10 @@ pub(super) fn row_from(
 ) -> CategoryRow {
     let (len, mtime) = stat.unwrap_or((0, 0));
     let status = match file {
-        None if head.is_some() => "deleted",
-        None => "absent",
-        Some(f) if f.content.is_err() => "malformed",
-        Some(_) => "ok",
+        None if head.is_some() => CategoryStatus::Deleted,
+        None => CategoryStatus::Absent,
+        Some(f) if f.content.is_err() => CategoryStatus::Malformed,
+        Some(_) => CategoryStatus::Ok,
     };
     let kind = file
         .and_then(|f| f.content.as_ref().ok())
@@ -62,7 +62,7 @@ pub(super) fn row_from(
         .unwrap_or(CategoryKind::Document);
     CategoryRow {
         name: name.to_string(),
-        status: status.to_string(),
+        status,
         file_hash: file.map(|f| f.hash.clone()),
         file_len: len as i64,
         mtime_ns: mtime,
@@ -87,11 +87,8 @@ pub(super) fn hist_stamp(layout: &Layout, name: &CategoryName) -> Result<i64> {
 /// Whether a cached row still describes the file as it was just read.
 fn row_matches(row: &CategoryRow, file: Option<&CategoryFile>) -> bool {
     match file {
-        None => row.status == "deleted" || row.status == "absent",
-        Some(f) => {
-            row.file_hash.as_deref() == Some(&f.hash)
-                && (row.status == "ok" || row.status == "malformed")
-        }
+        None => !row.status.has_file(),
+        Some(f) => row.file_hash.as_deref() == Some(&f.hash) && row.status.has_file(),
     }
 }
 
@@ -149,7 +146,7 @@ pub(super) fn check_expect(name: &CategoryName, st: &CatState, expect: &Expect) 
     let current = st.row.file_hash.as_deref().filter(|_| st.exists());
     match expect {
         Expect::Any => {
-            if st.row.status == "malformed"
+            if st.row.status == CategoryStatus::Malformed
                 && let Some(f) = &st.file
             {
                 return Err(malformed_error(name, f));
@@ -206,9 +203,11 @@ impl Memdir {
             && let Some(r) = &row
         {
             let fresh = match stat {
-                None => r.status == "deleted",
+                None => r.status == CategoryStatus::Deleted,
                 Some((len, m)) => {
-                    r.file_len == len as i64 && r.mtime_ns == m && r.status != "deleted"
+                    r.file_len == len as i64
+                        && r.mtime_ns == m
+                        && r.status != CategoryStatus::Deleted
                 }
             };
             if fresh && r.head_id.is_some() && r.hist_stamp == hstamp {
@@ -266,7 +265,7 @@ impl Memdir {
             if row.as_ref().and_then(|x| x.head_id.as_ref()) != r.head_id.as_ref() {
                 inner.ledger.record_change("category", name.as_str())?;
             }
-            if r.status != "absent" {
+            if r.status != CategoryStatus::Absent {
                 inner.ledger.put_category(&r)?;
             } else if row.is_some() {
                 inner.ledger.remove_category(name.as_str())?;
@@ -286,11 +285,15 @@ impl Memdir {
         };
         let (op, reason, content) = match &file {
             Some(f) => (
-                "external",
+                VersionOp::External,
                 "changed outside memdir",
                 f.content.clone().map_err(Error::internal)?,
             ),
-            None => ("delete", "file deleted outside memdir", Value::Null),
+            None => (
+                VersionOp::Delete,
+                "file deleted outside memdir",
+                Value::Null,
+            ),
         };
         self.commit_version(
             inner,

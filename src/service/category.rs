@@ -12,7 +12,7 @@ use super::adoption::{Sync, check_expect, malformed_error, not_found};
 use super::{Memdir, check_reason, limits};
 use crate::api::*;
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::{CategoryKind, CategoryName, Expect, content_hash};
+use crate::model::{CategoryKind, CategoryName, CategoryStatus, Expect, VersionOp, content_hash};
 use crate::store::{self, Layout, codec};
 
 /// Refuses `data` that is not a JSON object or is nested too deep.
@@ -163,7 +163,7 @@ impl Memdir {
                 .detail("category", Value::from(name.as_str())));
             }
             let new_content = if req.merge {
-                if st.row.status == "malformed" {
+                if st.row.status == CategoryStatus::Malformed {
                     return Err(Error::new(ErrorKind::Corrupt, format!("category {:?} is malformed: a merge needs a readable base; write it whole instead", name.as_str())));
                 }
                 let mut base = current.and_then(Value::as_object).cloned().unwrap_or_default();
@@ -192,7 +192,7 @@ impl Memdir {
                     op: None,
                 });
             }
-            let op = if req.merge { "merge" } else { "write" };
+            let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
             let c = self.commit_version(inner, lock, &name, &st, op, self.actor(), reason.clone(), Some(new_content), true)?;
             Ok(WriteResponse {
                 category: name.to_string(),
@@ -202,7 +202,7 @@ impl Memdir {
                 version: c.version,
                 version_id: Some(c.id),
                 timestamp: c.ts,
-                op: Some(op.to_string()),
+                op: Some(op.as_str().to_string()),
             })
         })
     }
@@ -222,7 +222,7 @@ impl Memdir {
             out.push(CategorySummary {
                 name: name.to_string(),
                 kind: st.row.kind,
-                status: st.row.status,
+                status: st.row.status.as_str().to_string(),
                 hash: st.row.file_hash,
                 version: st.row.version as u64,
                 size_bytes: st.row.file_len,
@@ -256,7 +256,7 @@ impl Memdir {
                 lock,
                 &name,
                 &st,
-                "delete",
+                VersionOp::Delete,
                 self.actor(),
                 reason.clone(),
                 None,

@@ -13,7 +13,7 @@ use super::{Memdir, check_reason, limits};
 use crate::api::*;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::{CategoryKind, CategoryName};
+use crate::model::{CategoryKind, CategoryName, CategoryStatus, VersionOp};
 
 /// Checks the structure of a log category's content.
 pub fn check_log_shape(content: &Value) -> std::result::Result<(), String> {
@@ -74,7 +74,7 @@ impl Memdir {
         let reason = check_reason(req.reason.as_deref())?;
         self.with_write(|inner, lock| {
             let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
-            if st.row.status == "malformed"
+            if st.row.status == CategoryStatus::Malformed
                 && let Some(f) = &st.file
             {
                 return Err(malformed_error(&name, f));
@@ -138,7 +138,7 @@ impl Memdir {
             let count = entries.len();
             obj.insert("entries".into(), Value::Array(entries));
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
-            let c = self.commit_version(inner, lock, &name, &st, "append", self.actor(), reason.clone(), Some(log), true)?;
+            let c = self.commit_version(inner, lock, &name, &st, VersionOp::Append, self.actor(), reason.clone(), Some(log), true)?;
             Ok(AppendResponse {
                 category: name.to_string(),
                 id,

@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use crate::clock::{self, Hlc};
 use crate::error::{Error, ErrorKind, IoContext, Result};
 use crate::ledger::Ledger;
-use crate::model::{CategoryName, content_hash};
+use crate::model::{CategoryName, CategoryStatus, content_hash};
 use crate::store::lock::{WriteLock, lock_timeout};
 use crate::store::{self, Layout, txn};
 
@@ -576,7 +576,7 @@ impl Memdir {
         let mut adopted = Vec::new();
         let mut names = store::list_category_files(&self.layout)?.0;
         for row in inner.ledger.categories()? {
-            if row.status != "deleted"
+            if row.status != CategoryStatus::Deleted
                 && let Ok(n) = CategoryName::new(&row.name)
             {
                 names.push(n);
@@ -649,7 +649,10 @@ impl Memdir {
         };
         self.scan(inner)?;
         let cats = inner.ledger.categories()?;
-        let live: Vec<_> = cats.iter().filter(|r| r.status != "deleted").collect();
+        let live: Vec<_> = cats
+            .iter()
+            .filter(|r| r.status != CategoryStatus::Deleted)
+            .collect();
         let segs = inner.ledger.segments()?;
         // A session is a session once it holds a chunk (an empty segment left by a crash is not).
         let mut sessions: Vec<&str> = segs
@@ -672,7 +675,7 @@ impl Memdir {
             size_bytes: size,
             malformed: live
                 .iter()
-                .filter(|r| r.status == "malformed")
+                .filter(|r| r.status == CategoryStatus::Malformed)
                 .map(|r| r.name.clone())
                 .collect(),
             malformed_lines: Some(

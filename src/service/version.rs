@@ -17,7 +17,9 @@ use super::{Inner, Memdir, check_limit, check_reason, limits};
 use crate::api::*;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::{CategoryKind, CategoryName, Expect, HistoryEntry, content_hash};
+use crate::model::{
+    CategoryKind, CategoryName, CategoryStatus, Expect, HistoryEntry, VersionOp, content_hash,
+};
 use crate::store::lock::WriteLock;
 use crate::store::{self, Layout, codec, failpoint, txn};
 
@@ -43,7 +45,7 @@ impl Memdir {
         lock: &WriteLock,
         name: &CategoryName,
         base: &CatState,
-        op: &str,
+        op: VersionOp,
         actor: &str,
         reason: Option<String>,
         content: Option<Value>,
@@ -116,7 +118,7 @@ impl Memdir {
             id: id.clone(),
             parents: base.row.head_id.iter().cloned().collect(),
             vv,
-            op: op.to_string(),
+            op: op.as_str().to_string(),
             hash: if tombstone { None } else { hash.clone() },
             actor: actor.to_string(),
             reason,
@@ -143,7 +145,7 @@ impl Memdir {
         let stat = store::stat(&layout.root.join(Layout::category_rel(name)))?;
         let mut row = row_from(name, Some(&entry), None, stat, hist_stamp(layout, name)?);
         if stat.is_some() {
-            row.status = "ok".to_string();
+            row.status = CategoryStatus::Ok;
             row.file_hash = hash.clone();
             row.kind = CategoryKind::of(&entry.content).as_str().to_string();
         }
@@ -158,7 +160,7 @@ impl Memdir {
             .and_then(|_| {
                 inner.ledger.atomically(|l| {
                     l.put_category(&row)?;
-                    l.record_txn(&id, op, &format!("category:{name}"), actor, &ts)?;
+                    l.record_txn(&id, op.as_str(), &format!("category:{name}"), actor, &ts)?;
                     l.record_change("category", name.as_str())?;
                     Ok(())
                 })
@@ -290,7 +292,7 @@ impl Memdir {
         };
         Ok(HistoryResponse {
             category: name.to_string(),
-            status: st.row.status,
+            status: st.row.status.as_str().to_string(),
             total: ids.len(),
             versions,
             diff,
@@ -376,7 +378,7 @@ impl Memdir {
                 ));
             }
             let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
-            if st.row.status == "malformed" && expect == Expect::Any {
+            if st.row.status == CategoryStatus::Malformed && expect == Expect::Any {
                 // Restoring over a malformed hand edit is the documented way out of it, but the
                 // caller must still say so explicitly.
                 if let Some(f) = &st.file {
@@ -393,7 +395,7 @@ impl Memdir {
                 lock,
                 &name,
                 &st,
-                "restore",
+                VersionOp::Restore,
                 self.actor(),
                 reason,
                 Some(entry.content.clone()),
