@@ -10,11 +10,13 @@
 
 use std::path::Path;
 
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::model::CategoryStatus;
 
 /// The ledger's schema version; a different version is rebuilt from the files.
 pub const LEDGER_SCHEMA: i64 = 3;
@@ -23,8 +25,8 @@ pub const LEDGER_SCHEMA: i64 = 3;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CategoryRow {
     pub name: String,
-    /// `ok`, `malformed` or `deleted`.
-    pub status: String,
+    /// `Ok`, `Malformed` or `Deleted` (an `Absent` category has no row).
+    pub status: CategoryStatus,
     pub file_hash: Option<String>,
     pub file_len: i64,
     pub mtime_ns: i64,
@@ -37,6 +39,21 @@ pub struct CategoryRow {
     /// Change stamp of the category's history directory when the row was made: while it is
     /// unchanged, no history entry was added or removed, so `head_id` is still the newest.
     pub hist_stamp: i64,
+}
+
+/// A status is stored as its name ([`CategoryStatus::as_str`]), as it was when it was text.
+impl ToSql for CategoryStatus {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for CategoryStatus {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let s = value.as_str()?;
+        CategoryStatus::parse(s)
+            .ok_or_else(|| FromSqlError::Other(format!("unknown category status {s:?}").into()))
+    }
 }
 
 /// Cached state of one session segment.

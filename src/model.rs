@@ -285,6 +285,92 @@ impl CategoryKind {
     }
 }
 
+/// Where a category stands, as its cached ledger row records it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CategoryStatus {
+    /// The file exists and parses.
+    Ok,
+    /// The file exists but does not parse; memdir leaves it untouched.
+    Malformed,
+    /// No file, but a history: the category was deleted.
+    Deleted,
+    /// Neither a file nor a history.
+    #[default]
+    Absent,
+}
+
+impl CategoryStatus {
+    /// The lower-case name, as the ledger stores it and the responses show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CategoryStatus::Ok => "ok",
+            CategoryStatus::Malformed => "malformed",
+            CategoryStatus::Deleted => "deleted",
+            CategoryStatus::Absent => "absent",
+        }
+    }
+
+    /// The status named by [`CategoryStatus::as_str`]; `None` for any other text.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ok" => Some(CategoryStatus::Ok),
+            "malformed" => Some(CategoryStatus::Malformed),
+            "deleted" => Some(CategoryStatus::Deleted),
+            "absent" => Some(CategoryStatus::Absent),
+            _ => None,
+        }
+    }
+
+    /// Whether a current file exists, readable or not.
+    pub fn has_file(self) -> bool {
+        matches!(self, CategoryStatus::Ok | CategoryStatus::Malformed)
+    }
+}
+
+/// What made a version of a category: the `op` of its history entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionOp {
+    /// The whole document replaced.
+    Write,
+    /// Keys merged into the document.
+    Merge,
+    /// An entry appended to a log.
+    Append,
+    /// The file deleted: a tombstone with no content.
+    Delete,
+    /// An old version's content written again.
+    Restore,
+    /// A change made behind memdir's back, adopted.
+    External,
+}
+
+impl VersionOp {
+    /// The lower-case name written in history files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VersionOp::Write => "write",
+            VersionOp::Merge => "merge",
+            VersionOp::Append => "append",
+            VersionOp::Delete => "delete",
+            VersionOp::Restore => "restore",
+            VersionOp::External => "external",
+        }
+    }
+
+    /// The op named by [`VersionOp::as_str`]; `None` for any other text.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "write" => Some(VersionOp::Write),
+            "merge" => Some(VersionOp::Merge),
+            "append" => Some(VersionOp::Append),
+            "delete" => Some(VersionOp::Delete),
+            "restore" => Some(VersionOp::Restore),
+            "external" => Some(VersionOp::External),
+            _ => None,
+        }
+    }
+}
+
 /// One write-once history entry, `history/<name>/<hlc>_<replica>.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -292,6 +378,8 @@ pub struct HistoryEntry {
     pub id: String,
     pub parents: Vec<String>,
     pub vv: std::collections::BTreeMap<String, u64>,
+    /// What made this version, as written ([`VersionOp::as_str`] for versions memdir makes).
+    /// Kept as text so that an entry with an op this memdir does not know still reads.
     pub op: String,
     /// Hash of the category file this version wrote; `null` for a delete tombstone.
     pub hash: Option<String>,
@@ -310,9 +398,14 @@ impl HistoryEntry {
         self.vv.values().fold(0u64, |a, b| a.saturating_add(*b))
     }
 
+    /// What made this version; `None` for an op this memdir does not know.
+    pub fn version_op(&self) -> Option<VersionOp> {
+        VersionOp::parse(&self.op)
+    }
+
     /// Whether this entry is a delete tombstone.
     pub fn is_tombstone(&self) -> bool {
-        self.op == "delete"
+        self.version_op() == Some(VersionOp::Delete)
     }
 }
 
@@ -399,6 +492,30 @@ mod tests {
         assert!(CategoryName::new(&"x".repeat(129)).is_err());
         assert!(SessionId::new("rollout-2026-11-29T10:00:00-abc").is_ok());
         assert!(SessionId::new("a\0b").is_err());
+    }
+
+    #[test]
+    fn statuses_and_ops_round_trip_their_names() {
+        for s in [
+            CategoryStatus::Ok,
+            CategoryStatus::Malformed,
+            CategoryStatus::Deleted,
+            CategoryStatus::Absent,
+        ] {
+            assert_eq!(CategoryStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(CategoryStatus::parse("OK"), None);
+        for op in [
+            VersionOp::Write,
+            VersionOp::Merge,
+            VersionOp::Append,
+            VersionOp::Delete,
+            VersionOp::Restore,
+            VersionOp::External,
+        ] {
+            assert_eq!(VersionOp::parse(op.as_str()), Some(op));
+        }
+        assert_eq!(VersionOp::parse("rename"), None);
     }
 
     #[test]

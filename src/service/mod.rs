@@ -8,20 +8,24 @@
 //! then works on the files and, last, records what it did in the ledger. Readers take no lock:
 //! files are only ever replaced by atomic rename or grown by whole lines.
 
+mod adoption;
 mod category;
 mod indexer;
+mod log;
 mod search;
 mod session;
 mod verify;
+mod version;
 
 pub use crate::api::{
     AppendRequest, CompactRequest, ContextRequest, DeleteRequest, DeltaRequest, DiffRequest,
     FetchRequest, Fields, HistoryRequest, IngestRequest, NewChunk, OverviewRequest, ReadRequest,
     RestoreRequest, SearchRequest, SemanticSearchRequest, VersionRef, WriteRequest,
 };
+pub(crate) use adoption::Sync;
 pub use category::*;
 pub use indexer::{Progress, index_fingerprint};
-
+pub use log::*;
 pub use session::*;
 pub use verify::*;
 
@@ -35,7 +39,7 @@ use crate::clock::{self, Hlc};
 use crate::error::{Error, ErrorKind, IoContext, Result};
 use crate::ledger::ChangeKind;
 use crate::ledger::Ledger;
-use crate::model::{CategoryName, content_hash};
+use crate::model::{CategoryName, CategoryStatus, content_hash};
 use crate::store::lock::{WriteLock, lock_timeout};
 use crate::store::{self, Layout, txn};
 
@@ -581,7 +585,7 @@ impl Memdir {
         let mut adopted = Vec::new();
         let mut names = store::list_category_files(&self.layout)?.0;
         for row in inner.ledger.categories()? {
-            if row.status != "deleted"
+            if row.status != CategoryStatus::Deleted
                 && let Ok(n) = CategoryName::new(&row.name)
             {
                 names.push(n);
@@ -654,7 +658,10 @@ impl Memdir {
         };
         self.scan(inner)?;
         let cats = inner.ledger.categories()?;
-        let live: Vec<_> = cats.iter().filter(|r| r.status != "deleted").collect();
+        let live: Vec<_> = cats
+            .iter()
+            .filter(|r| r.status != CategoryStatus::Deleted)
+            .collect();
         let segs = inner.ledger.segments()?;
         // A session is a session once it holds a chunk (an empty segment left by a crash is not).
         let mut sessions: Vec<&str> = segs
@@ -677,7 +684,7 @@ impl Memdir {
             size_bytes: size,
             malformed: live
                 .iter()
-                .filter(|r| r.status == "malformed")
+                .filter(|r| r.status == CategoryStatus::Malformed)
                 .map(|r| r.name.clone())
                 .collect(),
             malformed_lines: Some(

@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::Memdir;
+use super::log::check_log_shape;
 use crate::clock::Hlc;
 use crate::error::{Error, Result};
 use crate::ledger::Ledger;
@@ -15,29 +16,6 @@ impl Problems {
     fn add(&mut self, kind: &str, path: impl AsRef<std::path::Path>, message: impl Into<String>) {
         self.0.push(json!({"kind": kind, "path": path.as_ref().display().to_string(), "message": message.into()}));
     }
-}
-
-/// Checks the structure of a log category's content.
-pub fn check_log_shape(content: &Value) -> std::result::Result<(), String> {
-    let entries = content
-        .get("entries")
-        .and_then(Value::as_array)
-        .ok_or("a log needs an entries array")?;
-    let mut last = "";
-    for e in entries {
-        let id = e
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or("every log entry needs a string id")?;
-        if e.get("ts").and_then(Value::as_str).is_none() || e.get("data").is_none() {
-            return Err(format!("log entry {id} needs ts and data"));
-        }
-        if id <= last {
-            return Err(format!("log entry ids are not strictly sorted at {id}"));
-        }
-        last = id;
-    }
-    Ok(())
 }
 
 impl Memdir {

@@ -744,7 +744,13 @@ fn a_store_memdir_may_only_read_serves_every_read() {
 #[test]
 fn a_full_disk_on_the_read_path_does_not_stop_reads() {
     let env = TestEnv::new();
-    env.ok(&["ingest", "--session-id", "s", "--text", "before the disk filled"]);
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--text",
+        "before the disk filled",
+    ]);
     env.ok(&["write", "c", "--data", r#"{"a": 1}"#]);
     env.ok(&["search", "before"]);
     env.ok(&["ingest", "--session-id", "s", "--text", "unindexed axolotl"]);
@@ -752,8 +758,16 @@ fn a_full_disk_on_the_read_path_does_not_stop_reads() {
         let full = [("MEMDIR_FAILPOINT", fp)];
         let r = env.run_env(&["search", "axolotl", "--mode", "exact"], &full, b"");
         assert_eq!(r.run.code, 0, "{fp}: {}", r.run.stderr);
-        assert_eq!(r.run.json()["results"].as_array().map(Vec::len), Some(1), "{fp}");
-        assert!(r.run.stderr.contains("serving reads from the files"), "{fp}: {}", r.run.stderr);
+        assert_eq!(
+            r.run.json()["results"].as_array().map(Vec::len),
+            Some(1),
+            "{fp}"
+        );
+        assert!(
+            r.run.stderr.contains("serving reads from the files"),
+            "{fp}: {}",
+            r.run.stderr
+        );
         let r = env.run_env(&["read", "c"], &full, b"");
         assert_eq!(r.run.code, 0, "{fp}: {}", r.run.stderr);
         let r = env.run_env(&["fetch", "s"], &full, b"");

@@ -1,0 +1,494 @@
+//! Versions: every change of a category is a write-once file under `history/`.
+//!
+//! [`Memdir::commit_version`] is the one way a version is made: it stamps the entry with the
+//! hybrid clock, commits the history file and the category file as one staged transaction,
+//! then records the new head in the ledger. The operations here read history (list, diff,
+//! find one version), restore an old version as a new one, and trim old versions (compact),
+//! always keeping heads and delete tombstones.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::adoption::{
+    CatState, Sync, check_expect, hist_stamp, malformed_error, not_found, row_from,
+};
+use super::{Inner, Memdir, check_limit, check_reason, limits};
+use crate::api::*;
+use crate::clock;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ledger::ChangeKind;
+use crate::model::{
+    CategoryKind, CategoryName, CategoryStatus, Expect, HistoryEntry, VersionOp, content_hash,
+};
+use crate::store::lock::WriteLock;
+use crate::store::{self, Layout, codec, failpoint, txn};
+
+/// A version just committed, as the operations report it.
+pub(super) struct Committed {
+    pub(super) id: String,
+    pub(super) version: u64,
+    pub(super) hash: Option<String>,
+    pub(super) ts: String,
+}
+
+fn parse_vv(s: &str) -> BTreeMap<String, u64> {
+    serde_json::from_str(s).unwrap_or_default()
+}
+
+impl Memdir {
+    /// Writes one new version: a history entry and (when `write_file`) the category file, as
+    /// one transaction; then records it in the ledger.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit_version(
+        &self,
+        inner: &Inner,
+        lock: &WriteLock,
+        name: &CategoryName,
+        base: &CatState,
+        op: VersionOp,
+        actor: &str,
+        reason: Option<String>,
+        content: Option<Value>,
+        write_file: bool,
+    ) -> Result<Committed> {
+        let layout = self.layout();
+        let content = content.unwrap_or(Value::Null);
+        let tombstone = content.is_null();
+        let bytes = (!tombstone).then(|| codec::to_pretty(&content));
+        // The limit guards what memdir is asked to write; a larger file placed by hand is
+        // still adopted into history as it is.
+        if write_file
+            && let Some(b) = &bytes
+            && b.len() > limits::MAX_CATEGORY_BYTES
+        {
+            return Err(Error::too_large(
+                "data",
+                b.len(),
+                limits::MAX_CATEGORY_BYTES,
+                "bytes",
+            ));
+        }
+        let hash = if write_file {
+            bytes.as_deref().map(content_hash)
+        } else {
+            base_file_hash(layout, name)?
+        };
+        let replica = self.replica(lock)?;
+        let now = clock::now_ms();
+        let mut hlc = self.tick(inner, now)?;
+        // A version sorts after its parent even when the parent carries a stamp the clock did
+        // not admit (far ahead of the wall clock): ids order history, and the head is the
+        // newest id.
+        if let Some(parent) = base
+            .row
+            .head_id
+            .as_deref()
+            .and_then(|p| p.get(..24))
+            .and_then(clock::Hlc::parse)
+            && hlc <= parent
+        {
+            hlc = parent.tick(parent.ms);
+            if hlc <= parent {
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!(
+                        "the newest version of {:?} carries the last possible stamp ({parent}); no later version can be recorded",
+                        name.as_str()
+                    ),
+                )
+                .hint("move that history file aside (it was not written by memdir's clock), then retry"));
+            }
+        }
+        let id = format!("{hlc}_{replica}");
+        let history_path = layout
+            .root
+            .join(Layout::history_rel(name))
+            .join(format!("{id}.json"));
+        // History is write-once: a version id is never reused, whatever the clock says.
+        if std::fs::symlink_metadata(&history_path).is_ok() {
+            return Err(Error::internal(format!(
+                "history file {} already exists; refusing to overwrite a recorded version",
+                history_path.display()
+            )));
+        }
+        let mut vv = parse_vv(&base.row.vv);
+        *vv.entry(replica.clone()).or_insert(0) += 1;
+        let ts = clock::rfc3339(now);
+        let entry = HistoryEntry {
+            id: id.clone(),
+            parents: base.row.head_id.iter().cloned().collect(),
+            vv,
+            op: op.as_str().to_string(),
+            hash: if tombstone { None } else { hash.clone() },
+            actor: actor.to_string(),
+            reason,
+            ts: ts.clone(),
+            content,
+        };
+        let version = entry.ordinal();
+        let entry_bytes = codec::to_pretty(
+            &serde_json::to_value(&entry).expect("invariant: history entries serialize"),
+        );
+        let mut files = vec![txn::FileWrite {
+            rel: Layout::history_rel(name).join(format!("{id}.json")),
+            bytes: Some(entry_bytes),
+        }];
+        if write_file {
+            files.push(txn::FileWrite {
+                rel: Layout::category_rel(name),
+                bytes,
+            });
+        }
+        txn::commit(&layout.root, &layout.staging(), &id, &files)?;
+        failpoint::hit("ledger.before_update");
+        // The row comes from what was just written; re-reading the file would only cost time.
+        let stat = store::stat(&layout.root.join(Layout::category_rel(name)))?;
+        let mut row = row_from(name, Some(&entry), None, stat, hist_stamp(layout, name)?);
+        if stat.is_some() {
+            row.status = CategoryStatus::Ok;
+            row.file_hash = hash.clone();
+            row.kind = CategoryKind::of(&entry.content).as_str().to_string();
+        }
+        let recorded = failpoint::io("ledger.update")
+            .map_err(|e| {
+                Error::from(crate::error::IoError {
+                    op: "record",
+                    path: layout.ledger_path(),
+                    source: e,
+                })
+            })
+            .and_then(|_| {
+                inner.ledger.atomically(|l| {
+                    l.put_category(&row)?;
+                    l.record_txn(&id, op.as_str(), &format!("category:{name}"), actor, &ts)?;
+                    l.record_change(ChangeKind::Category, name.as_str())?;
+                    Ok(())
+                })
+            });
+        if let Err(e) = recorded {
+            self.ledger_missed(&e);
+        }
+        Ok(Committed {
+            id,
+            version,
+            hash: if tombstone { None } else { hash },
+            ts,
+        })
+    }
+
+    /// Every readable history entry of a category, oldest first.
+    fn history_entries(&self, name: &CategoryName) -> Result<Vec<HistoryEntry>> {
+        let mut out = Vec::new();
+        for id in store::list_history_ids(self.layout(), name)? {
+            if let Ok(e) = store::read_history(self.layout(), name, &id)?.entry {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One version, by ordinal or id, after bringing the category in line with its file.
+    pub(super) fn find_version(
+        &self,
+        inner: &Inner,
+        name: &CategoryName,
+        v: &VersionRef,
+    ) -> Result<HistoryEntry> {
+        self.sync_category(inner, name, None, Sync::Fast)?;
+        let entries = self.history_entries(name)?;
+        if entries.is_empty() {
+            return Err(not_found(name, self.available_names(inner)?));
+        }
+        let found = match v {
+            VersionRef::Ordinal(n) => entries.iter().find(|e| e.ordinal() == *n),
+            // A number given as a string ("3") is an ordinal on every surface.
+            VersionRef::Id(id) => match id.parse::<u64>() {
+                Ok(n) => entries.iter().find(|e| e.ordinal() == n),
+                Err(_) => entries.iter().find(|e| &e.id == id),
+            },
+        };
+        found.cloned().ok_or_else(|| {
+            let have: Vec<u64> = entries.iter().map(HistoryEntry::ordinal).collect();
+            Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "category {:?} has no version {}",
+                    name.as_str(),
+                    match v {
+                        VersionRef::Ordinal(n) => n.to_string(),
+                        VersionRef::Id(id) => id.clone(),
+                    }
+                ),
+            )
+            .field("version")
+            .detail("versions", Value::from(have))
+            .hint("{op:history} lists the versions")
+        })
+    }
+
+    /// Versions of a category, newest first.
+    pub fn history(&self, req: &HistoryRequest) -> Result<HistoryResponse> {
+        let name = CategoryName::new(&req.category)?;
+        let limit = req.limit;
+        check_limit("limit", limit)?;
+        let mut guard = self.inner()?;
+        let Some(inner) = guard.as_mut() else {
+            return Err(not_found(&name, Vec::new()));
+        };
+        let st = self.sync_category(inner, &name, None, Sync::Fast)?;
+        let ids = store::list_history_ids(self.layout(), &name)?;
+        if ids.is_empty() {
+            return Err(not_found(&name, self.available_names(inner)?));
+        }
+        let mut versions = Vec::new();
+        for id in ids.iter().rev() {
+            if versions.len() >= limit {
+                break;
+            }
+            let file = store::read_history(self.layout(), &name, id)?;
+            match file.entry {
+                Ok(e) => versions.push(HistoryVersion {
+                    version: Some(e.ordinal()),
+                    id: e.id,
+                    hash: e.hash,
+                    op: Some(e.op),
+                    actor: Some(e.actor),
+                    reason: e.reason,
+                    timestamp: Some(e.ts),
+                    parents: Some(e.parents),
+                    malformed: None,
+                }),
+                Err(why) => versions.push(HistoryVersion {
+                    id: id.clone(),
+                    version: None,
+                    hash: None,
+                    op: None,
+                    actor: None,
+                    reason: None,
+                    timestamp: None,
+                    parents: None,
+                    malformed: Some(why),
+                }),
+            }
+        }
+        drop(guard);
+        let diff = if req.diff_from.is_some() || req.diff_to.is_some() {
+            Some(
+                self.diff(&DiffRequest {
+                    category: req.category.clone(),
+                    from: req.diff_from.clone(),
+                    to: req.diff_to.clone(),
+                })
+                .map_err(|e| {
+                    match e.details.get("field").and_then(Value::as_str) {
+                        Some("from") => e.field("diff_from"),
+                        Some("to") => e.field("diff_to"),
+                        _ => e,
+                    }
+                })?,
+            )
+        } else {
+            None
+        };
+        Ok(HistoryResponse {
+            category: name.to_string(),
+            status: st.row.status.as_str().to_string(),
+            total: ids.len(),
+            versions,
+            diff,
+        })
+    }
+
+    /// Unified diff between two versions (default: the head and its parent).
+    pub fn diff(&self, req: &DiffRequest) -> Result<DiffResponse> {
+        let (from, to) = (req.from.as_ref(), req.to.as_ref());
+        let name = CategoryName::new(&req.category)?;
+        let mut guard = self.inner()?;
+        let Some(inner) = guard.as_mut() else {
+            return Err(not_found(&name, Vec::new()));
+        };
+        let entries = {
+            self.sync_category(inner, &name, None, Sync::Fast)?;
+            self.history_entries(&name)?
+        };
+        let Some(head) = entries.last() else {
+            return Err(not_found(&name, self.available_names(inner)?));
+        };
+        let to_e = match to {
+            Some(v) => self
+                .find_version(inner, &name, v)
+                .map_err(|e| e.field("to"))?,
+            None => head.clone(),
+        };
+        let from_e = match from {
+            Some(v) => Some(
+                self.find_version(inner, &name, v)
+                    .map_err(|e| e.field("from"))?,
+            ),
+            None => to_e
+                .parents
+                .first()
+                .and_then(|p| entries.iter().find(|e| &e.id == p))
+                .cloned(),
+        };
+        let text = |e: Option<&HistoryEntry>| -> String {
+            match e {
+                Some(e) if !e.content.is_null() => {
+                    String::from_utf8(codec::to_pretty(&e.content)).unwrap_or_default()
+                }
+                _ => String::new(),
+            }
+        };
+        let (a, b) = (text(from_e.as_ref()), text(Some(&to_e)));
+        let label = |e: Option<&HistoryEntry>| {
+            e.map(|e| format!("{}@{}", name, e.ordinal()))
+                .unwrap_or_else(|| "/dev/null".into())
+        };
+        let diff = similar::TextDiff::from_lines(&a, &b)
+            .unified_diff()
+            .context_radius(3)
+            .header(&label(from_e.as_ref()), &label(Some(&to_e)))
+            .to_string();
+        Ok(DiffResponse {
+            category: name.to_string(),
+            from: from_e.as_ref().map(|e| e.ordinal()),
+            to: to_e.ordinal(),
+            diff,
+        })
+    }
+
+    /// Restores an old version as a new version.
+    pub fn restore(&self, req: &RestoreRequest) -> Result<RestoreResponse> {
+        let version = &req.version;
+        let name = CategoryName::new(&req.category)?;
+        let expect = Expect::parse(req.expected_hash.as_deref())?;
+        let reason = check_reason(req.reason.as_deref())?;
+        if !self.layout().exists() {
+            return Err(not_found(&name, Vec::new()));
+        }
+        self.with_write(|inner, lock| {
+            let entry = self.find_version(inner, &name, version)?;
+            if entry.is_tombstone() {
+                return Err(Error::invalid(
+                    "version",
+                    format!(
+                        "version {} is a delete tombstone; pick a version with content",
+                        entry.ordinal()
+                    ),
+                ));
+            }
+            let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+            if st.row.status == CategoryStatus::Malformed && expect == Expect::Any {
+                // Restoring over a malformed hand edit is the documented way out of it, but the
+                // caller must still say so explicitly.
+                if let Some(f) = &st.file {
+                    return Err(malformed_error(&name, f));
+                }
+            }
+            check_expect(&name, &st, &expect)?;
+            let previous = st.row.file_hash.clone().filter(|_| st.exists());
+            let reason = reason
+                .clone()
+                .or_else(|| Some(format!("restore of version {}", entry.ordinal())));
+            let c = self.commit_version(
+                inner,
+                lock,
+                &name,
+                &st,
+                VersionOp::Restore,
+                self.actor(),
+                reason,
+                Some(entry.content.clone()),
+                true,
+            )?;
+            Ok(RestoreResponse {
+                category: name.to_string(),
+                restored_from: entry.ordinal(),
+                previous_hash: previous,
+                new_hash: c.hash,
+                version: c.version,
+                version_id: c.id,
+                timestamp: c.ts,
+            })
+        })
+    }
+
+    /// Trims history to the newest `keep` versions per category, keeping heads and tombstones.
+    pub fn compact(&self, req: &CompactRequest) -> Result<CompactResponse> {
+        let category = req.category.as_deref();
+        let keep = req.keep_versions;
+        if keep == 0 || keep > 100_000 {
+            return Err(Error::invalid(
+                "keep_versions",
+                format!("keep_versions must be between 1 and 100000; got {keep}"),
+            ));
+        }
+        let names = match category {
+            Some(c) => vec![CategoryName::new(c)?],
+            None => store::list_history_names(self.layout())?,
+        };
+        if !self.layout().exists() {
+            return Ok(CompactResponse {
+                removed: 0,
+                keep_versions: keep,
+                categories: Vec::new(),
+            });
+        }
+        self.with_write(|inner, lock| {
+            let mut report = Vec::new();
+            let mut total = 0usize;
+            for name in &names {
+                self.sync_category(inner, name, Some(lock), Sync::Full)?;
+                let ids = store::list_history_ids(self.layout(), name)?;
+                if ids.is_empty() && category.is_some() {
+                    return Err(not_found(name, self.available_names(inner)?));
+                }
+                let head = ids.last().cloned();
+                let cut = ids.len().saturating_sub(keep);
+                let mut removed = Vec::new();
+                for id in &ids[..cut] {
+                    if Some(id) == head.as_ref() {
+                        continue;
+                    }
+                    let file = store::read_history(self.layout(), name, id)?;
+                    if file.entry.as_ref().is_ok_and(HistoryEntry::is_tombstone) {
+                        continue;
+                    }
+                    std::fs::remove_file(&file.path).map_err(|e| crate::error::IoError {
+                        op: "remove",
+                        path: file.path.clone(),
+                        source: e,
+                    })?;
+                    removed.push(id.clone());
+                }
+                if !removed.is_empty() {
+                    // DURABILITY: the removals are reported only once durable.
+                    txn::sync_dir(&self.layout().root.join(Layout::history_rel(name)))?;
+                    inner.ledger.record_txn(
+                        &format!("compact-{}", removed.len()),
+                        "compact",
+                        &format!("category:{name}"),
+                        self.actor(),
+                        &clock::rfc3339(clock::now_ms()),
+                    )?;
+                }
+                total += removed.len();
+                report.push(Compacted {
+                    category: name.to_string(),
+                    removed: removed.len(),
+                    kept: ids.len() - removed.len(),
+                });
+            }
+            Ok(CompactResponse {
+                removed: total,
+                keep_versions: keep,
+                categories: report,
+            })
+        })
+    }
+}
+
+fn base_file_hash(layout: &Layout, name: &CategoryName) -> Result<Option<String>> {
+    Ok(store::read_category(layout, name)?.map(|f| f.hash))
+}
