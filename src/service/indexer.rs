@@ -606,13 +606,16 @@ impl Memdir {
             generation: snap.generation,
             fingerprint,
         };
-        crate::store::failpoint::fault("index.commit").map_err(|e| {
-            Error::from(crate::error::IoError {
-                op: "commit index",
-                path: self.layout().index_dir(),
-                source: e,
-            })
-        })?;
+        // (The index in memory of a read-only store writes no file.)
+        if self.read_only().is_none() {
+            crate::store::failpoint::fault("index.commit").map_err(|e| {
+                Error::from(crate::error::IoError {
+                    op: "commit index",
+                    path: self.layout().index_dir(),
+                    source: e,
+                })
+            })?;
+        }
         for w in writers.into_iter().flatten() {
             w.commit(&payload)?;
         }

@@ -1,8 +1,8 @@
-//! The one facade every front end calls.
+//! The engine: one facade over the store, the ledger and the derived indexes.
 //!
 //! [`Memdir`] opens a memory directory, recovers staged work, adopts files changed behind its
 //! back, and offers every operation with request and response types of its own and one error
-//! type ([`Error`]). Front ends (CLI, MCP, HTTP) only translate.
+//! type ([`Error`]). Front ends reach it through the operation table ([`crate::ops`]).
 //!
 //! Concurrency: every mutation takes the store's cross-process write lock (`.memdir/lock`),
 //! then works on the files and, last, records what it did in the ledger. Readers take no lock:
@@ -173,6 +173,23 @@ impl Memdir {
             started: Mutex::new(false),
             notices: Mutex::new(Vec::new()),
             read_only: Mutex::new(None),
+        }
+    }
+
+    /// Records a write whose files are already durable in the ledger, as one SQLite
+    /// transaction. A failure here does not fail the write (see [`Memdir::ledger_missed`]).
+    pub(crate) fn record_durable(&self, inner: &Inner, f: impl FnOnce(&Ledger) -> Result<()>) {
+        let recorded = store::failpoint::io("ledger.update")
+            .map_err(|e| {
+                Error::from(crate::error::IoError {
+                    op: "record",
+                    path: self.layout.ledger_path(),
+                    source: e,
+                })
+            })
+            .and_then(|_| inner.ledger.atomically(f));
+        if let Err(e) = recorded {
+            self.ledger_missed(&e);
         }
     }
 

@@ -439,47 +439,31 @@ impl Memdir {
                 }
             }
             let at = clock::rfc3339(clock::now_ms());
-            let recorded = crate::store::failpoint::io("ledger.update")
-                .map_err(|e| {
-                    Error::from(crate::error::IoError {
-                        op: "record",
-                        path: layout.ledger_path(),
-                        source: e,
-                    })
-                })
-                .and_then(|_| {
-                    inner.ledger.atomically(|l| {
-                        for k in &order {
-                            let (a, _, row) = &state[k];
-                            let mut row = row.clone();
-                            let path = layout.root.join(&a.rel);
-                            let (len, m) = store::stat(&path)?.unwrap_or((0, 0));
-                            row.len = len as i64;
-                            row.mtime_ns = m;
-                            l.put_segment(&row)?;
-                            if resync.contains(k) {
-                                l.record_change(ChangeKind::Segment, k)?;
-                            } else {
-                                l.record_change(
-                                    ChangeKind::Append,
-                                    &format!("{k}\n{}", a.len_before),
-                                )?;
-                            }
-                        }
-                        l.observe_hlc(&clock_state.to_string())?;
-                        l.record_txn(
-                            &txid,
-                            "ingest",
-                            &format!("chunks:{}", chunks.len()),
-                            self.actor(),
-                            &at,
-                        )?;
-                        Ok(())
-                    })
-                });
-            if let Err(e) = recorded {
-                self.ledger_missed(&e);
-            }
+            self.record_durable(inner, |l| {
+                for k in &order {
+                    let (a, _, row) = &state[k];
+                    let mut row = row.clone();
+                    let path = layout.root.join(&a.rel);
+                    let (len, m) = store::stat(&path)?.unwrap_or((0, 0));
+                    row.len = len as i64;
+                    row.mtime_ns = m;
+                    l.put_segment(&row)?;
+                    if resync.contains(k) {
+                        l.record_change(ChangeKind::Segment, k)?;
+                    } else {
+                        l.record_change(ChangeKind::Append, &format!("{k}\n{}", a.len_before))?;
+                    }
+                }
+                l.observe_hlc(&clock_state.to_string())?;
+                l.record_txn(
+                    &txid,
+                    "ingest",
+                    &format!("chunks:{}", chunks.len()),
+                    self.actor(),
+                    &at,
+                )?;
+                Ok(())
+            });
             let rows: Vec<Ingested> = out
                 .into_iter()
                 .zip(&single_positions)

@@ -150,25 +150,12 @@ impl Memdir {
             row.file_hash = hash.clone();
             row.kind = CategoryKind::of(&entry.content).as_str().to_string();
         }
-        let recorded = failpoint::io("ledger.update")
-            .map_err(|e| {
-                Error::from(crate::error::IoError {
-                    op: "record",
-                    path: layout.ledger_path(),
-                    source: e,
-                })
-            })
-            .and_then(|_| {
-                inner.ledger.atomically(|l| {
-                    l.put_category(&row)?;
-                    l.record_txn(&id, op.as_str(), &format!("category:{name}"), actor, &ts)?;
-                    l.record_change(ChangeKind::Category, name.as_str())?;
-                    Ok(())
-                })
-            });
-        if let Err(e) = recorded {
-            self.ledger_missed(&e);
-        }
+        self.record_durable(inner, |l| {
+            l.put_category(&row)?;
+            l.record_txn(&id, op.as_str(), &format!("category:{name}"), actor, &ts)?;
+            l.record_change(ChangeKind::Category, name.as_str())?;
+            Ok(())
+        });
         Ok(Committed {
             id,
             version,
