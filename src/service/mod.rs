@@ -99,6 +99,9 @@ pub struct Memdir {
     notices: Mutex<Vec<String>>,
     /// Why this process serves the store read-only, if it does (see [`Memdir::read_only`]).
     read_only: Mutex<Option<String>>,
+    /// Size and change stamp of the format file when this process last found it acceptable:
+    /// every write checks the format, with one `stat` while the file is unchanged.
+    format_ok: Mutex<Option<(u64, i64)>>,
 }
 
 pub(crate) struct Inner {
@@ -173,6 +176,7 @@ impl Memdir {
             started: Mutex::new(false),
             notices: Mutex::new(Vec::new()),
             read_only: Mutex::new(None),
+            format_ok: Mutex::new(None),
         }
     }
 
@@ -382,9 +386,24 @@ impl Memdir {
     /// as format 1; its first write records the format.
     pub(crate) fn check_format(&self) -> Result<()> {
         let path = store::format::path(&self.layout);
+        let stat = store::stat(&path).ok().flatten();
+        if stat.is_some()
+            && *self
+                .format_ok
+                .lock()
+                .map_err(|_| Error::internal("format cache poisoned"))?
+                == stat
+        {
+            return Ok(());
+        }
         match store::format::read(&self.layout) {
             store::format::Found::Missing => Ok(()),
-            store::format::Found::Format(n) if n <= store::format::FORMAT => Ok(()),
+            store::format::Found::Format(n) if n <= store::format::FORMAT => {
+                if let Ok(mut ok) = self.format_ok.lock() {
+                    *ok = stat;
+                }
+                Ok(())
+            }
             store::format::Found::Format(n) => Err(Error::new(
                 ErrorKind::Unavailable,
                 format!(
