@@ -14,6 +14,7 @@ mod indexer;
 mod log;
 mod search;
 mod session;
+mod status;
 mod verify;
 mod version;
 
@@ -37,7 +38,6 @@ use serde_json::{Value, json};
 
 use crate::clock::{self, Hlc};
 use crate::error::{Error, ErrorKind, IoContext, Result};
-use crate::ledger::ChangeKind;
 use crate::ledger::Ledger;
 use crate::model::{CategoryName, CategoryStatus, content_hash};
 use crate::store::lock::{WriteLock, lock_timeout};
@@ -474,23 +474,6 @@ impl Memdir {
         })
     }
 
-    /// Where the memory is, and a full check.
-    pub fn doctor(&self) -> Result<crate::api::DoctorResponse> {
-        Ok(crate::api::DoctorResponse {
-            dir: self.layout.root.display().to_string(),
-            dir_source: if std::env::var("MEMDIR_DIR").is_ok_and(|v| !v.is_empty()) {
-                "MEMDIR_DIR"
-            } else {
-                "--dir or default"
-            }
-            .to_string(),
-            actor: self.actor.clone(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            status: self.status()?,
-            checks: self.verify()?,
-        })
-    }
-
     /// This store's replica id on this machine, minted on first use. Caller holds the lock.
     pub(crate) fn replica(&self, _lock: &WriteLock) -> Result<String> {
         let path = self.layout.replica_path();
@@ -667,121 +650,6 @@ impl Memdir {
         }
         f(inner, &lock)
     }
-
-    /// `memdir status`: counts, sizes and health.
-    pub fn status(&self) -> Result<crate::api::StatusResponse> {
-        let root = self.layout.root.display().to_string();
-        let mut guard = self.inner()?;
-        let Some(inner) = guard.as_mut() else {
-            return Ok(crate::api::StatusResponse {
-                dir: root,
-                exists: self.layout.exists(),
-                replica: None,
-                actor: None,
-                sessions: 0,
-                chunks: 0,
-                categories: 0,
-                logs: 0,
-                size_bytes: 0,
-                malformed: Vec::new(),
-                malformed_lines: None,
-                pending_staging: Vec::new(),
-                ledger: None,
-                index: None,
-                read_only: self.read_only(),
-                notices: self.notices(),
-            });
-        };
-        self.scan(inner)?;
-        let cats = inner.ledger.categories()?;
-        let live: Vec<_> = cats
-            .iter()
-            .filter(|r| r.status != CategoryStatus::Deleted)
-            .collect();
-        let segs = inner.ledger.segments()?;
-        // A session is a session once it holds a chunk (an empty segment left by a crash is not).
-        let mut sessions: Vec<&str> = segs
-            .iter()
-            .filter(|s| s.chunks > 0)
-            .map(|s| s.session_id.as_str())
-            .collect();
-        sessions.sort();
-        sessions.dedup();
-        let size: u64 = walk_size(&self.layout.root);
-        Ok(crate::api::StatusResponse {
-            dir: root,
-            exists: true,
-            replica: self.current_replica(),
-            actor: Some(self.actor.clone()),
-            sessions: sessions.len(),
-            chunks: segs.iter().map(|s| s.chunks).sum::<i64>(),
-            categories: live.len(),
-            logs: live.iter().filter(|r| r.kind == "log").count(),
-            size_bytes: size,
-            malformed: live
-                .iter()
-                .filter(|r| r.status == CategoryStatus::Malformed)
-                .map(|r| r.name.clone())
-                .collect(),
-            malformed_lines: Some(
-                segs.iter()
-                    .filter(|s| s.bad_lines > 0)
-                    .map(|s| json!({"segment": s.rel, "lines": s.bad_lines}))
-                    .collect(),
-            ),
-            pending_staging: txn::pending(&self.layout.staging()),
-            ledger: Some(
-                json!({"transactions": inner.ledger.txn_count()?, "generation": inner.ledger.generation()?}),
-            ),
-            index: Some(self.index_state(inner)?),
-            read_only: self.read_only(),
-            notices: self.notices(),
-        })
-    }
-
-    /// The index's state from its commit metadata, without opening it.
-    fn index_state(&self, inner: &Inner) -> Result<Value> {
-        let generation = inner
-            .ledger
-            .last_change_of(&[ChangeKind::Append, ChangeKind::Segment])?;
-        let cat_generation = inner.ledger.last_change_of(&[ChangeKind::Category])?;
-        let epoch = inner.ledger.meta("epoch")?.unwrap_or_default();
-        let payload = |part: &str| -> Option<crate::index::Payload> {
-            let meta: Value = serde_json::from_slice(
-                &std::fs::read(self.layout.index_dir().join(part).join("meta.json")).ok()?,
-            )
-            .ok()?;
-            serde_json::from_str(meta.get("payload")?.as_str()?).ok()
-        };
-        let (pc, pg) = (payload("chunks"), payload("categories"));
-        let state = match (&pc, &pg) {
-            (Some(c), Some(g))
-                if c.epoch == epoch
-                    && g.epoch == epoch
-                    && c.generation >= generation
-                    && g.generation >= cat_generation =>
-            {
-                "current"
-            }
-            (Some(_), Some(_)) => "behind (caught up by the next search)",
-            _ => "missing (built by the next search or memdir reindex)",
-        };
-        Ok(json!({
-            "state": state,
-            "generation": pc.as_ref().map(|p| p.generation),
-            "size_bytes": walk_size(&self.layout.index_dir()),
-        }))
-    }
-}
-
-fn walk_size(root: &Path) -> u64 {
-    walkdir::WalkDir::new(root)
-        .into_iter()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum()
 }
 
 /// A fingerprint of this machine and the store's path: a store copied elsewhere mints a new
