@@ -199,11 +199,19 @@ impl Ledger {
     /// damaged file went.
     pub fn open(path: &Path) -> Result<(Ledger, bool)> {
         match Self::open_once(path) {
-            Err(e) if is_damaged(&e) => {
-                let aside = set_aside(path)?;
-                let (mut l, _) = Self::open_once(path)?;
-                l.set_aside = Some(aside);
-                Ok((l, true))
+            // Judged twice, a moment apart, and only for a file holding at least a header: a
+            // database being created by another process at this instant is not damage.
+            Err(e) if is_damaged(&e) && std::fs::metadata(path).is_ok_and(|m| m.len() >= 100) => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                match Self::open_once(path) {
+                    Err(e) if is_damaged(&e) => {
+                        let aside = set_aside(path)?;
+                        let (mut l, _) = Self::open_once(path)?;
+                        l.set_aside = Some(aside);
+                        Ok((l, true))
+                    }
+                    r => r,
+                }
             }
             r => r,
         }
