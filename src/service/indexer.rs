@@ -78,6 +78,11 @@ pub(crate) trait DerivedIndex {
     fn writer(&self, full: bool) -> Result<Box<dyn IndexWrite + '_>>;
     /// Its documents compared with the files, for verify-store.
     fn counts(&self, memdir: &Memdir) -> Result<Counts>;
+    /// The fingerprint of what its newest commit was built from: the files, the analyzer and
+    /// the schema (equal fingerprints, equal search results).
+    fn fingerprint(&self) -> Result<Option<String>> {
+        Ok(self.payload()?.as_ref().map(index_fingerprint))
+    }
 }
 
 /// An update in progress, holding the index's writer.
@@ -664,7 +669,7 @@ impl Memdir {
         Ok(ReindexResponse {
             chunks: idx.chunks.reader.searcher().num_docs(),
             category_docs: idx.categories.reader.searcher().num_docs(),
-            fingerprint: p.as_ref().map(index_fingerprint),
+            fingerprint: derived(idx)[0].fingerprint()?,
             files_fingerprint: p.as_ref().map(|p| p.fingerprint.clone()),
             analyzer: Some(idx.cfg.tokenizer_name()),
             generation: p.as_ref().map(|p| p.generation),
@@ -706,7 +711,6 @@ impl Memdir {
         let (ledger, _) = crate::ledger::Ledger::open(&layout.ledger_path())?;
         let epoch = ledger.meta("epoch")?.unwrap_or_default();
         let analyzer = idx.cfg.tokenizer_name();
-        let mut first = None;
         for i in &indexes {
             let need = ledger.last_change_of(i.kinds())?;
             let p = i.payload()?;
@@ -722,7 +726,6 @@ impl Memdir {
                 });
                 return Ok(());
             }
-            first.get_or_insert(p);
         }
         // Current: every file must have exactly its documents in every index.
         let mut mismatches = Vec::new();
@@ -735,7 +738,7 @@ impl Memdir {
         let ok = mismatches.is_empty();
         report["index"] = json!({
             "state": if ok { "current" } else { "mismatch" },
-            "fingerprint": first.flatten().as_ref().map(index_fingerprint),
+            "fingerprint": indexes[0].fingerprint()?,
             "chunks": docs.get("chunks").copied().unwrap_or(0),
             "documents": docs,
             "mismatches": mismatches,
