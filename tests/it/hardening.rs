@@ -778,3 +778,42 @@ fn a_full_disk_on_the_read_path_does_not_stop_reads() {
     assert_eq!(v["results"].as_array().map(Vec::len), Some(1));
     env.assert_clean();
 }
+
+/// Bug: a segment or a category file without read permission made every command fail. Such a
+/// file breaks only itself (here as a user who may read everything else).
+#[test]
+fn an_unreadable_file_breaks_only_itself() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "open", "--text", "readable tapir"]);
+    env.ok(&["ingest", "--session-id", "closed", "--text", "hidden okapi"]);
+    env.ok(&["write", "fine", "--data", r#"{"a": 1}"#]);
+    env.ok(&["write", "locked", "--data", r#"{"b": 2}"#]);
+    if unsafe_is_root() {
+        chmod_store(&env, 0o755, 0o644);
+    }
+    let no_read = std::fs::Permissions::from_mode(0o000);
+    std::fs::set_permissions(env.segment_of("closed"), no_read.clone()).unwrap();
+    std::fs::set_permissions(env.path("categories/locked.json"), no_read).unwrap();
+    for args in [&["status"][..], &["list"], &["overview", "--days", "0"], &["read", "fine"], &["fetch", "open"]] {
+        let r = run_read_only(&env, args);
+        assert_eq!(r.code, 0, "{}: {}", r.cmd, r.stderr);
+    }
+    let r = run_read_only(&env, &["search", "tapir", "--mode", "exact"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["results"].as_array().map(Vec::len), Some(1));
+    let r = run_read_only(&env, &["read", "locked"]);
+    // stderr: the read-only notice, then the error.
+    let err: Value = serde_json::from_str(&r.stderr[r.stderr.find('{').unwrap()..]).unwrap();
+    assert_eq!(err["error"]["code"], "corrupt", "{}", r.stderr);
+    let r = run_read_only(&env, &["verify-store"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let kinds: Vec<String> = r.json()["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert!(kinds.iter().any(|k| k == "unreadable"), "{kinds:?}");
+    chmod_store(&env, 0o700, 0o600);
+}
