@@ -1,11 +1,11 @@
 //! memdir benchmarks. Prints JSON figures; `bench/README.md` records the latest run.
 //!
 //! ```text
-//! cargo run --release --bin memdir-bench -- store [--chunks 100000]
-//! cargo run --release --bin memdir-bench -- search [--chunks 1000000]
-//! cargo run --release --bin memdir-bench -- mcp [--chunks 1000000]
-//! cargo run --release --bin memdir-bench -- recall
-//! cargo run --release --bin memdir-bench -- http [--chunks 100000] [--seconds 30]
+//! cargo run --release --example memdir-bench -- store [--chunks 100000]
+//! cargo run --release --example memdir-bench -- search [--chunks 1000000]
+//! cargo run --release --example memdir-bench -- mcp [--chunks 1000000]
+//! cargo run --release --example memdir-bench -- recall
+//! cargo run --release --example memdir-bench -- http [--chunks 100000] [--seconds 30]
 //! ```
 //!
 //! Every run works in a fresh temporary directory (or `--dir`, reused when it already holds a
@@ -86,9 +86,17 @@ fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
+/// The `memdir` binary of the same build: the benchmark is an example
+/// (`target/<profile>/examples/`), the binary sits one directory up.
 fn memdir_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    exe.with_file_name("memdir")
+    let dir = exe.parent().expect("an executable lives in a directory");
+    let dir = if dir.file_name().is_some_and(|n| n == "examples") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    dir.join("memdir")
 }
 
 fn dir_size(p: &Path) -> u64 {
