@@ -795,7 +795,13 @@ fn an_unreadable_file_breaks_only_itself() {
     let no_read = std::fs::Permissions::from_mode(0o000);
     std::fs::set_permissions(env.segment_of("closed"), no_read.clone()).unwrap();
     std::fs::set_permissions(env.path("categories/locked.json"), no_read).unwrap();
-    for args in [&["status"][..], &["list"], &["overview", "--days", "0"], &["read", "fine"], &["fetch", "open"]] {
+    for args in [
+        &["status"][..],
+        &["list"],
+        &["overview", "--days", "0"],
+        &["read", "fine"],
+        &["fetch", "open"],
+    ] {
         let r = run_read_only(&env, args);
         assert_eq!(r.code, 0, "{}: {}", r.cmd, r.stderr);
     }
