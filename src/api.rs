@@ -56,7 +56,7 @@ pub mod defaults {
 }
 
 /// Lenient number input: exact non-negative integers, also sent as floats without a fraction.
-pub(crate) mod num {
+pub mod num {
     use serde::Deserializer;
     use serde::de::{Error, Visitor};
 
@@ -119,6 +119,30 @@ pub(crate) mod num {
             }
         }
         d.deserialize_option(Opt)
+    }
+
+    /// A command-line integer, by the same rules: `5` and `5.0` are 5; `5.5`, `-1` and numbers
+    /// that are not exact are refused.
+    pub fn parse_u64(s: &str) -> Result<u64, String> {
+        let t = s.trim();
+        if let Ok(v) = t.parse::<u64>() {
+            return Ok(v);
+        }
+        match t.parse::<f64>() {
+            Ok(v) if v.is_finite() && v.fract() == 0.0 && (0.0..=EXACT).contains(&v) => {
+                Ok(v as u64)
+            }
+            Ok(v) if v.is_finite() && v.fract() == 0.0 && v > EXACT => {
+                Err(format!("{t} is too large to be an exact integer"))
+            }
+            _ => Err(format!("expected a non-negative integer, got {t:?}")),
+        }
+    }
+
+    /// [`parse_u64`] for sizes and counts.
+    pub fn parse_usize(s: &str) -> Result<usize, String> {
+        let v = parse_u64(s)?;
+        usize::try_from(v).map_err(|_| format!("{v} is too large"))
     }
 
     pub fn opt_usize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
@@ -286,7 +310,7 @@ pub struct SearchRequest {
     #[schemars(extend("enum" = ["auto", "bm25", "exact"]))]
     pub mode: Option<String>,
     /// Hits to return.
-    #[arg(long, default_value_t = defaults::SEARCH_LIMIT)]
+    #[arg(long, default_value_t = defaults::SEARCH_LIMIT, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(default = "defaults::search_limit", deserialize_with = "num::usize")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: usize,
@@ -316,7 +340,7 @@ pub struct SearchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
     /// Neighbouring chunks per side in each hit's context window (default 3).
-    #[arg(long)]
+    #[arg(long, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(
         default,
         deserialize_with = "num::opt_usize",
@@ -415,11 +439,11 @@ pub struct FetchRequest {
     /// The session to read.
     pub session_id: String,
     /// The first position to return.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = num::parse_u64, allow_negative_numbers = true)]
     #[serde(default, deserialize_with = "num::u64")]
     pub position: u64,
     /// Chunks per page.
-    #[arg(long, default_value_t = defaults::FETCH_LIMIT)]
+    #[arg(long, default_value_t = defaults::FETCH_LIMIT, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(default = "defaults::fetch_limit", deserialize_with = "num::usize")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: usize,
@@ -430,7 +454,7 @@ pub struct FetchRequest {
 #[serde(deny_unknown_fields)]
 pub struct OverviewRequest {
     /// Only sessions active in the last N days; 0 lists all.
-    #[arg(long, default_value_t = defaults::OVERVIEW_DAYS)]
+    #[arg(long, default_value_t = defaults::OVERVIEW_DAYS, value_parser = num::parse_u64, allow_negative_numbers = true)]
     #[serde(default = "defaults::overview_days", deserialize_with = "num::u64")]
     #[schemars(range(min = 0, max = 36500))]
     pub days: u64,
@@ -439,11 +463,11 @@ pub struct OverviewRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// Skip this many sessions.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(default, deserialize_with = "num::usize")]
     pub offset: usize,
     /// Sessions per page.
-    #[arg(long, default_value_t = defaults::OVERVIEW_LIMIT)]
+    #[arg(long, default_value_t = defaults::OVERVIEW_LIMIT, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(default = "defaults::overview_limit", deserialize_with = "num::usize")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: usize,
@@ -549,7 +573,7 @@ pub struct HistoryRequest {
     /// The category's name.
     pub category: String,
     /// Versions to list, newest first.
-    #[arg(long, default_value_t = defaults::HISTORY_LIMIT)]
+    #[arg(long, default_value_t = defaults::HISTORY_LIMIT, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(default = "defaults::history_limit", deserialize_with = "num::usize")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: usize,
@@ -606,7 +630,7 @@ pub struct CompactRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
     /// Versions to keep per category; current versions and delete tombstones always stay.
-    #[arg(long = "keep", default_value_t = defaults::KEEP_VERSIONS)]
+    #[arg(long = "keep", default_value_t = defaults::KEEP_VERSIONS, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(default = "defaults::keep_versions", deserialize_with = "num::usize")]
     #[schemars(range(min = 1, max = 100000))]
     pub keep_versions: usize,

@@ -87,9 +87,11 @@ pub enum Command {
         category: String,
         #[command(flatten)]
         input: DataArgs,
-        #[arg(long)]
+        /// Entries to keep (default 200, or the log's own setting)
+        #[arg(long, value_parser = api::num::parse_u64, allow_negative_numbers = true)]
         max_entries: Option<u64>,
-        #[arg(long)]
+        /// Drop entries older than this many days, counted from the newest entry
+        #[arg(long, value_parser = api::num::parse_u64, allow_negative_numbers = true)]
         max_age_days: Option<u64>,
         #[arg(long)]
         reason: Option<String>,
@@ -480,6 +482,50 @@ fn serve_http(
         "transport",
         format!("transport {transport:?} needs a build with the `http` feature"),
     ))
+}
+
+/// Parses the command line. A value that is not what its flag takes (`--limit five`,
+/// `--limit -1`, `--limit 5.5`) is an `invalid` error naming the field (exit 3, JSON), as on
+/// every other surface; other usage errors (an unknown flag, a missing argument) and `--help`
+/// stay clap's. Returns the exit code to leave with when there is nothing to run.
+pub fn parse() -> std::result::Result<Cli, i32> {
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::ValueValidation | clap::error::ErrorKind::InvalidValue
+            ) =>
+        {
+            let arg = e
+                .get(clap::error::ContextKind::InvalidArg)
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let field = arg
+                .trim_start_matches('-')
+                .split([' ', '='])
+                .next()
+                .unwrap_or("")
+                .replace('-', "_");
+            let value = e
+                .get(clap::error::ContextKind::InvalidValue)
+                .map(|v| v.to_string())
+                .unwrap_or_default();
+            let field = if field.is_empty() {
+                "argument".to_string()
+            } else {
+                field
+            };
+            let why = std::error::Error::source(&e)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| e.kind().to_string());
+            Err(report_error(&Error::invalid(
+                &field,
+                format!("invalid value {value:?} for {arg}: {why}"),
+            )))
+        }
+        Err(e) => e.exit(),
+    }
 }
 
 /// Runs one command; returns what to print and the exit code.

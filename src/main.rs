@@ -3,10 +3,11 @@
 
 use std::io::Write;
 
-use clap::Parser;
-
 fn main() {
-    let cli = memdir::cli::Cli::parse();
+    let cli = match memdir::cli::parse() {
+        Ok(cli) => cli,
+        Err(code) => std::process::exit(code),
+    };
     let code = match memdir::cli::run(cli) {
         Ok((out, code)) => {
             let text = match out {

@@ -106,7 +106,6 @@ def cli(argv: list[str], stdin: bytes = b"") -> tuple[list[str], bytes]:
     return argv, stdin
 
 
-CLAP = "clap parses flags before memdir runs: a value that is not a plain integer is a usage error (exit 2, plain-text message)"
 NO_JSON_TYPES = "CLI arguments are text: there is no JSON type to get wrong"
 NO_NUL = "an argv string cannot hold NUL"
 SDK_SENDS_JSON = "the SDK serializes every message itself and never sends malformed JSON (raw stdio lines: tests/it/mcp_framing.rs)"
@@ -131,8 +130,7 @@ CASES: list[Case] = [
     Case("data is an array", "memory_write", {"category": "t", "data": [1, 2]}, "invalid", cli(["write", "t", "--data", "[1, 2]"])),
     Case("category is a number", "memory_write", {"category": 5, "data": {}}, "invalid", NO_JSON_TYPES),
     Case("merge is a string", "memory_write", {"category": "t", "data": {}, "merge": "yes"}, "invalid", NO_JSON_TYPES),
-    Case("limit is a string", "memory_search", {"query": "a", "limit": "five"}, "invalid", cli(["search", "a", "--limit", "five"]),
-         differs={"cli": ("usage", CLAP)}),
+    Case("limit is a string", "memory_search", {"query": "a", "limit": "five"}, "invalid", cli(["search", "a", "--limit", "five"])),
     Case("metadata is an array", "memory_ingest", {"session_id": "t", "content": "c", "metadata": [1]}, "invalid",
          cli(["ingest", "--session-id", "t", "--text", "c", "--metadata", "[1]"])),
     # Path tricks in names.
@@ -173,27 +171,21 @@ CASES: list[Case] = [
     Case("expected_hash in upper-case hex", "memory_delete", {"category": "base", "expected_hash": "A" * 64}, "invalid",
          cli(["delete", "base", "--expected-hash", "A" * 64])),
     # Numbers.
-    Case("limit -1", "memory_search", {"query": "a", "limit": -1}, "invalid", cli(["search", "a", "--limit", "-1"]),
-         differs={"cli": ("usage", CLAP)}),
+    Case("limit -1", "memory_search", {"query": "a", "limit": -1}, "invalid", cli(["search", "a", "--limit", "-1"])),
     Case("limit 1,000,000", "memory_search", {"query": "a", "limit": 1_000_000}, "invalid", cli(["search", "a", "--limit", "1000000"])),
-    Case("limit 2^64", "memory_search", {"query": "a", "limit": 2**64}, "invalid", cli(["search", "a", "--limit", str(2**64)]),
-         differs={"cli": ("usage", CLAP)}),
-    Case("limit 1e300", "memory_search", {"query": "a", "limit": 1e300}, "invalid", cli(["search", "a", "--limit", "1e300"]),
-         differs={"cli": ("usage", CLAP)}),
-    Case("limit 5.5", "memory_search", {"query": "a", "limit": 5.5}, "invalid", cli(["search", "a", "--limit", "5.5"]),
-         differs={"cli": ("usage", CLAP)}),
-    Case("limit 5.0 is the integer 5", "memory_search", {"query": "a", "limit": 5.0}, "ok", cli(["search", "a", "--limit", "5.0"]),
-         differs={"cli": ("usage", CLAP)}),
+    Case("limit 2^64", "memory_search", {"query": "a", "limit": 2**64}, "invalid", cli(["search", "a", "--limit", str(2**64)])),
+    Case("limit 1e300", "memory_search", {"query": "a", "limit": 1e300}, "invalid", cli(["search", "a", "--limit", "1e300"])),
+    Case("limit 5.5", "memory_search", {"query": "a", "limit": 5.5}, "invalid", cli(["search", "a", "--limit", "5.5"])),
+    Case("limit 5.0 is the integer 5", "memory_search", {"query": "a", "limit": 5.0}, "ok", cli(["search", "a", "--limit", "5.0"])),
     Case("max_entries 2^53 + 1", "memory_append", {"category": "journal", "data": {"e": 1}, "max_entries": 2**53 + 1}, "invalid",
          cli(["append", "journal", "--data", '{"e": 1}', "--max-entries", str(2**53 + 1)])),
     Case("max_entries 2^53 + 1 written as a float", "memory_append", {"category": "journal", "data": {"e": 1}, "max_entries": float(2**53 + 1)}, "invalid",
          NO_JSON_TYPES),
-    Case("position 2^64", "memory_fetch", {"session_id": "s1", "position": 2**64}, "invalid", cli(["fetch", "s1", "--position", str(2**64)]),
-         differs={"cli": ("usage", CLAP)}),
+    Case("position 2^64", "memory_fetch", {"session_id": "s1", "position": 2**64}, "invalid", cli(["fetch", "s1", "--position", str(2**64)])),
     Case("days 36,501", "memory_overview", {"days": 36_501}, "invalid", cli(["overview", "--days", "36501"]),
          rest=("GET", "/overview?days=36501", None)),
     Case("offset 2^64", "memory_overview", {"offset": 2**64}, "invalid", cli(["overview", "--offset", str(2**64)]),
-         rest=("GET", f"/overview?offset={2**64}", None), differs={"cli": ("usage", CLAP)}),
+         rest=("GET", f"/overview?offset={2**64}", None)),
     Case("context 21", "memory_search", {"query": "a", "context": 21}, "invalid", cli(["search", "a", "--context", "21"])),
     Case("integer beyond 64 bits in data", "memory_write", {"category": "lossy", "data": {"n": BIG_INT}}, "invalid",
          cli(["write", "lossy", "--data", json.dumps({"n": BIG_INT})])),
