@@ -1131,6 +1131,10 @@ pub struct SearchResponse {
 pub struct StatusResponse {
     /// The memory directory.
     pub dir: String,
+    /// Where that choice came from: `flag --dir`, `environment MEMDIR_DIR`, `file <path of
+    /// the config file>` or `default`.
+    #[serde(default)]
+    pub dir_source: String,
     /// Whether it exists.
     pub exists: bool,
     /// This store's replica id on this machine.
@@ -1210,7 +1214,7 @@ pub struct VerifyResponse {
 pub struct DoctorResponse {
     /// The memory directory.
     pub dir: String,
-    /// Where that choice came from.
+    /// Where that choice came from (as in `status`).
     pub dir_source: String,
     /// The device name recorded on writes.
     pub actor: String,

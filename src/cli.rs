@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 
 use crate::api::{self, AppendRequest, IngestRequest, NewChunk, WriteRequest};
+use crate::config::{self, Config};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ops;
 use crate::service::{self, Memdir};
@@ -34,8 +35,11 @@ Examples:
   memdir search 'ECONNREFUSED 127.0.0.1:5432' --mode exact
   memdir reindex
 
-The memory directory is --dir, else $MEMDIR_DIR, else $XDG_DATA_HOME/memdir
-(~/.local/share/memdir). Results are JSON on stdout; errors are JSON on stderr.
+The memory directory is --dir, else $MEMDIR_DIR, else `dir` in the config file, else
+$XDG_DATA_HOME/memdir (~/.local/share/memdir). The config file is $MEMDIR_CONFIG, else
+$XDG_CONFIG_HOME/memdir/config.toml (~/.config/memdir/config.toml); flags win over the
+environment, which wins over the file (`memdir config show`). Results are JSON on stdout;
+errors are JSON on stderr.
 
 Exit codes:
   0  success            5  conflict (expected_hash, kind)   9   too large
@@ -48,9 +52,14 @@ Exit codes:
 #[derive(Parser, Debug)]
 #[command(name = "memdir", version, after_help = AFTER_HELP)]
 pub struct Cli {
-    /// The memory directory [default: $MEMDIR_DIR, else $XDG_DATA_HOME/memdir]
+    /// The memory directory [default: $MEMDIR_DIR, else `dir` in the config file, else
+    /// $XDG_DATA_HOME/memdir]
     #[arg(long, global = true, value_name = "PATH")]
     pub dir: Option<PathBuf>,
+    /// This device's name, recorded as the actor of every write [default: $MEMDIR_DEVICE,
+    /// else `device` in the config file, else the host name]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub device: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -129,35 +138,62 @@ pub enum Command {
         #[arg(long, default_value = "stdio")]
         transport: String,
         /// Address to listen on (http transports); other than loopback needs --token
-        #[arg(long, default_value = "127.0.0.1")]
-        host: String,
-        /// Port [default: 8787 for http, 8000 for mcp-http; 0 picks a free one]
+        /// [default: `http.host` in the config file, else 127.0.0.1]
+        #[arg(long)]
+        host: Option<String>,
+        /// Port [default: `http.port` in the config file, else 8787 for http, 8000 for
+        /// mcp-http; 0 picks a free one]
         #[arg(long)]
         port: Option<u16>,
         /// Bearer token every request must carry (http transports)
         #[arg(long, env = "MEMDIR_HTTP_TOKEN", hide_env_values = true)]
         token: Option<String>,
-        /// Largest request body in bytes (http transports)
-        #[arg(long, default_value_t = 16 * 1024 * 1024)]
-        body_limit: usize,
+        /// Largest request body in bytes (http transports) [default: `http.body_limit` in
+        /// the config file, else 16777216]
+        #[arg(long)]
+        body_limit: Option<usize>,
         /// Tool profile: default (small) or full (every compatibility tool name)
-        #[arg(long, env = "MEMDIR_TOOLS", default_value = "default")]
-        tools: String,
+        /// [default: $MEMDIR_TOOLS, else `mcp.tools` in the config file, else default]
+        #[arg(long)]
+        tools: Option<String>,
     },
-    /// Print the snippet or command that registers memdir with an MCP client.
-    Config {
-        /// claude, codex, cursor, opencode or generic
+    /// The configuration: `config show` prints it with the source of every value, `config
+    /// init` writes a commented example file, `config --client NAME` prints the snippet or
+    /// command that registers memdir with an MCP client.
+    Config(ConfigArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    action: Option<ConfigAction>,
+    /// Register with this MCP client: claude, codex, cursor, opencode or generic (with
+    /// --dir PATH, the server command gets `--dir PATH`)
+    #[arg(long)]
+    client: Option<String>,
+    /// The memdir binary the client should launch
+    #[arg(long, default_value = "memdir")]
+    command: String,
+    /// Run the registration command (claude, codex)
+    #[arg(long)]
+    setup: bool,
+    /// With --setup: print the command instead of running it
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigAction {
+    /// Print the effective configuration: every setting, its value and where it came from
+    /// (flag, environment, config file or default).
+    Show,
+    /// Write a commented example config file to the config path (it sets nothing until you
+    /// uncomment a key).
+    Init {
+        /// Replace an existing file
         #[arg(long)]
-        client: String,
-        /// The memdir binary the client should launch [default: memdir]
-        #[arg(long, default_value = "memdir")]
-        command: String,
-        /// Run the registration command (claude, codex)
-        #[arg(long)]
-        setup: bool,
-        /// With --setup: print the command instead of running it
-        #[arg(long)]
-        dry_run: bool,
+        force: bool,
     },
 }
 
@@ -357,7 +393,7 @@ fn ops_table() -> Value {
                 let mut flags = serde_json::Map::new();
                 for a in sub.get_arguments() {
                     let id = a.get_id().as_str().to_string();
-                    if id == "dir" || id == "help" {
+                    if id == "dir" || id == "device" || id == "help" {
                         continue;
                     }
                     match a.get_long() {
@@ -401,15 +437,22 @@ pub enum Output {
     Nothing,
 }
 
-fn config(
+/// `config --client`: the registration snippet, or its command run or printed.
+fn register(
+    args: &ConfigArgs,
     client: &str,
-    command: &str,
     dir: Option<&std::path::Path>,
-    setup: bool,
-    dry_run: bool,
 ) -> Result<(Output, i32)> {
-    let reg = crate::client::registration(client, command, dir)?;
-    if !setup {
+    // The client launches memdir from a directory of its own: pin the store by its full path.
+    let dir = dir
+        .map(|d| {
+            std::path::absolute(d).map_err(|e| {
+                Error::invalid("dir", format!("cannot make {} absolute: {e}", d.display()))
+            })
+        })
+        .transpose()?;
+    let reg = crate::client::registration(client, &args.command, dir.as_deref())?;
+    if !args.setup {
         return Ok((Output::Text(reg.snippet), 0));
     }
     let Some(cmd) = reg.command else {
@@ -422,8 +465,8 @@ fn config(
             ),
         ));
     };
-    if dry_run {
-        return Ok((Output::Text(reg.snippet), 0));
+    if args.dry_run {
+        return Ok((Output::Text(crate::client::shell_line(&cmd) + "\n"), 0));
     }
     let status = std::process::Command::new(&cmd[0])
         .args(&cmd[1..])
@@ -433,50 +476,140 @@ fn config(
                 ErrorKind::Unavailable,
                 format!("could not run {}: {e}", cmd[0]),
             )
-            .hint(format!("run it by hand: {}", reg.snippet.trim()))
+            .hint(format!(
+                "run it by hand: {}",
+                crate::client::shell_line(&cmd)
+            ))
         })?;
     Ok((Output::Nothing, status.code().unwrap_or(1)))
 }
 
+/// `config init`: writes the commented example to the config file's location.
+fn config_init(force: bool) -> Result<(Output, i32)> {
+    let location = config::file_location(&config::process_env);
+    let Some(path) = location.path else {
+        return Err(Error::invalid(
+            "config",
+            "no location for the config file: set MEMDIR_CONFIG or HOME",
+        ));
+    };
+    let existed = std::fs::symlink_metadata(&path).is_ok();
+    if existed && !force {
+        return Err(Error::new(
+            ErrorKind::Conflict,
+            format!("{} exists; it was left as it is", path.display()),
+        )
+        .detail("file", Value::from(path.display().to_string()))
+        .hint("pass --force to replace it with the example"));
+    }
+    let io = |op: &str, p: &std::path::Path, e: std::io::Error| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!("cannot {op} {}: {e}", p.display()),
+        )
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| io("create", parent, e))?;
+    }
+    // The file appears whole or not at all: written beside it, then renamed over it.
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, config::EXAMPLE).map_err(|e| io("write", &tmp, e))?;
+    let placed = if force {
+        std::fs::rename(&tmp, &path)
+    } else {
+        // Without --force a file created meanwhile is not replaced either.
+        std::fs::hard_link(&tmp, &path).and_then(|_| std::fs::remove_file(&tmp))
+    };
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io("write", &path, e));
+    }
+    Ok((
+        Output::Json(json!({
+            "path": path.display().to_string(),
+            "source": location.source.label(),
+            "replaced": existed,
+        })),
+        0,
+    ))
+}
+
+/// The flags of `cli` that take part in the configuration's precedence.
+fn flags(cli: &Cli) -> config::Flags {
+    let mut f = config::Flags {
+        dir: cli.dir.clone(),
+        device: cli.device.clone(),
+        ..config::Flags::default()
+    };
+    if let Command::Serve {
+        host,
+        port,
+        body_limit,
+        tools,
+        ..
+    } = &cli.command
+    {
+        f.host = host.clone();
+        f.port = *port;
+        f.body_limit = *body_limit;
+        f.tools = tools.clone();
+    }
+    f
+}
+
+/// The line `serve` writes at start: which memory directory it serves, and why that one.
+fn serving_line(dir: &config::Setting<PathBuf>) -> String {
+    format!(
+        "memdir: memory directory {} ({})",
+        dir.value.display(),
+        dir.source.describe()
+    )
+}
+
 #[cfg(feature = "http")]
 fn serve_http(
-    dir: PathBuf,
+    cfg: &Config,
+    memdir: Memdir,
     transport: &str,
     profile: crate::mcp::Profile,
-    host: &str,
-    port: Option<u16>,
     token: Option<String>,
-    body_limit: usize,
 ) -> Result<()> {
-    use crate::http::{Options, Transport, parse_transport, serve};
+    use crate::http::{Limits, Options, Transport, parse_transport, serve};
     let Some(t) = parse_transport(transport)? else {
         return Err(Error::internal("invariant: stdio is served by the caller"));
     };
+    let dir = cfg.dir()?;
+    let h = &cfg.http;
     serve(
-        Memdir::open_lazy(dir),
+        memdir,
         Options {
             transport: t,
-            host: host.to_string(),
-            port: port.unwrap_or(if t == Transport::Rest { 8787 } else { 8000 }),
+            host: h.host.value.clone(),
+            port: h
+                .port
+                .value
+                .unwrap_or(if t == Transport::Rest { 8787 } else { 8000 }),
             token,
             profile,
-            body_limit,
+            body_limit: h.body_limit.value,
             max_concurrency: 64,
             timeout: std::time::Duration::from_secs(30),
+            limits: Limits::from_config(h),
         },
-        |url| eprintln!("memdir: listening on {url}"),
+        |url| {
+            eprintln!("{}", serving_line(dir));
+            eprintln!("memdir: listening on {url}");
+        },
     )
 }
 
 #[cfg(not(feature = "http"))]
 fn serve_http(
-    _: PathBuf,
+    _: &Config,
+    _: Memdir,
     transport: &str,
     _: crate::mcp::Profile,
-    _: &str,
-    _: Option<u16>,
     _: Option<String>,
-    _: usize,
 ) -> Result<()> {
     Err(Error::invalid(
         "transport",
@@ -529,44 +662,37 @@ pub fn parse() -> std::result::Result<Cli, i32> {
 }
 
 /// Runs one command; returns what to print and the exit code.
+///
+/// The configuration is resolved first, once, for every command: a bad config file or
+/// variable, or a missing file that `MEMDIR_REQUIRE_CONFIG=1` requires, stops every command
+/// before it changes anything.
 pub fn run(cli: Cli) -> Result<(Output, i32)> {
-    if let Command::Config {
-        client,
-        command,
-        setup,
-        dry_run,
-    } = &cli.command
+    let env = config::process_env;
+    if let Command::Config(ConfigArgs {
+        action: Some(ConfigAction::Init { force }),
+        ..
+    }) = &cli.command
     {
-        return config(client, command, cli.dir.as_deref(), *setup, *dry_run);
-    }
-    let dir = match &cli.dir {
-        Some(d) => d.clone(),
-        None => service::default_dir()?,
-    };
-    if let Command::Serve {
-        transport,
-        tools,
-        host,
-        port,
-        token,
-        body_limit,
-    } = &cli.command
-    {
-        let profile = crate::mcp::Profile::parse(tools)?;
-        if transport == "stdio" {
-            crate::mcp::serve_stdio(Memdir::open_lazy(dir), profile)?;
-        } else {
-            serve_http(
-                dir,
-                transport,
-                profile,
-                host,
-                *port,
-                token.clone(),
-                *body_limit,
-            )?;
+        // `init --force` may replace a broken file, so it reads none, unless a deployment
+        // requires one: then it fails closed like every command.
+        if config::required(&env)? {
+            Config::load(&flags(&cli), &env)?;
         }
-        return Ok((Output::Nothing, 0));
+        return config_init(*force);
+    }
+    let cfg = Config::load(&flags(&cli), &env)?;
+    if let Command::Config(args) = &cli.command {
+        return match (&args.action, &args.client) {
+            (Some(ConfigAction::Show), _) => Ok((Output::Json(cfg.show()), 0)),
+            (Some(ConfigAction::Init { .. }), _) => Err(Error::internal(
+                "invariant: config init is handled before the configuration is loaded",
+            )),
+            (None, Some(client)) => register(args, client, cli.dir.as_deref()),
+            (None, None) => Err(Error::invalid(
+                "client",
+                "config needs `show`, `init` or --client NAME",
+            )),
+        };
     }
     if let Command::Openapi = cli.command {
         return Ok((Output::Json(crate::openapi::document()), 0));
@@ -574,13 +700,30 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     if let Command::Ops = cli.command {
         return Ok((Output::Json(ops_table()), 0));
     }
+    let dir = cfg.dir()?;
+    let settings = cfg.settings()?;
+    if let Command::Serve {
+        transport, token, ..
+    } = &cli.command
+    {
+        let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
+        let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
+        if transport == "stdio" {
+            eprintln!("{}", serving_line(dir));
+            crate::mcp::serve_stdio(memdir, profile)?;
+        } else {
+            serve_http(&cfg, memdir, transport, profile, token.clone())?;
+        }
+        return Ok((Output::Nothing, 0));
+    }
     if let Command::VerifyStore = cli.command {
         // Read-only: no recovery, no adoption; report the store exactly as found.
-        let report = call(&Memdir::open_lazy(dir), "verify_store", &api::Empty {})?;
+        let m = Memdir::open_lazy_with(dir.value.clone(), settings);
+        let report = call(&m, "verify_store", &api::Empty {})?;
         let code = if report["ok"] == json!(true) { 0 } else { 1 };
         return Ok((Output::Json(report), code));
     }
-    let m = Memdir::open(dir)?;
+    let m = Memdir::open_with(dir.value.clone(), settings)?;
     let out = run_command(&m, cli.command);
     for n in m.notices() {
         eprintln!("memdir: {n}");
@@ -656,7 +799,7 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
         | Command::Openapi
         | Command::Ops
         | Command::Serve { .. }
-        | Command::Config { .. } => {
+        | Command::Config(_) => {
             return Err(Error::internal(
                 "invariant: run handles this command itself",
             ));

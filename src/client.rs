@@ -28,84 +28,75 @@ fn quote(s: &str) -> String {
     }
 }
 
+/// A command as one shell line, each argument quoted where the shell would split or expand it.
+pub fn shell_line(cmd: &[String]) -> String {
+    cmd.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+}
+
 fn toml_str(s: &str) -> String {
     serde_json::to_string(s).expect("invariant: a str serializes")
 }
 
 /// The registration of memdir with `client`, launching `binary`, optionally on store `dir`.
+///
+/// The directory is an argument of the server command (`memdir --dir PATH serve`), not an
+/// environment variable: some clients drop environment blocks, and the server then serves
+/// the default directory without a word.
 pub fn registration(client: &str, binary: &str, dir: Option<&Path>) -> Result<Registration> {
-    let dir = dir.map(|d| d.display().to_string());
-    let env_json = match &dir {
-        Some(d) => json!({"MEMDIR_DIR": d}),
-        None => json!({}),
-    };
+    let mut args: Vec<String> = Vec::new();
+    if let Some(d) = dir {
+        args.extend(["--dir".to_string(), d.display().to_string()]);
+    }
+    args.push("serve".to_string());
     let pretty = |v: serde_json::Value| {
         serde_json::to_string_pretty(&v).expect("invariant: JSON serializes") + "\n"
     };
     Ok(match client {
         "claude" => {
-            let mut cmd = vec![
-                "claude".to_string(),
-                "mcp".into(),
-                "add".into(),
-                "--scope".into(),
-                "user".into(),
-            ];
-            if let Some(d) = &dir {
-                cmd.extend(["--env".into(), format!("MEMDIR_DIR={d}")]);
-            }
-            cmd.extend(["memdir".into(), "--".into(), binary.into(), "serve".into()]);
+            let mut cmd: Vec<String> = [
+                "claude", "mcp", "add", "--scope", "user", "memdir", "--", binary,
+            ]
+            .map(String::from)
+            .to_vec();
+            cmd.extend(args);
             Registration {
-                snippet: cmd.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ") + "\n",
+                snippet: shell_line(&cmd) + "\n",
                 file: None,
                 command: Some(cmd),
             }
         }
         "codex" => {
-            let mut snippet = format!(
-                "[mcp_servers.memdir]\ncommand = {}\nargs = [\"serve\"]\n",
-                toml_str(binary)
+            let snippet = format!(
+                "[mcp_servers.memdir]\ncommand = {}\nargs = [{}]\n",
+                toml_str(binary),
+                args.iter()
+                    .map(|a| toml_str(a))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
-            if let Some(d) = &dir {
-                snippet.push_str(&format!("env = {{ MEMDIR_DIR = {} }}\n", toml_str(d)));
-            }
-            let mut cmd = vec![
-                "codex".to_string(),
-                "mcp".into(),
-                "add".into(),
-                "memdir".into(),
-            ];
-            if let Some(d) = &dir {
-                cmd.extend(["--env".into(), format!("MEMDIR_DIR={d}")]);
-            }
-            cmd.extend(["--".into(), binary.into(), "serve".into()]);
+            let mut cmd: Vec<String> = ["codex", "mcp", "add", "memdir", "--", binary]
+                .map(String::from)
+                .to_vec();
+            cmd.extend(args);
             Registration {
                 snippet,
                 file: Some("~/.codex/config.toml"),
                 command: Some(cmd),
             }
         }
-        "cursor" | "generic" => {
-            let mut server = json!({"command": binary, "args": ["serve"]});
-            if dir.is_some() {
-                server["env"] = env_json;
-            }
-            Registration {
-                snippet: pretty(json!({"mcpServers": {"memdir": server}})),
-                file: Some(if client == "cursor" {
-                    "~/.cursor/mcp.json"
-                } else {
-                    "your client's MCP configuration"
-                }),
-                command: None,
-            }
-        }
+        "cursor" | "generic" => Registration {
+            snippet: pretty(json!({"mcpServers": {"memdir": {"command": binary, "args": args}}})),
+            file: Some(if client == "cursor" {
+                "~/.cursor/mcp.json"
+            } else {
+                "your client's MCP configuration"
+            }),
+            command: None,
+        },
         "opencode" => {
-            let mut server =
-                json!({"type": "local", "command": [binary, "serve"], "enabled": true});
-            if dir.is_some() {
-                server["environment"] = env_json;
-            }
+            let mut command = vec![binary.to_string()];
+            command.extend(args);
+            let server = json!({"type": "local", "command": command, "enabled": true});
             Registration {
                 snippet: pretty(
                     json!({"$schema": "https://opencode.ai/config.json", "mcp": {"memdir": server}}),
@@ -141,6 +132,11 @@ mod tests {
         for c in CLIENTS {
             let r = registration(c, "memdir", Some(Path::new("/x y"))).unwrap();
             assert!(r.snippet.contains("/x y"), "{c}: {}", r.snippet);
+            assert!(!r.snippet.contains("MEMDIR_DIR"), "{c}: {}", r.snippet);
+            if let Some(cmd) = r.command {
+                let tail = &cmd[cmd.len() - 4..];
+                assert_eq!(tail, ["memdir", "--dir", "/x y", "serve"], "{c}");
+            }
         }
         assert!(registration("vim", "memdir", None).is_err());
     }

@@ -82,16 +82,19 @@ pub struct Options {
     pub max_concurrency: usize,
     /// Longest a request may take before 503.
     pub timeout: Duration,
+    /// Time and count limits on connections and sessions.
+    pub limits: Limits,
 }
 
 /// Default largest request body: 16 MiB.
-pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024 * 1024;
+pub const DEFAULT_BODY_LIMIT: usize = crate::config::http_defaults::BODY_LIMIT;
 
 /// Shortest token accepted on a non-loopback bind, where anyone who can connect may guess.
 pub const MIN_PUBLIC_TOKEN_CHARS: usize = 16;
 
-/// Time and count limits on connections and sessions. Each has a default and an environment
-/// variable (`MEMDIR_HTTP_*`) that overrides it.
+/// Time and count limits on connections and sessions. Each has a default, a key in the config
+/// file's `[http]` section and an environment variable (`MEMDIR_HTTP_*`) that overrides it
+/// (resolved by [`crate::config`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// A request head must arrive within this time, counted from the connection's first byte
@@ -115,49 +118,30 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        use crate::config::http_defaults as d;
         Limits {
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            body_timeout: Duration::from_secs(30),
-            max_connections: 512,
-            max_sessions: 128,
-            session_idle: Duration::from_secs(30 * 60),
+            header_timeout: Duration::from_millis(d::HEADER_TIMEOUT_MS),
+            idle_timeout: Duration::from_millis(d::IDLE_TIMEOUT_MS),
+            body_timeout: Duration::from_millis(d::BODY_TIMEOUT_MS),
+            max_connections: d::MAX_CONNECTIONS as usize,
+            max_sessions: d::MAX_SESSIONS as usize,
+            session_idle: Duration::from_millis(d::SESSION_IDLE_MS),
         }
     }
 }
 
 impl Limits {
-    /// The defaults, overridden by the `MEMDIR_HTTP_*` variables that are set.
-    pub fn from_env() -> Result<Limits> {
-        // A day in milliseconds: larger values are surely mistakes (and would overflow instants).
-        const MAX: u64 = 86_400_000;
-        fn var(name: &str) -> Result<Option<u64>> {
-            let Ok(v) = std::env::var(name) else {
-                return Ok(None);
-            };
-            match v.trim().parse::<u64>() {
-                Ok(n) if (1..=MAX).contains(&n) => Ok(Some(n)),
-                _ => Err(Error::invalid(
-                    name,
-                    format!("{name} must be an integer from 1 to {MAX}, got {v:?}"),
-                )),
-            }
+    /// The limits of a resolved configuration (`[http]`, `MEMDIR_HTTP_*`).
+    pub fn from_config(c: &crate::config::HttpConfig) -> Limits {
+        let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        Limits {
+            header_timeout: Duration::from_millis(c.header_timeout_ms.value),
+            idle_timeout: Duration::from_millis(c.idle_timeout_ms.value),
+            body_timeout: Duration::from_millis(c.body_timeout_ms.value),
+            max_connections: count(c.max_connections.value),
+            max_sessions: count(c.max_sessions.value),
+            session_idle: Duration::from_millis(c.session_idle_ms.value),
         }
-        let ms = |name: &str, d: Duration| -> Result<Duration> {
-            Ok(var(name)?.map_or(d, Duration::from_millis))
-        };
-        let count = |name: &str, n: usize| -> Result<usize> {
-            Ok(var(name)?.map_or(n, |v| usize::try_from(v).unwrap_or(n)))
-        };
-        let d = Limits::default();
-        Ok(Limits {
-            header_timeout: ms("MEMDIR_HTTP_HEADER_TIMEOUT_MS", d.header_timeout)?,
-            idle_timeout: ms("MEMDIR_HTTP_IDLE_TIMEOUT_MS", d.idle_timeout)?,
-            body_timeout: ms("MEMDIR_HTTP_BODY_TIMEOUT_MS", d.body_timeout)?,
-            max_connections: count("MEMDIR_HTTP_MAX_CONNECTIONS", d.max_connections)?,
-            max_sessions: count("MEMDIR_HTTP_MAX_SESSIONS", d.max_sessions)?,
-            session_idle: ms("MEMDIR_HTTP_SESSION_IDLE_MS", d.session_idle)?,
-        })
     }
 }
 
@@ -1083,7 +1067,7 @@ fn rest_router(app: App) -> Router {
 /// listens (the CLI prints it: the one line a supervisor or a test reads).
 pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> Result<()> {
     check_token(&opts.host, opts.token.as_deref())?;
-    let limits = Limits::from_env()?;
+    let limits = opts.limits;
     let host = if opts.host.eq_ignore_ascii_case("localhost") {
         "127.0.0.1".to_string()
     } else {

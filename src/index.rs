@@ -254,15 +254,6 @@ fn language(name: &str) -> Option<Language> {
 }
 
 impl AnalyzerConfig {
-    /// From `MEMDIR_ANALYZER` (`english`, `french`, ..., `none`; append `-nostop` to keep stop
-    /// words), else the default.
-    pub fn from_env() -> Result<Self> {
-        match std::env::var("MEMDIR_ANALYZER") {
-            Ok(v) if !v.trim().is_empty() => AnalyzerConfig::parse(&v),
-            _ => Ok(AnalyzerConfig::default()),
-        }
-    }
-
     /// Parses `english`, `none`, `german-nostop`, ...
     pub fn parse(s: &str) -> Result<Self> {
         let s = s.trim().to_lowercase();

@@ -196,17 +196,17 @@ impl Ledger {
     /// A file that is not a readable SQLite database (damaged, or something else written
     /// over it) is moved aside as `ledger.db.corrupt-<ms>` and a new ledger is created in its
     /// place: everything in it is derived from the files. [`Ledger::set_aside`] says where the
-    /// damaged file went.
-    pub fn open(path: &Path) -> Result<(Ledger, bool)> {
-        match Self::open_once(path) {
+    /// damaged file went. `wait` bounds the wait for other processes creating it at once.
+    pub fn open(path: &Path, wait: std::time::Duration) -> Result<(Ledger, bool)> {
+        match Self::open_once(path, wait) {
             // Judged twice, a moment apart, and only for a file holding at least a header: a
             // database being created by another process at this instant is not damage.
             Err(e) if is_damaged(&e) && std::fs::metadata(path).is_ok_and(|m| m.len() >= 100) => {
                 std::thread::sleep(std::time::Duration::from_millis(50));
-                match Self::open_once(path) {
+                match Self::open_once(path, wait) {
                     Err(e) if is_damaged(&e) => {
                         let aside = set_aside(path)?;
-                        let (mut l, _) = Self::open_once(path)?;
+                        let (mut l, _) = Self::open_once(path, wait)?;
                         l.set_aside = Some(aside);
                         Ok((l, true))
                     }
@@ -233,7 +233,7 @@ impl Ledger {
         self.set_aside.as_deref()
     }
 
-    fn open_once(path: &Path) -> Result<(Ledger, bool)> {
+    fn open_once(path: &Path, wait_max: std::time::Duration) -> Result<(Ledger, bool)> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         // DURABILITY: the ledger is derived state, rebuilt from the files after a loss, so it
@@ -241,7 +241,7 @@ impl Ledger {
         // Switching a new database to WAL needs an exclusive lock, and SQLite reports "busy" at
         // once instead of waiting when several processes create the ledger together: retry
         // within the same deadline as the store lock.
-        let deadline = std::time::Instant::now() + crate::store::lock::lock_timeout();
+        let deadline = std::time::Instant::now() + wait_max;
         let mut wait = 2u64;
         loop {
             let r = conn

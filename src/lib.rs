@@ -19,6 +19,7 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod config;
 pub mod error;
 #[cfg(feature = "http")]
 pub mod http;

@@ -29,8 +29,7 @@ use super::{Inner, Memdir, Sync};
 use crate::api::ReindexResponse;
 use crate::error::{Error, Result};
 use crate::index::{
-    AnalyzerConfig, INDEX_SCHEMA_VERSION, Payload, SearchIndex, category_term, seg_term,
-    session_term,
+    INDEX_SCHEMA_VERSION, Payload, SearchIndex, category_term, seg_term, session_term,
 };
 use crate::ledger::ChangeKind;
 use crate::model::{CategoryName, ChunkRecord};
@@ -96,10 +95,15 @@ pub(crate) trait IndexWrite {
 }
 
 /// The derived indexes of a search index, in the order they are caught up.
-pub(crate) fn derived(idx: &SearchIndex) -> Vec<Box<dyn DerivedIndex + '_>> {
+/// The derived indexes over `idx`; their writers wait at most `lock_timeout` for the index
+/// lock.
+pub(crate) fn derived(
+    idx: &SearchIndex,
+    lock_timeout: std::time::Duration,
+) -> Vec<Box<dyn DerivedIndex + '_>> {
     vec![
-        Box::new(ChunkIndex { idx }),
-        Box::new(CategoryIndex { idx }),
+        Box::new(ChunkIndex { idx, lock_timeout }),
+        Box::new(CategoryIndex { idx, lock_timeout }),
     ]
 }
 
@@ -120,6 +124,7 @@ fn count(s: &tantivy::Searcher, term: tantivy::Term) -> Result<u64> {
 /// The chunk index: one document per chunk, numbered by its position in its session.
 struct ChunkIndex<'a> {
     idx: &'a SearchIndex,
+    lock_timeout: std::time::Duration,
 }
 
 struct ChunkWrite<'a> {
@@ -143,10 +148,7 @@ impl DerivedIndex for ChunkIndex<'_> {
         } else {
             (1, 32_000_000)
         };
-        let writer = self
-            .idx
-            .chunks
-            .writer(threads, budget, crate::store::lock::lock_timeout())?;
+        let writer = self.idx.chunks.writer(threads, budget, self.lock_timeout)?;
         Ok(Box::new(ChunkWrite {
             idx: self.idx,
             writer,
@@ -330,6 +332,7 @@ impl IndexWrite for ChunkWrite<'_> {
 /// The category index: one document per leaf of each category.
 struct CategoryIndex<'a> {
     idx: &'a SearchIndex,
+    lock_timeout: std::time::Duration,
 }
 
 struct CategoryWrite<'a> {
@@ -348,10 +351,10 @@ impl DerivedIndex for CategoryIndex<'_> {
         self.idx.categories.refresh()
     }
     fn writer(&self, _full: bool) -> Result<Box<dyn IndexWrite + '_>> {
-        let writer =
-            self.idx
-                .categories
-                .writer(1, 16_000_000, crate::store::lock::lock_timeout())?;
+        let writer = self
+            .idx
+            .categories
+            .writer(1, 16_000_000, self.lock_timeout)?;
         Ok(Box::new(CategoryWrite {
             idx: self.idx,
             writer,
@@ -492,7 +495,7 @@ impl Memdir {
     pub(crate) fn catch_up(&self, full: bool, progress: Option<Progress<'_>>) -> Result<bool> {
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
-        let indexes = derived(idx);
+        let indexes = derived(idx, self.settings.lock_timeout);
         // Each index only needs the changes of its own kinds: a category write does not make
         // the chunk index commit, and an ingest does not touch the category index.
         let (epoch, needs) = {
@@ -537,7 +540,11 @@ impl Memdir {
                 .ok_or_else(|| Error::internal("invariant: a read-only store has a ledger"))?
         } else {
             own = Inner {
-                ledger: crate::ledger::Ledger::open(&self.layout().ledger_path())?.0,
+                ledger: crate::ledger::Ledger::open(
+                    &self.layout().ledger_path(),
+                    self.settings.lock_timeout,
+                )?
+                .0,
             };
             &own
         };
@@ -669,7 +676,7 @@ impl Memdir {
         Ok(ReindexResponse {
             chunks: idx.chunks.reader.searcher().num_docs(),
             category_docs: idx.categories.reader.searcher().num_docs(),
-            fingerprint: derived(idx)[0].fingerprint()?,
+            fingerprint: derived(idx, self.settings.lock_timeout)[0].fingerprint()?,
             files_fingerprint: p.as_ref().map(|p| p.fingerprint.clone()),
             analyzer: Some(idx.cfg.tokenizer_name()),
             generation: p.as_ref().map(|p| p.generation),
@@ -706,9 +713,10 @@ impl Memdir {
                 json!({"state": "missing", "note": "built on the next search or by a reindex"});
             return Ok(());
         }
-        let idx = SearchIndex::open(&layout.index_dir(), AnalyzerConfig::from_env()?)?;
-        let indexes = derived(&idx);
-        let (ledger, _) = crate::ledger::Ledger::open(&layout.ledger_path())?;
+        let idx = SearchIndex::open(&layout.index_dir(), self.settings.analyzer.clone())?;
+        let indexes = derived(&idx, self.settings.lock_timeout);
+        let (ledger, _) =
+            crate::ledger::Ledger::open(&layout.ledger_path(), self.settings.lock_timeout)?;
         let epoch = ledger.meta("epoch")?.unwrap_or_default();
         let analyzer = idx.cfg.tokenizer_name();
         for i in &indexes {

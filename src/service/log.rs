@@ -90,7 +90,7 @@ impl Memdir {
                     .detail("kind", Value::from("document"))
                     .detail("category", Value::from(name.as_str())));
                 }
-                None => json!({"_kind": "log", "_retention": {"max_entries": limits::DEFAULT_LOG_ENTRIES, "max_age_days": null}, "entries": []}),
+                None => json!({"_kind": "log", "_retention": {"max_entries": self.settings.log_max_entries, "max_age_days": null}, "entries": []}),
             };
             let obj = log.as_object_mut().expect("invariant: a log is an object");
             let mut retention = obj.get("_retention").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -100,9 +100,9 @@ impl Memdir {
             if let Some(d) = req.max_age_days {
                 retention.insert("max_age_days".into(), Value::from(d));
             }
-            retention.entry("max_entries").or_insert(Value::from(limits::DEFAULT_LOG_ENTRIES));
+            retention.entry("max_entries").or_insert(Value::from(self.settings.log_max_entries));
             retention.entry("max_age_days").or_insert(Value::Null);
-            let max_entries = retention["max_entries"].as_u64().unwrap_or(limits::DEFAULT_LOG_ENTRIES).max(1) as usize;
+            let max_entries = retention["max_entries"].as_u64().unwrap_or(self.settings.log_max_entries).max(1) as usize;
             let max_age_days = retention["max_age_days"].as_u64();
             obj.insert("_retention".into(), Value::Object(retention));
             let mut entries = match obj.remove("entries") {

@@ -40,7 +40,7 @@ use crate::clock::{self, Hlc};
 use crate::error::{Error, ErrorKind, IoContext, Result};
 use crate::ledger::Ledger;
 use crate::model::{CategoryName, CategoryStatus, content_hash};
-use crate::store::lock::{WriteLock, lock_timeout};
+use crate::store::lock::WriteLock;
 use crate::store::{self, Layout, txn};
 
 /// Size limits, documented in the README.
@@ -90,7 +90,7 @@ pub(crate) fn check_depth(field: &str, v: &Value) -> Result<()> {
 /// An open memory directory.
 pub struct Memdir {
     layout: Layout,
-    actor: String,
+    settings: Settings,
     inner: Mutex<Option<Inner>>,
     index: Mutex<Option<crate::index::SearchIndex>>,
     last_scan: Mutex<Option<std::time::Instant>>,
@@ -108,13 +108,46 @@ pub(crate) struct Inner {
     pub(crate) ledger: Ledger,
 }
 
-/// The actor recorded on writes: `MEMDIR_DEVICE`, else the host name.
-pub fn default_actor() -> String {
-    if let Ok(d) = std::env::var("MEMDIR_DEVICE")
-        && !d.trim().is_empty()
-    {
-        return d.trim().to_string();
+/// What the engine takes from the configuration. The caller resolves it (the CLI from flags,
+/// the environment and the config file, see [`crate::config`]); the engine reads no
+/// environment variable for any of it.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// This device's name: the actor recorded on every write. It is not the replica id: two
+    /// stores on one device have one device name and two replicas.
+    pub device: String,
+    /// Where the choice of the memory directory came from (`status` and `doctor` report it).
+    pub dir_source: String,
+    /// How long a write waits for the store lock (and an indexer for the index lock).
+    pub lock_timeout: std::time::Duration,
+    /// How often a long-running process re-scans the files for changes made behind its back.
+    pub scan_interval: std::time::Duration,
+    /// The search analyzer.
+    pub analyzer: crate::index::AnalyzerConfig,
+    /// The retention, in entries, of a log created without `max_entries`.
+    pub log_max_entries: u64,
+}
+
+/// The default scan interval.
+pub const DEFAULT_SCAN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Default for Settings {
+    /// The defaults, with the host name as the device: what a library caller that configures
+    /// nothing gets.
+    fn default() -> Self {
+        Settings {
+            device: host_name(),
+            dir_source: "caller".to_string(),
+            lock_timeout: crate::store::lock::DEFAULT_LOCK_TIMEOUT,
+            scan_interval: DEFAULT_SCAN_INTERVAL,
+            analyzer: crate::index::AnalyzerConfig::default(),
+            log_max_entries: limits::DEFAULT_LOG_ENTRIES,
+        }
     }
+}
+
+/// This machine's host name (`localhost` when it has none).
+pub fn host_name() -> String {
     for p in ["/proc/sys/kernel/hostname", "/etc/hostname"] {
         if let Ok(h) = std::fs::read_to_string(p)
             && !h.trim().is_empty()
@@ -122,29 +155,11 @@ pub fn default_actor() -> String {
             return h.trim().to_string();
         }
     }
-    std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_string())
-}
-
-/// The default memory directory: `MEMDIR_DIR`, else `$XDG_DATA_HOME/memdir`, else
-/// `~/.local/share/memdir`.
-pub fn default_dir() -> Result<PathBuf> {
-    if let Ok(d) = std::env::var("MEMDIR_DIR")
-        && !d.is_empty()
-    {
-        return Ok(PathBuf::from(d));
-    }
-    if let Ok(x) = std::env::var("XDG_DATA_HOME")
-        && Path::new(&x).is_absolute()
-    {
-        return Ok(PathBuf::from(x).join("memdir"));
-    }
-    match std::env::var("HOME") {
-        Ok(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".local/share/memdir")),
-        _ => Err(Error::invalid(
-            "dir",
-            "no memory directory: set --dir, MEMDIR_DIR or HOME",
-        )),
-    }
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|| "localhost".to_string())
 }
 
 /// What `open` found and did.
@@ -157,19 +172,31 @@ pub struct OpenReport {
 }
 
 impl Memdir {
-    /// Opens the memory directory at `root` (which need not exist yet), recovering staged work
-    /// and adopting external changes.
+    /// Opens the memory directory at `root` (which need not exist yet) with the default
+    /// [`Settings`], recovering staged work and adopting external changes.
     pub fn open(root: impl Into<PathBuf>) -> Result<Memdir> {
-        let m = Memdir::open_lazy(root);
+        Memdir::open_with(root, Settings::default())
+    }
+
+    /// Opens the memory directory at `root` with `settings`, recovering staged work and
+    /// adopting external changes.
+    pub fn open_with(root: impl Into<PathBuf>, settings: Settings) -> Result<Memdir> {
+        let m = Memdir::open_lazy_with(root, settings);
         m.startup()?;
         Ok(m)
     }
 
-    /// Opens without touching the disk; work happens on first use.
+    /// Opens with the default [`Settings`] without touching the disk; work happens on first
+    /// use.
     pub fn open_lazy(root: impl Into<PathBuf>) -> Memdir {
+        Memdir::open_lazy_with(root, Settings::default())
+    }
+
+    /// Opens with `settings` without touching the disk; work happens on first use.
+    pub fn open_lazy_with(root: impl Into<PathBuf>, settings: Settings) -> Memdir {
         Memdir {
             layout: Layout::new(root),
-            actor: default_actor(),
+            settings,
             inner: Mutex::new(None),
             index: Mutex::new(None),
             last_scan: Mutex::new(None),
@@ -229,9 +256,14 @@ impl Memdir {
         &self.layout
     }
 
-    /// The actor recorded on writes.
+    /// The actor recorded on writes: this device's name.
     pub fn actor(&self) -> &str {
-        &self.actor
+        &self.settings.device
+    }
+
+    /// The settings this store was opened with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Runs [`Memdir::startup`] once: servers open the store on their first request (not at
@@ -369,7 +401,8 @@ impl Memdir {
             if self.read_only().is_some() {
                 return Ok(guard);
             }
-            let (ledger, _fresh) = Ledger::open(&self.layout.ledger_path())?;
+            let (ledger, _fresh) =
+                Ledger::open(&self.layout.ledger_path(), self.settings.lock_timeout)?;
             if let Some(aside) = ledger.set_aside() {
                 self.notice(format!(
                     "the ledger was not a readable database: it was moved aside to {} and is rebuilt from the files (nothing in it was the only copy of anything)",
@@ -448,7 +481,7 @@ impl Memdir {
         if let Some(why) = self.read_only() {
             return Err(self.read_only_error(&why));
         }
-        WriteLock::acquire(&self.layout.lock_path(), lock_timeout())
+        WriteLock::acquire(&self.layout.lock_path(), self.settings.lock_timeout)
     }
 
     /// Takes the write lock and recovers whatever a crashed writer left staged.
@@ -486,9 +519,9 @@ impl Memdir {
         {
             return Ok(id.to_string());
         }
-        let id = mint_replica_id(&self.actor, &fingerprint);
+        let id = mint_replica_id(self.actor(), &fingerprint);
         let body = store::codec::to_pretty(
-            &json!({"id": id, "fingerprint": fingerprint, "actor": self.actor}),
+            &json!({"id": id, "fingerprint": fingerprint, "actor": self.actor()}),
         );
         let tmp = path.with_extension("tmp");
         txn::write_synced(&tmp, &body)?;
@@ -659,7 +692,7 @@ fn machine_fingerprint(root: &Path) -> String {
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/machine-id").ok())
         .or_else(|| std::fs::read_to_string("/var/lib/dbus/machine-id").ok())
-        .unwrap_or_else(default_actor);
+        .unwrap_or_else(host_name);
     let path = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     content_hash(format!("{}\0{}", machine.trim(), path.display()).as_bytes())[..16].to_string()
 }

@@ -2,13 +2,13 @@
 //! bringing that index up to date (adoption of hand edits, then the indexer's catch-up).
 
 use std::sync::MutexGuard;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{Memdir, check_limit};
 use crate::api::*;
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::index::{AnalyzerConfig, SearchIndex};
+use crate::index::SearchIndex;
 use crate::search::{self, Filters, Kind, Mode};
 
 /// The search plan of a request.
@@ -71,23 +71,13 @@ impl Plan for SearchRequest {
     }
 }
 
-/// How often a long-running process re-scans the files for changes made behind its back.
-fn scan_interval() -> Duration {
-    Duration::from_millis(
-        std::env::var("MEMDIR_SCAN_INTERVAL_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1000),
-    )
-}
-
 impl Memdir {
     pub(crate) fn index_guard(&self) -> Result<MutexGuard<'_, Option<SearchIndex>>> {
         let mut g = self
             .index
             .lock()
             .map_err(|_| Error::internal("a previous search panicked"))?;
-        let cfg = AnalyzerConfig::from_env()?;
+        let cfg = self.settings.analyzer.clone();
         let stale = g.as_ref().is_some_and(|i| !i.present() || i.cfg != cfg);
         if g.is_none() || stale {
             *g = None;
@@ -175,7 +165,7 @@ impl Memdir {
                     .last_scan
                     .lock()
                     .map_err(|_| Error::internal("scan clock poisoned"))?;
-                last.is_none_or(|t| t.elapsed() >= scan_interval())
+                last.is_none_or(|t| t.elapsed() >= self.settings.scan_interval)
             };
             if due {
                 self.scan(inner)?;

@@ -16,13 +16,8 @@ impl Memdir {
     pub fn doctor(&self) -> Result<crate::api::DoctorResponse> {
         Ok(crate::api::DoctorResponse {
             dir: self.layout.root.display().to_string(),
-            dir_source: if std::env::var("MEMDIR_DIR").is_ok_and(|v| !v.is_empty()) {
-                "MEMDIR_DIR"
-            } else {
-                "--dir or default"
-            }
-            .to_string(),
-            actor: self.actor.clone(),
+            dir_source: self.settings.dir_source.clone(),
+            actor: self.actor().to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             status: self.status()?,
             checks: self.verify()?,
@@ -36,6 +31,7 @@ impl Memdir {
         let Some(inner) = guard.as_mut() else {
             return Ok(crate::api::StatusResponse {
                 dir: root,
+                dir_source: self.settings.dir_source.clone(),
                 exists: self.layout.exists(),
                 replica: None,
                 actor: None,
@@ -71,9 +67,10 @@ impl Memdir {
         let size: u64 = walk_size(&self.layout.root);
         Ok(crate::api::StatusResponse {
             dir: root,
+            dir_source: self.settings.dir_source.clone(),
             exists: true,
             replica: self.current_replica(),
-            actor: Some(self.actor.clone()),
+            actor: Some(self.actor().to_string()),
             sessions: sessions.len(),
             chunks: segs.iter().map(|s| s.chunks).sum::<i64>(),
             categories: live.len(),

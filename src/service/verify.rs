@@ -43,7 +43,9 @@ impl Memdir {
             );
         }
         let ledger = if layout.ledger_path().exists() {
-            Ledger::open(&layout.ledger_path()).ok().map(|(l, _)| l)
+            Ledger::open(&layout.ledger_path(), self.settings.lock_timeout)
+                .ok()
+                .map(|(l, _)| l)
         } else {
             None
         };

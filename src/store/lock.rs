@@ -19,15 +19,6 @@ pub struct WriteLock {
     _file: File,
 }
 
-/// The lock timeout from `MEMDIR_LOCK_TIMEOUT_MS`, else the default.
-pub fn lock_timeout() -> Duration {
-    std::env::var("MEMDIR_LOCK_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_LOCK_TIMEOUT)
-}
-
 fn jitter(seed: &mut u64) -> u64 {
     // xorshift: cheap, good enough to spread retries of competing processes.
     *seed ^= *seed << 13;

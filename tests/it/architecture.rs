@@ -214,3 +214,52 @@ fn no_surface_goes_through_another() {
         }
     }
 }
+
+#[test]
+fn only_the_configuration_reads_the_settings_it_owns() {
+    // Every setting the config file can hold is resolved once, by `config` (flags, environment,
+    // file, default), and handed on; a module that read one of these variables itself would
+    // ignore the file and the precedence.
+    let mut others: Vec<String> = std::fs::read_dir(src())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "config.rs" && n != "cli.rs" && n != "main.rs")
+        .collect();
+    others.sort();
+    let others: Vec<&str> = others.iter().map(String::as_str).collect();
+    forbid(
+        &others,
+        &[
+            "\"MEMDIR_DIR\"",
+            "\"MEMDIR_DEVICE\"",
+            "\"MEMDIR_CONFIG\"",
+            "\"MEMDIR_REQUIRE_CONFIG\"",
+            "\"MEMDIR_LOCK_TIMEOUT_MS\"",
+            "\"MEMDIR_SCAN_INTERVAL_MS\"",
+            "\"MEMDIR_ANALYZER\"",
+            "\"MEMDIR_TOOLS\"",
+            "\"MEMDIR_HTTP_HEADER_TIMEOUT_MS\"",
+            "\"MEMDIR_HTTP_IDLE_TIMEOUT_MS\"",
+            "\"MEMDIR_HTTP_BODY_TIMEOUT_MS\"",
+            "\"MEMDIR_HTTP_MAX_CONNECTIONS\"",
+            "\"MEMDIR_HTTP_MAX_SESSIONS\"",
+            "\"MEMDIR_HTTP_SESSION_IDLE_MS\"",
+            "\"XDG_DATA_HOME\"",
+        ],
+        "only config reads the settings of the config file",
+    );
+    // It reads its one file and writes nothing (`config init` writes from the CLI).
+    forbid(
+        &["config.rs"],
+        &[
+            "fs::write",
+            "create_dir",
+            "rename(",
+            "OpenOptions",
+            "remove_file",
+            "hard_link",
+        ],
+        "config reads the config file and writes nothing",
+    );
+}

@@ -5,6 +5,7 @@ mod util;
 mod architecture;
 mod cli;
 mod concurrency;
+mod config;
 mod crash;
 mod format;
 mod handedit;

@@ -729,7 +729,7 @@ async def test_doctor_full_profile(store, mcp_server):
         await srv.call("memory_search", {"query": "alpha"})
         d = await srv.call("memory_doctor")
         assert Path(d["dir"]) == store
-        assert d["dir_source"] == "MEMDIR_DIR"
+        assert d["dir_source"] == "environment MEMDIR_DIR"
         assert d["version"] == cargo_version()
         assert d["status"]["chunks"] == 3
         assert d["checks"]["ok"] is True, d["checks"]

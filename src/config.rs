@@ -1,0 +1,930 @@
+//! The configuration: a TOML file, the environment and the command line, resolved once.
+//!
+//! Every setting has one value and remembers where it came from ([`Source`]), taken in this
+//! order: a command-line flag, an environment variable, the config file, the default. The
+//! file is `$MEMDIR_CONFIG`, else `$XDG_CONFIG_HOME/memdir/config.toml`, else
+//! `~/.config/memdir/config.toml`. It may be absent, unless `MEMDIR_REQUIRE_CONFIG=1` says a
+//! managed deployment must not run on defaults (fail closed) or `MEMDIR_CONFIG` names it. A
+//! key the file does not know, or a value of the wrong type or out of range, is an error that
+//! names the key, the file and the line; so is a bad environment variable, by its name.
+//!
+//! This module reads the environment it is handed and the one file, and nothing else; it
+//! prints nothing and writes nothing. The CLI resolves a [`Config`] once and hands the engine
+//! its part ([`Config::settings`]) and the servers theirs, so the engine reads no environment
+//! variable for anything configured here.
+//!
+//! Access control (`[acl]`, `[[http.tokens]]`) is not supported yet: a file that has it is
+//! refused, so nobody relies on a rule that nothing enforces.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::AnalyzerConfig;
+use crate::service::{self, Settings, limits};
+
+/// The commented example of every key (`examples/config.toml`, written by `config init`).
+pub const EXAMPLE: &str = include_str!("../examples/config.toml");
+
+/// A day in milliseconds: the largest time setting (larger values are surely mistakes, and
+/// would overflow instants).
+const DAY_MS: u64 = 86_400_000;
+
+/// Largest config file read, in bytes.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Where a setting's value came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A command-line flag, e.g. `--dir`.
+    Flag(&'static str),
+    /// An environment variable, e.g. `MEMDIR_DIR`.
+    Env(&'static str),
+    /// The config file at this path.
+    File(PathBuf),
+    /// The built-in default.
+    Default,
+}
+
+impl Source {
+    /// The source as `status`, `doctor` and `config show` report it: `flag --dir`,
+    /// `environment MEMDIR_DIR`, `file /path/config.toml` or `default`.
+    pub fn label(&self) -> String {
+        match self {
+            Source::Flag(f) => format!("flag {f}"),
+            Source::Env(v) => format!("environment {v}"),
+            Source::File(p) => format!("file {}", p.display()),
+            Source::Default => "default".to_string(),
+        }
+    }
+
+    /// The source in a sentence: `set by --dir`, `set by MEMDIR_DIR`, `set in /path`, `the
+    /// default`.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Flag(f) => format!("set by {f}"),
+            Source::Env(v) => format!("set by {v}"),
+            Source::File(p) => format!("set in {}", p.display()),
+            Source::Default => "the default".to_string(),
+        }
+    }
+}
+
+/// One resolved value and its source.
+#[derive(Clone, Debug)]
+pub struct Setting<T> {
+    pub value: T,
+    pub source: Source,
+}
+
+/// The command-line flags that override the environment and the file (`None`: not given).
+#[derive(Clone, Debug, Default)]
+pub struct Flags {
+    pub dir: Option<PathBuf>,
+    pub device: Option<String>,
+    pub tools: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub body_limit: Option<usize>,
+}
+
+/// The config file's location.
+#[derive(Clone, Debug)]
+pub struct FileLocation {
+    /// `None` when no location can be formed (no `MEMDIR_CONFIG`, `XDG_CONFIG_HOME` or
+    /// `HOME`).
+    pub path: Option<PathBuf>,
+    /// `environment MEMDIR_CONFIG` or `default`.
+    pub source: Source,
+}
+
+/// The effective configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where the file is (or would be).
+    pub file: FileLocation,
+    /// Whether it was found and read.
+    pub file_found: bool,
+    /// `MEMDIR_REQUIRE_CONFIG`: a missing or invalid file is fatal.
+    pub required: bool,
+    /// The memory directory; `None` when no default can be formed (no `HOME`).
+    pub dir: Option<Setting<PathBuf>>,
+    /// This device's name, the actor of every write.
+    pub device: Setting<String>,
+    pub lock_timeout_ms: Setting<u64>,
+    pub scan_interval_ms: Setting<u64>,
+    /// The search analyzer (`english`, `none`, `german-nostop`, ...).
+    pub analyzer: Setting<String>,
+    /// Retention of a log created without `max_entries`.
+    pub log_max_entries: Setting<u64>,
+    /// The MCP tool profile (`default` or `full`), on stdio and over HTTP.
+    pub tools: Setting<String>,
+    pub http: HttpConfig,
+}
+
+/// The settings of `memdir serve --transport http|mcp-http`.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    pub host: Setting<String>,
+    /// `None`: 8787 for REST, 8000 for MCP over HTTP.
+    pub port: Setting<Option<u16>>,
+    pub body_limit: Setting<usize>,
+    pub header_timeout_ms: Setting<u64>,
+    pub idle_timeout_ms: Setting<u64>,
+    pub body_timeout_ms: Setting<u64>,
+    pub max_connections: Setting<u64>,
+    pub max_sessions: Setting<u64>,
+    pub session_idle_ms: Setting<u64>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The file
+// ---------------------------------------------------------------------------------------------
+
+/// The file as written. Every field is optional; every value is checked while it is read, so
+/// an error carries the key's path and its place in the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    dir: Option<FileDir>,
+    device: Option<Device>,
+    lock_timeout_ms: Option<Ranged<0, DAY_MS>>,
+    scan_interval_ms: Option<Ranged<0, DAY_MS>>,
+    #[serde(default)]
+    search: FileSearch,
+    #[serde(default)]
+    logs: FileLogs,
+    #[serde(default)]
+    mcp: FileMcp,
+    #[serde(default)]
+    http: FileHttp,
+    /// Access control: refused while it is read.
+    #[allow(dead_code)]
+    acl: Option<Unsupported>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSearch {
+    analyzer: Option<Analyzer>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLogs {
+    max_entries: Option<Ranged<1, { limits::MAX_LOG_ENTRIES }>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMcp {
+    tools: Option<Tools>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHttp {
+    host: Option<Host>,
+    port: Option<u16>,
+    body_limit: Option<Ranged<1, { 1 << 40 }>>,
+    header_timeout_ms: Option<Ranged<1, DAY_MS>>,
+    idle_timeout_ms: Option<Ranged<1, DAY_MS>>,
+    body_timeout_ms: Option<Ranged<1, DAY_MS>>,
+    max_connections: Option<Ranged<1, DAY_MS>>,
+    max_sessions: Option<Ranged<1, DAY_MS>>,
+    session_idle_ms: Option<Ranged<1, DAY_MS>>,
+    /// Per-device tokens (access control): refused while they are read.
+    #[allow(dead_code)]
+    tokens: Option<Unsupported>,
+}
+
+/// Deserializes a string and checks it with `check`, which says what is wrong.
+fn checked<'de, D: Deserializer<'de>, T>(
+    d: D,
+    check: impl FnOnce(&str) -> std::result::Result<T, String>,
+) -> std::result::Result<T, D::Error> {
+    let s = String::deserialize(d)?;
+    check(&s).map_err(de::Error::custom)
+}
+
+/// An integer from `LO` to `HI`.
+#[derive(Debug, Clone, Copy)]
+struct Ranged<const LO: u64, const HI: u64>(u64);
+
+impl<'de, const LO: u64, const HI: u64> Deserialize<'de> for Ranged<LO, HI> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let n = u64::deserialize(d)?;
+        if (LO..=HI).contains(&n) {
+            Ok(Ranged(n))
+        } else {
+            Err(de::Error::custom(format!(
+                "{n} is out of range: it must be from {LO} to {HI}"
+            )))
+        }
+    }
+}
+
+/// A memory directory in the file: absolute, or under the home directory (`~/...`).
+#[derive(Debug)]
+struct FileDir(String);
+
+impl<'de> Deserialize<'de> for FileDir {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            if s == "~" || s.starts_with("~/") || Path::new(s).is_absolute() {
+                Ok(FileDir(s.to_string()))
+            } else {
+                Err(format!(
+                    "{s:?} is not an absolute path; write it in full or start it with ~/ (a relative path would depend on where memdir is started)"
+                ))
+            }
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Device(String);
+
+impl<'de> Deserialize<'de> for Device {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| check_device(s).map(Device))
+    }
+}
+
+#[derive(Debug)]
+struct Analyzer(String);
+
+impl<'de> Deserialize<'de> for Analyzer {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            AnalyzerConfig::parse(s)
+                .map(|_| Analyzer(s.trim().to_lowercase()))
+                .map_err(|e| with_hints(&e))
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Tools(String);
+
+impl<'de> Deserialize<'de> for Tools {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            crate::ops::Profile::parse(s)
+                .map(|_| Tools(s.to_string()))
+                .map_err(|e| e.message)
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Host(String);
+
+impl<'de> Deserialize<'de> for Host {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| check_host(s).map(|_| Host(s.to_string())))
+    }
+}
+
+/// A section this memdir does not enforce yet: refused, whatever it holds.
+#[derive(Debug)]
+struct Unsupported;
+
+impl<'de> Deserialize<'de> for Unsupported {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        // Whatever the section holds, it is refused.
+        de::IgnoredAny::deserialize(d)?;
+        Err(de::Error::custom(
+            "access control is not supported yet by this memdir, which would not enforce it; remove the section (every device may do everything until it is)",
+        ))
+    }
+}
+
+fn with_hints(e: &Error) -> String {
+    match e.hints.first() {
+        Some(h) => format!("{}; {h}", e.message),
+        None => e.message.clone(),
+    }
+}
+
+fn check_device(s: &str) -> std::result::Result<String, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("the device name is empty".to_string());
+    }
+    if t.chars().any(char::is_control) {
+        return Err(format!("the device name {t:?} contains control characters"));
+    }
+    Ok(t.to_string())
+}
+
+fn check_host(s: &str) -> std::result::Result<(), String> {
+    let bare = s.trim_start_matches('[').trim_end_matches(']');
+    if s.eq_ignore_ascii_case("localhost") || bare.parse::<std::net::IpAddr>().is_ok() {
+        Ok(())
+    } else {
+        Err(format!("{s:?} is not an IP address or localhost"))
+    }
+}
+
+/// Line and column (from 1) of byte `offset` in `text`.
+fn position(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// The error for a file that does not parse or holds a bad value: names the key (when known),
+/// the file, the line and the column.
+fn file_error(path: &Path, text: &str, key: Option<String>, e: &toml::de::Error) -> Error {
+    let place = e.span().map(|s| position(text, s.start));
+    let mut message = match &key {
+        Some(k) => format!("config key `{k}` in {}", path.display()),
+        None => format!("config file {}", path.display()),
+    };
+    if let Some((line, column)) = place {
+        message.push_str(&format!(" (line {line}, column {column})"));
+    }
+    message.push_str(": ");
+    message.push_str(e.message().trim());
+    let mut err = Error::new(ErrorKind::Invalid, message)
+        .detail("file", Value::from(path.display().to_string()))
+        .hint("examples/config.toml documents every key; `memdir config show` prints the effective configuration");
+    if let Some(k) = key {
+        err = err.field(&k).detail("key", Value::from(k));
+    }
+    if let Some((line, column)) = place {
+        err = err
+            .detail("line", Value::from(line))
+            .detail("column", Value::from(column));
+    }
+    err
+}
+
+/// Parses the file's text.
+fn parse(path: &Path, text: &str) -> Result<FileConfig> {
+    let de = toml::de::Deserializer::parse(text).map_err(|e| file_error(path, text, None, &e))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let at = e.path().to_string();
+        let at = (at != "." && !at.is_empty()).then_some(at);
+        let inner = e.inner();
+        // serde names an unknown key in its message; the path may stop at its table.
+        let unknown = inner
+            .message()
+            .strip_prefix("unknown field `")
+            .and_then(|m| m.split('`').next());
+        let key = match (at, unknown) {
+            (Some(p), Some(u)) if p == u || p.ends_with(&format!(".{u}")) => Some(p),
+            (Some(p), Some(u)) => Some(format!("{p}.{u}")),
+            (None, Some(u)) => Some(u.to_string()),
+            (p, None) => p,
+        };
+        file_error(path, text, key, inner)
+    })
+}
+
+/// Reads the file at `path`: `None` if there is none.
+fn read_file(path: &Path) -> Result<Option<String>> {
+    let unreadable = |why: String| {
+        Error::new(
+            ErrorKind::Invalid,
+            format!("config file {} cannot be read: {why}", path.display()),
+        )
+        .detail("file", Value::from(path.display().to_string()))
+    };
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(unreadable(e.to_string())),
+    };
+    match f.metadata() {
+        Ok(m) if !m.is_file() => return Err(unreadable("it is not a regular file".into())),
+        Err(e) => return Err(unreadable(e.to_string())),
+        Ok(_) => {}
+    }
+    let mut buf = Vec::new();
+    f.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| unreadable(e.to_string()))?;
+    if buf.len() as u64 > MAX_FILE_BYTES {
+        return Err(unreadable(format!(
+            "it is larger than {MAX_FILE_BYTES} bytes"
+        )));
+    }
+    String::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| unreadable("it is not UTF-8 text".into()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resolution
+// ---------------------------------------------------------------------------------------------
+
+/// The environment as this module sees it: a variable's value, `None` when unset or empty.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment (an empty value counts as unset).
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn var(env: Env, name: &str) -> Option<String> {
+    env(name).filter(|v| !v.is_empty())
+}
+
+/// The config file's location.
+pub fn file_location(env: Env) -> FileLocation {
+    if let Some(p) = var(env, "MEMDIR_CONFIG") {
+        return FileLocation {
+            path: Some(PathBuf::from(p)),
+            source: Source::Env("MEMDIR_CONFIG"),
+        };
+    }
+    let path = match var(env, "XDG_CONFIG_HOME").filter(|x| Path::new(x).is_absolute()) {
+        Some(x) => Some(PathBuf::from(x).join("memdir/config.toml")),
+        None => var(env, "HOME").map(|h| PathBuf::from(h).join(".config/memdir/config.toml")),
+    };
+    FileLocation {
+        path,
+        source: Source::Default,
+    }
+}
+
+/// Whether `MEMDIR_REQUIRE_CONFIG` asks for a config file.
+pub fn required(env: Env) -> Result<bool> {
+    match var(env, "MEMDIR_REQUIRE_CONFIG").as_deref() {
+        None | Some("0") | Some("false") | Some("no") => Ok(false),
+        Some("1") | Some("true") | Some("yes") => Ok(true),
+        Some(other) => Err(Error::invalid(
+            "MEMDIR_REQUIRE_CONFIG",
+            format!("MEMDIR_REQUIRE_CONFIG must be 1 or 0, got {other:?}"),
+        )),
+    }
+}
+
+/// An integer environment variable from `lo` to `hi`.
+fn env_int(env: Env, name: &'static str, lo: u64, hi: u64) -> Result<Option<u64>> {
+    let Some(v) = var(env, name) else {
+        return Ok(None);
+    };
+    match v.trim().parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
+        _ => Err(Error::invalid(
+            name,
+            format!("{name} must be an integer from {lo} to {hi}, got {v:?}"),
+        )),
+    }
+}
+
+/// The first of flag, environment, file and default that is set.
+fn pick<T>(
+    flag: Option<(T, &'static str)>,
+    env: Option<(T, &'static str)>,
+    file: Option<T>,
+    path: &Path,
+    default: T,
+) -> Setting<T> {
+    if let Some((value, f)) = flag {
+        return Setting {
+            value,
+            source: Source::Flag(f),
+        };
+    }
+    if let Some((value, v)) = env {
+        return Setting {
+            value,
+            source: Source::Env(v),
+        };
+    }
+    if let Some(value) = file {
+        return Setting {
+            value,
+            source: Source::File(path.to_path_buf()),
+        };
+    }
+    Setting {
+        value: default,
+        source: Source::Default,
+    }
+}
+
+impl Config {
+    /// Resolves the configuration from `flags`, the environment `env` and the config file.
+    /// Reading the file is this function's only I/O.
+    pub fn load(flags: &Flags, env: Env) -> Result<Config> {
+        let required = required(env)?;
+        let file = file_location(env);
+        let text = match &file.path {
+            Some(p) => read_file(p)?,
+            None => None,
+        };
+        let parsed = match (&file.path, &text) {
+            (Some(p), Some(t)) => parse(p, t)?,
+            _ => FileConfig::default(),
+        };
+        if text.is_none() && (required || file.source != Source::Default) {
+            let shown = file
+                .path
+                .as_ref()
+                .map_or("(no location: HOME is not set)".to_string(), |p| {
+                    p.display().to_string()
+                });
+            let why = if file.source != Source::Default {
+                "MEMDIR_CONFIG names it"
+            } else {
+                "MEMDIR_REQUIRE_CONFIG=1 requires it"
+            };
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!("no config file at {shown}, and {why}: nothing was done"),
+            )
+            .detail("file", Value::from(shown))
+            .hint("create it (`memdir config init` writes a commented example), or point MEMDIR_CONFIG at the right file"));
+        }
+        Config::resolve(flags, env, file, text.is_some(), required, parsed)
+    }
+
+    fn resolve(
+        flags: &Flags,
+        env: Env,
+        file: FileLocation,
+        file_found: bool,
+        required: bool,
+        f: FileConfig,
+    ) -> Result<Config> {
+        let path = file.path.clone().unwrap_or_default();
+        let home = var(env, "HOME");
+
+        let file_dir = match f.dir {
+            Some(FileDir(d)) => Some(expand_home(&d, home.as_deref(), &path)?),
+            None => None,
+        };
+        let default_dir = match var(env, "XDG_DATA_HOME").filter(|x| Path::new(x).is_absolute()) {
+            Some(x) => Some(PathBuf::from(x).join("memdir")),
+            None => home
+                .as_ref()
+                .map(|h| PathBuf::from(h).join(".local/share/memdir")),
+        };
+        let dir = if let Some(d) = &flags.dir {
+            Some(Setting {
+                value: d.clone(),
+                source: Source::Flag("--dir"),
+            })
+        } else if let Some(d) = var(env, "MEMDIR_DIR") {
+            Some(Setting {
+                value: PathBuf::from(d),
+                source: Source::Env("MEMDIR_DIR"),
+            })
+        } else if let Some(d) = file_dir {
+            Some(Setting {
+                value: d,
+                source: Source::File(path.clone()),
+            })
+        } else {
+            default_dir.map(|d| Setting {
+                value: d,
+                source: Source::Default,
+            })
+        };
+
+        let flag_device = match &flags.device {
+            Some(d) => Some((
+                check_device(d).map_err(|m| Error::invalid("device", format!("--device: {m}")))?,
+                "--device",
+            )),
+            None => None,
+        };
+        let env_device = match var(env, "MEMDIR_DEVICE").filter(|d| !d.trim().is_empty()) {
+            Some(d) => Some((
+                check_device(&d)
+                    .map_err(|m| Error::invalid("MEMDIR_DEVICE", format!("MEMDIR_DEVICE: {m}")))?,
+                "MEMDIR_DEVICE",
+            )),
+            None => None,
+        };
+        let device = pick(
+            flag_device,
+            env_device,
+            f.device.map(|d| d.0),
+            &path,
+            String::new(),
+        );
+        let device = if device.source == Source::Default {
+            Setting {
+                value: service::host_name(),
+                source: Source::Default,
+            }
+        } else {
+            device
+        };
+
+        let env_analyzer = match var(env, "MEMDIR_ANALYZER").filter(|a| !a.trim().is_empty()) {
+            Some(a) => {
+                AnalyzerConfig::parse(&a).map_err(|e| {
+                    Error::invalid(
+                        "MEMDIR_ANALYZER",
+                        format!("MEMDIR_ANALYZER: {}", with_hints(&e)),
+                    )
+                })?;
+                Some((a.trim().to_lowercase(), "MEMDIR_ANALYZER"))
+            }
+            None => None,
+        };
+        let env_tools = match var(env, "MEMDIR_TOOLS") {
+            Some(t) => {
+                crate::ops::Profile::parse(&t).map_err(|e| {
+                    Error::invalid("MEMDIR_TOOLS", format!("MEMDIR_TOOLS: {}", e.message))
+                })?;
+                Some((t, "MEMDIR_TOOLS"))
+            }
+            None => None,
+        };
+        let flag_tools = match &flags.tools {
+            Some(t) => {
+                crate::ops::Profile::parse(t)?;
+                Some((t.clone(), "--tools"))
+            }
+            None => None,
+        };
+        let int = |name: &'static str, lo: u64, hi: u64| -> Result<Option<(u64, &'static str)>> {
+            Ok(env_int(env, name, lo, hi)?.map(|n| (n, name)))
+        };
+        let h = f.http;
+        Ok(Config {
+            dir,
+            device,
+            lock_timeout_ms: pick(
+                None,
+                int("MEMDIR_LOCK_TIMEOUT_MS", 0, DAY_MS)?,
+                f.lock_timeout_ms.map(|r| r.0),
+                &path,
+                crate::store::lock::DEFAULT_LOCK_TIMEOUT.as_millis() as u64,
+            ),
+            scan_interval_ms: pick(
+                None,
+                int("MEMDIR_SCAN_INTERVAL_MS", 0, DAY_MS)?,
+                f.scan_interval_ms.map(|r| r.0),
+                &path,
+                service::DEFAULT_SCAN_INTERVAL.as_millis() as u64,
+            ),
+            analyzer: pick(
+                None,
+                env_analyzer,
+                f.search.analyzer.map(|a| a.0),
+                &path,
+                "english".to_string(),
+            ),
+            log_max_entries: pick(
+                None,
+                None,
+                f.logs.max_entries.map(|r| r.0),
+                &path,
+                limits::DEFAULT_LOG_ENTRIES,
+            ),
+            tools: pick(
+                flag_tools,
+                env_tools,
+                f.mcp.tools.map(|t| t.0),
+                &path,
+                "default".to_string(),
+            ),
+            http: HttpConfig {
+                host: pick(
+                    flags.host.clone().map(|x| (x, "--host")),
+                    None,
+                    h.host.map(|x| x.0),
+                    &path,
+                    "127.0.0.1".to_string(),
+                ),
+                port: pick(
+                    flags.port.map(|p| (Some(p), "--port")),
+                    None,
+                    h.port.map(Some),
+                    &path,
+                    None,
+                ),
+                body_limit: pick(
+                    flags.body_limit.map(|b| (b, "--body-limit")),
+                    None,
+                    h.body_limit.map(|r| r.0 as usize),
+                    &path,
+                    http_defaults::BODY_LIMIT,
+                ),
+                header_timeout_ms: pick(
+                    None,
+                    int("MEMDIR_HTTP_HEADER_TIMEOUT_MS", 1, DAY_MS)?,
+                    h.header_timeout_ms.map(|r| r.0),
+                    &path,
+                    http_defaults::HEADER_TIMEOUT_MS,
+                ),
+                idle_timeout_ms: pick(
+                    None,
+                    int("MEMDIR_HTTP_IDLE_TIMEOUT_MS", 1, DAY_MS)?,
+                    h.idle_timeout_ms.map(|r| r.0),
+                    &path,
+                    http_defaults::IDLE_TIMEOUT_MS,
+                ),
+                body_timeout_ms: pick(
+                    None,
+                    int("MEMDIR_HTTP_BODY_TIMEOUT_MS", 1, DAY_MS)?,
+                    h.body_timeout_ms.map(|r| r.0),
+                    &path,
+                    http_defaults::BODY_TIMEOUT_MS,
+                ),
+                max_connections: pick(
+                    None,
+                    int("MEMDIR_HTTP_MAX_CONNECTIONS", 1, DAY_MS)?,
+                    h.max_connections.map(|r| r.0),
+                    &path,
+                    http_defaults::MAX_CONNECTIONS,
+                ),
+                max_sessions: pick(
+                    None,
+                    int("MEMDIR_HTTP_MAX_SESSIONS", 1, DAY_MS)?,
+                    h.max_sessions.map(|r| r.0),
+                    &path,
+                    http_defaults::MAX_SESSIONS,
+                ),
+                session_idle_ms: pick(
+                    None,
+                    int("MEMDIR_HTTP_SESSION_IDLE_MS", 1, DAY_MS)?,
+                    h.session_idle_ms.map(|r| r.0),
+                    &path,
+                    http_defaults::SESSION_IDLE_MS,
+                ),
+            },
+            file,
+            file_found,
+            required,
+        })
+    }
+
+    /// The memory directory, or the error that says how to name one.
+    pub fn dir(&self) -> Result<&Setting<PathBuf>> {
+        self.dir.as_ref().ok_or_else(|| {
+            Error::invalid(
+                "dir",
+                "no memory directory: set --dir, MEMDIR_DIR, `dir` in the config file, or HOME",
+            )
+        })
+    }
+
+    /// What the engine takes from the configuration.
+    pub fn settings(&self) -> Result<Settings> {
+        Ok(Settings {
+            device: self.device.value.clone(),
+            dir_source: self
+                .dir
+                .as_ref()
+                .map_or_else(|| "none".to_string(), |d| d.source.label()),
+            lock_timeout: Duration::from_millis(self.lock_timeout_ms.value),
+            scan_interval: Duration::from_millis(self.scan_interval_ms.value),
+            analyzer: AnalyzerConfig::parse(&self.analyzer.value)?,
+            log_max_entries: self.log_max_entries.value,
+        })
+    }
+
+    /// The effective configuration as `config show` prints it: every key of the file with its
+    /// value and source.
+    pub fn show(&self) -> Value {
+        fn entry<T: serde::Serialize>(s: &Setting<T>) -> Value {
+            json!({"value": s.value, "source": s.source.label()})
+        }
+        let mut settings = Map::new();
+        settings.insert(
+            "dir".into(),
+            match &self.dir {
+                Some(d) => {
+                    json!({"value": d.value.display().to_string(), "source": d.source.label()})
+                }
+                None => json!({"value": null, "source": "none (HOME is not set)"}),
+            },
+        );
+        let h = &self.http;
+        for (key, v) in [
+            ("device", entry(&self.device)),
+            ("lock_timeout_ms", entry(&self.lock_timeout_ms)),
+            ("scan_interval_ms", entry(&self.scan_interval_ms)),
+            ("search.analyzer", entry(&self.analyzer)),
+            ("logs.max_entries", entry(&self.log_max_entries)),
+            ("mcp.tools", entry(&self.tools)),
+            ("http.host", entry(&h.host)),
+            ("http.port", entry(&h.port)),
+            ("http.body_limit", entry(&h.body_limit)),
+            ("http.header_timeout_ms", entry(&h.header_timeout_ms)),
+            ("http.idle_timeout_ms", entry(&h.idle_timeout_ms)),
+            ("http.body_timeout_ms", entry(&h.body_timeout_ms)),
+            ("http.max_connections", entry(&h.max_connections)),
+            ("http.max_sessions", entry(&h.max_sessions)),
+            ("http.session_idle_ms", entry(&h.session_idle_ms)),
+        ] {
+            settings.insert(key.into(), v);
+        }
+        json!({
+            "file": {
+                "path": self.file.path.as_ref().map(|p| p.display().to_string()),
+                "source": self.file.source.label(),
+                "found": self.file_found,
+                "required": self.required,
+            },
+            "settings": settings,
+        })
+    }
+}
+
+/// Replaces a leading `~` with the home directory.
+fn expand_home(d: &str, home: Option<&str>, file: &Path) -> Result<PathBuf> {
+    let rest = match d.strip_prefix('~') {
+        None => return Ok(PathBuf::from(d)),
+        Some(r) => r.trim_start_matches('/'),
+    };
+    match home {
+        Some(h) => Ok(PathBuf::from(h).join(rest)),
+        None => Err(Error::invalid(
+            "dir",
+            format!(
+                "config key `dir` in {} starts with ~, but HOME is not set",
+                file.display()
+            ),
+        )),
+    }
+}
+
+/// The defaults of the HTTP settings (`[http]`).
+pub mod http_defaults {
+    /// Largest request body, in bytes: 16 MiB.
+    pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
+    /// A request head must arrive within this time.
+    pub const HEADER_TIMEOUT_MS: u64 = 10_000;
+    /// An idle connection is closed after this.
+    pub const IDLE_TIMEOUT_MS: u64 = 60_000;
+    /// A request body must arrive within this time.
+    pub const BODY_TIMEOUT_MS: u64 = 30_000;
+    /// Connections open at once.
+    pub const MAX_CONNECTIONS: u64 = 512;
+    /// MCP sessions alive at once.
+    pub const MAX_SESSIONS: u64 = 128;
+    /// An MCP session without requests for this long is closed.
+    pub const SESSION_IDLE_MS: u64 = 30 * 60 * 1000;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_count_lines_and_characters_from_one() {
+        assert_eq!(position("a = 1\nbé = 2\n", 0), (1, 1));
+        assert_eq!(position("a = 1\nbé = 2\n", 6), (2, 1));
+        assert_eq!(position("a = 1\nbé = 2\n", 10), (2, 4));
+    }
+
+    #[test]
+    fn errors_name_the_key_path() {
+        let p = Path::new("/etc/memdir.toml");
+        let key = |text: &str| parse(p, text).unwrap_err().details["key"].clone();
+        assert_eq!(key("x = 1"), "x");
+        assert_eq!(key("[http]\nx = 1"), "http.x");
+        assert_eq!(key("[http]\nport = true"), "http.port");
+        assert_eq!(key("[logs]\nmax_entries = 1000000"), "logs.max_entries");
+    }
+
+    #[test]
+    fn precedence_is_flag_then_environment_then_file_then_default() {
+        let file = parse(Path::new("/c.toml"), "device = \"f\"\nlock_timeout_ms = 5").unwrap();
+        let loc = FileLocation {
+            path: Some(PathBuf::from("/c.toml")),
+            source: Source::Default,
+        };
+        let env = |k: &str| match k {
+            "MEMDIR_DEVICE" => Some("e".to_string()),
+            "HOME" => Some("/home/u".to_string()),
+            _ => None,
+        };
+        let flags = Flags {
+            device: Some("g".into()),
+            ..Flags::default()
+        };
+        let c = Config::resolve(&flags, &env, loc.clone(), true, false, file).unwrap();
+        assert_eq!(c.device.value, "g");
+        assert_eq!(c.device.source, Source::Flag("--device"));
+        assert_eq!(c.lock_timeout_ms.value, 5);
+        assert_eq!(
+            c.lock_timeout_ms.source,
+            Source::File(PathBuf::from("/c.toml"))
+        );
+        assert_eq!(c.scan_interval_ms.source, Source::Default);
+        let dir = c.dir.unwrap();
+        assert_eq!(dir.value, PathBuf::from("/home/u/.local/share/memdir"));
+        assert_eq!(dir.source, Source::Default);
+        let file = parse(Path::new("/c.toml"), "device = \"f\"").unwrap();
+        let c = Config::resolve(&Flags::default(), &env, loc, true, false, file).unwrap();
+        assert_eq!(c.device.value, "e");
+    }
+}
