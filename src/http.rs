@@ -788,13 +788,19 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
             "a request body must be JSON: send Content-Type: application/json",
         );
     }
-    // rmcp parses the body itself, turning an integer beyond 64 bits into a float: such a tool
-    // call is answered here, as over stdio.
+    // rmcp parses the body itself: it turns an integer beyond 64 bits into a float and answers
+    // a body it cannot parse (too deep, not JSON) with a plain-text 415. Such a message is
+    // answered here with the JSON-RPC error (or tool error) it gets over stdio.
     if is_mcp
         && req.method() == Method::POST
-        && let Some(reply) = crate::mcp::refuse_lossy_call(&body)
+        && let Some(reply) = crate::mcp::refuse(&body)
     {
-        return json_response(StatusCode::OK, &reply);
+        let status = if reply.get("id").is_some_and(|id| !id.is_null()) {
+            StatusCode::OK
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        return json_response(status, &reply);
     }
     let session = req
         .headers()

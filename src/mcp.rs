@@ -187,20 +187,18 @@ fn too_large_reply(size: usize, id: Option<Value>) -> Value {
     rpc_error(id, ErrorCode::INVALID_REQUEST, &e)
 }
 
-/// The JSON-RPC answer to a `tools/call` message whose arguments hold an integer that would
-/// lose digits (a tool error `invalid` naming the field), or `None` when the message has none.
-/// Both MCP transports refuse such a call before rmcp parses it into floats.
-pub fn refuse_lossy_call(message: &[u8]) -> Option<Value> {
+/// The JSON-RPC answer memdir gives itself to a message it refuses before rmcp reads it: a
+/// tool call whose arguments hold an integer that would lose digits (a tool error `invalid`
+/// naming the field), a message nested too deep or not JSON at all (parse error, with the
+/// message's id when it names one), a message that is no JSON-RPC request. `None` for a
+/// message rmcp should read. Both MCP transports use it, so they refuse alike.
+pub fn refuse(message: &[u8]) -> Option<Value> {
     let mut scan = Scan::new(&["params", "arguments"]);
     scan.feed(message);
     scan.finish();
-    match (&scan.lossy, &scan.id, scan.method.as_deref()) {
-        (Some((path, literal)), Some(id), Some("tools/call")) => {
-            let result = serde_json::to_value(tool_result(Err(lossy_error(path, literal))))
-                .unwrap_or_default();
-            Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
-        }
-        _ => None,
+    match classify(message, &scan) {
+        Incoming::Reply(v) => Some(v),
+        Incoming::Message(_) | Incoming::Skip => None,
     }
 }
 

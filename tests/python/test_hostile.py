@@ -110,7 +110,6 @@ NO_JSON_TYPES = "CLI arguments are text: there is no JSON type to get wrong"
 NO_NUL = "an argv string cannot hold NUL"
 SDK_SENDS_JSON = "the SDK serializes every message itself and never sends malformed JSON (raw stdio lines: tests/it/mcp_framing.rs)"
 MCP_HTTP_413 = "rmcp answers an over-limit /mcp body with HTTP 413 and a plain-text body; the SDK raises -32603 'Server returned an error response' without memdir's too_large error"
-MCP_HTTP_415 = "rmcp answers a /mcp body serde_json cannot parse with HTTP 415 and a plain-text body; the SDK raises -32603 without memdir's invalid error"
 BIG_INT = 123456789012345678901234567890
 
 # fmt: off
@@ -197,7 +196,7 @@ CASES: list[Case] = [
     Case("empty batch", "memory_ingest", {"chunks": []}, "invalid", cli(["ingest", "--jsonl", "-"], b"")),
     # Deep nesting.
     Case("data nested 200 levels", "memory_write", {"category": "t", "data": nested(200)}, "invalid",
-         cli(["write", "t", "--data", json.dumps(nested(200))]), bug={"mcp-http": MCP_HTTP_415}),
+         cli(["write", "t", "--data", json.dumps(nested(200))])),
 ]
 # fmt: on
 
