@@ -792,6 +792,7 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     // a body it cannot parse (too deep, not JSON) with a plain-text 415. Such a message is
     // answered here with the JSON-RPC error (or tool error) it gets over stdio.
     if is_mcp
+        && app.sessions.is_some()
         && req.method() == Method::POST
         && let Some(reply) = crate::mcp::refuse(&body)
     {
