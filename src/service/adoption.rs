@@ -185,6 +185,24 @@ pub(super) fn check_expect(name: &CategoryName, st: &CatState, expect: &Expect) 
 }
 
 impl Memdir {
+    /// What a change to an existing category (delete, restore) checks before it takes the
+    /// lock: the name, the compare-and-swap precondition, the reason, and that there is a
+    /// store at all.
+    pub(super) fn existing_target(
+        &self,
+        category: &str,
+        expected_hash: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<(CategoryName, Expect, Option<String>)> {
+        let name = CategoryName::new(category)?;
+        let expect = Expect::parse(expected_hash)?;
+        let reason = super::check_reason(reason)?;
+        if !self.layout().exists() {
+            return Err(not_found(&name, Vec::new()));
+        }
+        Ok((name, expect, reason))
+    }
+
     /// Brings the ledger's view of `name` in line with the files, adopting external changes
     /// (which takes the write lock when `lock` is `None`).
     pub(crate) fn sync_category(

@@ -238,12 +238,11 @@ impl Memdir {
 
     /// Deletes a category's current file, keeping its history and recording a tombstone.
     pub fn delete(&self, req: &DeleteRequest) -> Result<DeleteResponse> {
-        let name = CategoryName::new(&req.category)?;
-        let expect = Expect::parse(req.expected_hash.as_deref())?;
-        let reason = check_reason(req.reason.as_deref())?;
-        if !self.layout().exists() {
-            return Err(not_found(&name, Vec::new()));
-        }
+        let (name, expect, reason) = self.existing_target(
+            &req.category,
+            req.expected_hash.as_deref(),
+            req.reason.as_deref(),
+        )?;
         self.with_write(|inner, lock| {
             let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
             if !st.exists() {

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::adoption::{
     CatState, Sync, check_expect, hist_stamp, malformed_error, not_found, row_from,
 };
-use super::{Inner, Memdir, check_limit, check_reason, limits};
+use super::{Inner, Memdir, check_limit, limits};
 use crate::api::*;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
@@ -348,12 +348,11 @@ impl Memdir {
     /// Restores an old version as a new version.
     pub fn restore(&self, req: &RestoreRequest) -> Result<RestoreResponse> {
         let version = &req.version;
-        let name = CategoryName::new(&req.category)?;
-        let expect = Expect::parse(req.expected_hash.as_deref())?;
-        let reason = check_reason(req.reason.as_deref())?;
-        if !self.layout().exists() {
-            return Err(not_found(&name, Vec::new()));
-        }
+        let (name, expect, reason) = self.existing_target(
+            &req.category,
+            req.expected_hash.as_deref(),
+            req.reason.as_deref(),
+        )?;
         self.with_write(|inner, lock| {
             let entry = self.find_version(inner, &name, version)?;
             if entry.is_tombstone() {
