@@ -684,6 +684,57 @@ fn body_too_large(declared: Option<usize>, limit: usize) -> Error {
 
 /// Reads the whole body within `limits.body_timeout`, so a slow client never holds a
 /// concurrency permit; the request goes on with the body in memory.
+/// How a body read ended when it was over the limit.
+struct Oversize {
+    /// Bytes read in all (or the declared length, when that was over the limit already).
+    size: usize,
+    /// The JSON-RPC id found in the body, for an MCP request read to its end.
+    id: Option<Value>,
+}
+
+/// Reads a body of at most `limit` bytes. A REST body over the limit stops the read at once;
+/// an MCP message over it is read to its end through a scan that keeps none of its bytes, so
+/// the answer can carry the request's id (the caller bounds the time).
+async fn read_limited(
+    mut body: Body,
+    limit: usize,
+    mcp: bool,
+) -> std::result::Result<std::result::Result<Bytes, Oversize>, ()> {
+    use axum::body::HttpBody;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut scan: Option<crate::jsontext::Scan> = None;
+    let mut size = 0usize;
+    while let Some(frame) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+    {
+        let Ok(frame) = frame else { return Err(()) };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        size += data.len();
+        if let Some(sc) = scan.as_mut() {
+            sc.feed(&data);
+        } else if size <= limit {
+            buf.extend_from_slice(&data);
+        } else if mcp {
+            let mut sc = crate::jsontext::Scan::new(&[]);
+            sc.feed(&buf);
+            sc.feed(&data);
+            buf = Vec::new();
+            scan = Some(sc);
+        } else {
+            return Ok(Err(Oversize { size, id: None }));
+        }
+    }
+    match scan {
+        Some(mut sc) => {
+            sc.finish();
+            Ok(Err(Oversize { size, id: sc.id }))
+        }
+        None => Ok(Ok(Bytes::from(buf))),
+    }
+}
+
 async fn buffer_body(app: &App, req: Request) -> std::result::Result<(Request, Bytes), Response> {
     let (parts, body) = req.into_parts();
     let declared = parts
@@ -691,13 +742,34 @@ async fn buffer_body(app: &App, req: Request) -> std::result::Result<(Request, B
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > app.body_limit) {
-        return Err(error_response(&body_too_large(declared, app.body_limit)));
+    // An MCP request gets its answer as a JSON-RPC error with its id, as over stdio.
+    let mcp = app.sessions.is_some() && parts.uri.path().starts_with("/mcp");
+    let too_large = |size: Option<usize>, id: Option<Value>| {
+        let e = body_too_large(size, app.body_limit);
+        if mcp {
+            json_response(
+                if id.is_some() {
+                    StatusCode::OK
+                } else {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                },
+                &crate::mcp::error_reply(id, &ops::for_surface(e, ops::Surface::Mcp)),
+            )
+        } else {
+            error_response(&e)
+        }
+    };
+    if !mcp && declared.is_some_and(|n| n > app.body_limit) {
+        return Err(too_large(declared, None));
     }
-    let read = axum::body::to_bytes(body, app.body_limit);
+    let read = read_limited(body, app.body_limit, mcp);
     match tokio::time::timeout(app.limits.body_timeout, read).await {
-        Ok(Ok(bytes)) => Ok((Request::from_parts(parts, Body::from(bytes.clone())), bytes)),
-        Ok(Err(_)) => Err(error_response(&body_too_large(declared, app.body_limit))),
+        Ok(Ok(Ok(bytes))) => Ok((Request::from_parts(parts, Body::from(bytes.clone())), bytes)),
+        Ok(Ok(Err(over))) => Err(too_large(
+            Some(over.size.max(declared.unwrap_or(0))),
+            over.id,
+        )),
+        Ok(Err(())) => Err(too_large(declared, None)),
         Err(_) => {
             let mut r = plain_error(
                 StatusCode::REQUEST_TIMEOUT,

@@ -181,6 +181,12 @@ fn rpc_error(id: Option<Value>, code: ErrorCode, e: &Error) -> Value {
     })
 }
 
+/// A JSON-RPC error response (invalid request) carrying memdir's error as its data: what an MCP
+/// transport answers for a message it refuses before rmcp reads it.
+pub fn error_reply(id: Option<Value>, e: &Error) -> Value {
+    rpc_error(id, ErrorCode::INVALID_REQUEST, e)
+}
+
 fn too_large_reply(size: usize, id: Option<Value>) -> Value {
     let e = Error::too_large("message", size, MAX_MESSAGE_BYTES, "bytes")
         .hint("split a large memory_ingest batch into several calls");

@@ -109,7 +109,6 @@ def cli(argv: list[str], stdin: bytes = b"") -> tuple[list[str], bytes]:
 NO_JSON_TYPES = "CLI arguments are text: there is no JSON type to get wrong"
 NO_NUL = "an argv string cannot hold NUL"
 SDK_SENDS_JSON = "the SDK serializes every message itself and never sends malformed JSON (raw stdio lines: tests/it/mcp_framing.rs)"
-MCP_HTTP_413 = "rmcp answers an over-limit /mcp body with HTTP 413 and a plain-text body; the SDK raises -32603 'Server returned an error response' without memdir's too_large error"
 BIG_INT = 123456789012345678901234567890
 
 # fmt: off
@@ -161,9 +160,9 @@ CASES: list[Case] = [
     Case("batch of 10,001 chunks", "memory_ingest", {"chunks": [{"session_id": "t", "content": "c"}] * 10_001}, "too_large",
          cli(["ingest", "--jsonl", "-"], b'{"session_id": "t", "content": "c"}\n' * 10_001)),
     Case("content of 17 MiB (over the HTTP body limit)", "memory_ingest", {"session_id": "t", "content": "x" * (17 * MIB)}, "too_large",
-         cli(["ingest", "--session-id", "t", "--file", "-"], b"x" * (17 * MIB)), bug={"mcp-http": MCP_HTTP_413}),
+         cli(["ingest", "--session-id", "t", "--file", "-"], b"x" * (17 * MIB))),
     Case("content of 65 MiB (over the stdio message limit)", "memory_ingest", {"session_id": "t", "content": "x" * (65 * MIB)}, "too_large",
-         cli(["ingest", "--session-id", "t", "--file", "-"], b"x" * (65 * MIB)), bug={"mcp-http": MCP_HTTP_413}),
+         cli(["ingest", "--session-id", "t", "--file", "-"], b"x" * (65 * MIB))),
     # Compare-and-swap hashes.
     Case("expected_hash that is not a hash", "memory_write", {"category": "base", "data": {}, "expected_hash": "xyz"}, "invalid",
          cli(["write", "base", "--data", "{}", "--expected-hash", "xyz"])),

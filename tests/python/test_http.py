@@ -1138,8 +1138,18 @@ def test_mcp_body_over_limit_is_413(http_server):
     srv = http_server("mcp-http", args=["--body-limit", "1000"])
     body = dict(MCP_INIT, params={**MCP_INIT["params"], "pad": "x" * 2000})
     r = srv.request("POST", "/mcp", body, MCP_HEADERS)
+    # A JSON-RPC request over the limit is read to its end (never kept) to find its id, and
+    # answered as over stdio: a JSON-RPC error carrying memdir's too_large error, so the
+    # client's pending call gets it.
+    assert r.status == 200, r.describe()
+    reply = json.loads(r.body)
+    assert reply["id"] == MCP_INIT["id"], reply
+    assert reply["error"]["data"]["code"] == "too_large", reply
+    assert reply["error"]["data"]["limit"] == 1000, reply
+    # Without an id to answer, the status says it.
+    r = srv.request("POST", "/mcp", {"jsonrpc": "2.0", "method": "x", "pad": "x" * 2000}, MCP_HEADERS)
     assert r.status == 413, r.describe()
-    assert not r.body.lstrip().startswith(b"<")
+    assert json.loads(r.body)["error"]["data"]["code"] == "too_large"
     assert srv.probe().status == 200
 
 
