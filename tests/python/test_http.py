@@ -227,13 +227,17 @@ class HttpServer:
                 conn.putheader(k, v)
             conn.endheaders()
             if data is not None:
-                if chunked:
-                    for i in range(0, len(data), 256):
-                        part = data[i : i + 256]
-                        conn.send(b"%x\r\n%s\r\n" % (len(part), part))
-                    conn.send(b"0\r\n\r\n")
-                else:
-                    conn.send(data)
+                try:
+                    if chunked:
+                        for i in range(0, len(data), 256):
+                            part = data[i : i + 256]
+                            conn.send(b"%x\r\n%s\r\n" % (len(part), part))
+                        conn.send(b"0\r\n\r\n")
+                    else:
+                        conn.send(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The server answered (413, say) before reading the whole body: read it.
+                    pass
             r = conn.getresponse()
             resp = Resp(method, path, r.status, r.headers, r.read())
         finally:
