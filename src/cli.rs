@@ -725,10 +725,19 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     }
     let m = Memdir::open_with(dir.value.clone(), settings)?;
     let out = run_command(&m, cli.command);
-    for n in m.notices() {
-        eprintln!("memdir: {n}");
+    let notices = m.notices();
+    match out {
+        // Beside a result, what memdir repaired on its own is a line on stderr; with an error,
+        // it goes into the error's JSON, so stderr stays one JSON document.
+        Ok(out) => {
+            for n in &notices {
+                eprintln!("memdir: {n}");
+            }
+            Ok((Output::Json(out), 0))
+        }
+        Err(e) if !notices.is_empty() => Err(e.detail("notices", json!(notices))),
+        Err(e) => Err(e),
     }
-    Ok((Output::Json(out?), 0))
 }
 
 fn run_command(m: &Memdir, command: Command) -> Result<Value> {
