@@ -66,8 +66,9 @@ pub fn ensure(layout: &Layout) -> Result<(), IoError> {
         return Ok(());
     }
     // Processes creating a store at once race here (`init` runs without the lock): each
-    // stages its own copy; the content is the same, so whichever rename lands is right.
-    let tmp = layout.staging().join(format!(
+    // writes its own copy; the content is the same, so whichever rename lands is right. The
+    // copy goes to `.memdir/`, not to staging, whose stray files recovery removes.
+    let tmp = layout.meta_dir().join(format!(
         "{FILE}.{}.{}",
         std::process::id(),
         std::time::SystemTime::now()
