@@ -134,6 +134,7 @@ fn fill_sessions(
                     content: vocab.sentence(&mut r, 30),
                     project: Some(format!("project-{}", s % 10)),
                     metadata: None,
+                    ts: None,
                 })
                 .collect();
             m.ingest(&batch)?;
@@ -183,6 +184,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
             content: vocab.sentence(&mut r, 30),
             project: None,
             metadata: None,
+            ts: None,
         };
         let t = Instant::now();
         m.ingest_one(c)?;
@@ -389,6 +391,7 @@ fn bench_search(args: &[String]) -> Result<Value> {
                 content: vocab.sentence(&mut r, 30),
                 project: None,
                 metadata: None,
+                ts: None,
             })
             .collect();
         m.ingest(&batch)?;
@@ -726,6 +729,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                         content: turn.as_str().expect("turn").to_string(),
                         project: Some(cid.to_string()),
                         metadata: None,
+                        ts: None,
                     });
                 }
             }

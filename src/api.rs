@@ -407,6 +407,9 @@ pub struct NewChunk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Map<String, Value>>")]
     pub metadata: Option<Value>,
+    /// Original time (RFC 3339, date or epoch ms); default now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ts: Option<String>,
 }
 
 /// Parameters of an ingest: one chunk (`session_id`, `content`, ...) or a batch (`chunks`),
@@ -427,6 +430,9 @@ pub struct IngestRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Map<String, Value>>")]
     pub metadata: Option<Value>,
+    /// Original time (RFC 3339, date or epoch ms); default now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ts: Option<String>,
     /// A batch instead of one chunk, saved all or nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<Vec<NewChunk>>,

@@ -199,18 +199,25 @@ pub enum ConfigAction {
 
 #[derive(Args, Debug)]
 pub struct IngestArgs {
+    /// The session to append to (with --jsonl: the default for lines without one)
     #[arg(long)]
     session_id: Option<String>,
+    /// A project name, for filtering (with --jsonl: the default for lines without one)
     #[arg(long)]
     project: Option<String>,
     /// Metadata as a JSON object
     #[arg(long)]
     metadata: Option<String>,
+    /// When it was first said (RFC 3339, a date or epoch ms), kept as its time; default now
+    #[arg(long, conflicts_with = "jsonl")]
+    ts: Option<String>,
+    /// The text to remember
     #[arg(long, conflicts_with_all = ["file", "jsonl"])]
     text: Option<String>,
+    /// Read the text from this file ("-" for stdin)
     #[arg(long, conflicts_with = "jsonl")]
     file: Option<PathBuf>,
-    /// A JSONL file ("-" for stdin) of chunk objects {session_id, content, project, metadata}
+    /// A JSONL file ("-" for stdin) of chunk objects {session_id, content, project, metadata, ts}
     #[arg(long, value_name = "FILE")]
     jsonl: Option<PathBuf>,
 }
@@ -374,6 +381,7 @@ fn ingest_request(a: &IngestArgs) -> Result<(IngestRequest, Vec<usize>)> {
             content: Some(content),
             project: a.project.clone(),
             metadata,
+            ts: a.ts.clone(),
             chunks: None,
         },
         Vec::new(),

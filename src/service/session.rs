@@ -229,6 +229,7 @@ impl Memdir {
         }
         let mut total = 0usize;
         let mut ids = Vec::with_capacity(chunks.len());
+        let mut times: Vec<Option<i64>> = Vec::with_capacity(chunks.len());
         for (i, c) in chunks.iter().enumerate() {
             let at = |e: Error| {
                 if chunks.len() > 1 {
@@ -271,6 +272,18 @@ impl Memdir {
                     )));
                 }
             }
+            // An original time (an import's) is kept as the chunk's time; order and positions
+            // still follow ingest, through the clock stamp.
+            let ts = match c.ts.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+                None => None,
+                Some(t) => Some(clock::parse_time(t).ok_or_else(|| {
+                    at(Error::invalid(
+                        "ts",
+                        format!("ts {t:?} is not a time: use RFC 3339 (2026-11-29T10:00:00Z), a date (2026-11-29) or epoch milliseconds"),
+                    ))
+                })?),
+            };
+            times.push(ts);
             total += c.content.len();
             ids.push(id);
         }
@@ -295,7 +308,7 @@ impl Memdir {
             let mut single_positions: Vec<u64> = Vec::with_capacity(chunks.len());
             let mut last_hlc = None;
             let mut clock_state = self.last_hlc(inner)?;
-            for (c, id) in chunks.iter().zip(&ids) {
+            for ((c, id), original) in chunks.iter().zip(&ids).zip(&times) {
                 let rel = Layout::segment_rel(id, &replica);
                 let key = rel.to_string_lossy().into_owned();
                 if !state.contains_key(&key) {
@@ -367,7 +380,7 @@ impl Memdir {
                     replica: replica.clone(),
                     seq: *next_seq,
                     hlc: hlc.to_string(),
-                    ts: clock::rfc3339(now),
+                    ts: clock::rfc3339(original.unwrap_or(now)),
                     project: c.project.clone().unwrap_or_default(),
                     metadata: c
                         .metadata
@@ -501,10 +514,11 @@ impl Memdir {
                     || req.content.is_some()
                     || req.project.is_some()
                     || req.metadata.is_some()
+                    || req.ts.is_some()
                 {
                     return Err(Error::invalid(
                         "chunks",
-                        "a batch carries only chunks: put session_id, content, project and metadata in each chunk",
+                        "a batch carries only chunks: put session_id, content, project, metadata and ts in each chunk",
                     ));
                 }
                 Ok(IngestResponse::Batch(self.ingest(&chunks)?))
@@ -524,6 +538,7 @@ impl Memdir {
                     content,
                     project: req.project,
                     metadata: req.metadata,
+                    ts: req.ts,
                 })?))
             }
         }

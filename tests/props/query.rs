@@ -36,6 +36,7 @@ static STORE: LazyLock<Store> = LazyLock::new(|| {
             content: t.to_string(),
             project: Some(if i % 2 == 0 { "web" } else { "db" }.to_string()),
             metadata: None,
+            ts: None,
         })
         .collect();
     memdir.ingest(&chunks).expect("ingest");

@@ -368,3 +368,63 @@ fn fetch_of_an_unknown_session_exits_4() {
     assert_eq!(e["code"], "not_found");
     assert_eq!(e["session_id"], "t");
 }
+
+/// An import keeps each chunk's original time (`ts`) while positions follow ingest order; the
+/// catalog and the time filters use the original times; a bad time is refused naming `ts`.
+#[test]
+fn original_times_are_kept_apart_from_ingest_order() {
+    let env = TestEnv::new();
+    let lines = [
+        r#"{"session_id": "old", "content": "first said later", "ts": "2024-03-02T10:00:00Z"}"#,
+        r#"{"session_id": "old", "content": "said first", "ts": "2024-03-01"}"#,
+        r#"{"session_id": "old", "content": "no time given"}"#,
+    ]
+    .join("\n");
+    env.ok_stdin(&["ingest", "--jsonl", "-"], lines.as_bytes());
+    let f = env.ok(&["fetch", "old"]);
+    let chunks = f["chunks"].as_array().unwrap();
+    let got: Vec<(&str, &str)> = chunks
+        .iter()
+        .map(|c| (c["content"].as_str().unwrap(), c["ts"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got[0], ("first said later", "2024-03-02T10:00:00.000Z"));
+    assert_eq!(got[1], ("said first", "2024-03-01T00:00:00.000Z"));
+    assert_eq!(got[2].0, "no time given");
+    assert!(got[2].1 > "2025", "{got:?}");
+    let o = env.ok(&["overview", "--days", "0"]);
+    assert_eq!(o["sessions"][0]["start_time"], "2024-03-01T00:00:00.000Z");
+    let v = env.ok(&["search", "said", "--until", "2024-03-01", "--context", "0"]);
+    let hits: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(hits, ["said first"]);
+    // One chunk with --ts; a bad time is refused, naming the field, and nothing is written.
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "one",
+        "--ts",
+        "1700000000000",
+        "--text",
+        "epoch",
+    ]);
+    let f = env.ok(&["fetch", "one"]);
+    assert_eq!(f["chunks"][0]["ts"], "2023-11-14T22:13:20.000Z");
+    let before = env.snapshot();
+    let r = env.run(&[
+        "ingest",
+        "--session-id",
+        "one",
+        "--ts",
+        "yesterday",
+        "--text",
+        "x",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(r.error()["field"], "ts");
+    assert_eq!(env.snapshot(), before);
+    env.assert_clean();
+}
