@@ -191,22 +191,10 @@ fn op_args(op: Op) -> (Vec<&'static str>, Vec<u8>) {
     }
 }
 
-/// Reads a category: its data, or `None` when it does not exist.
-fn read_category(env: &TestEnv, name: &str) -> Option<Value> {
-    let r = env.run(&["read", name]);
-    match r.code {
-        0 => Some(r.json()["data"].clone()),
-        4 => None,
-        _ => {
-            env.dump(&r);
-            panic!("`{}` exited {}", r.cmd, r.code);
-        }
-    }
-}
-
 /// The state as memdir shows it. The first command opens the store and recovers it.
 fn observe(env: &TestEnv) -> State {
-    let journal = read_category(env, "journal")
+    let journal = env
+        .category_data("journal")
         .map(|j| {
             j["entries"]
                 .as_array()
@@ -217,8 +205,8 @@ fn observe(env: &TestEnv) -> State {
         })
         .unwrap_or_default();
     State {
-        doc: read_category(env, "doc"),
-        fresh: read_category(env, "fresh"),
+        doc: env.category_data("doc"),
+        fresh: env.category_data("fresh"),
         journal,
         s: env.session_contents("s"),
         t: env.session_contents("t"),
@@ -410,7 +398,7 @@ fn crash_case(fp: &str, op: Op) {
     );
     let mut doc = got.doc.clone().unwrap_or_else(|| json!({}));
     doc["after"] = json!(true);
-    assert_eq!(read_category(&env, "doc"), Some(doc), "{ctx}");
+    assert_eq!(env.category_data("doc"), Some(doc), "{ctx}");
     for (session, before) in [("s", &got.s), ("u", &got.u)] {
         let i = env.ok(&["ingest", "--session-id", session, "--text", "after"]);
         assert_eq!(
@@ -825,8 +813,8 @@ fn kill_nine_at_random_instants_loses_no_acknowledged_write() {
         m
     };
     let (kp, k2p) = (pos(&k), pos(&k2));
-    let kv = read_category(&env, "kv").expect("kv exists");
-    let journal = read_category(&env, "journal").expect("journal exists");
+    let kv = env.category_data("kv").expect("kv exists");
+    let journal = env.category_data("journal").expect("journal exists");
     let entries = journal["entries"].as_array().unwrap();
     let entry_ids: BTreeSet<&str> = entries.iter().map(|e| e["id"].as_str().unwrap()).collect();
     let events: BTreeSet<&str> = entries

@@ -83,18 +83,8 @@ impl Session {
 
     /// Closes stdin and waits (bounded) for a clean exit.
     fn close(mut self) -> i32 {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st.code().unwrap_or(-1);
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("memdir serve did not exit after stdin closed");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let stdin = self.stdin.take();
+        crate::util::close_and_wait(&mut self.child, stdin)
     }
 }
 

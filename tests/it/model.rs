@@ -269,19 +269,6 @@ fn random_op(rng: &mut Rng, n: u64) -> Op {
     }
 }
 
-/// Reads a category's data, `None` when it does not exist.
-fn read(env: &TestEnv, name: &str) -> Option<Value> {
-    let r = env.run(&["read", name]);
-    match r.code {
-        0 => Some(r.json()["data"].clone()),
-        4 => None,
-        _ => {
-            env.dump(&r);
-            panic!("`{}` exited {}", r.cmd, r.code);
-        }
-    }
-}
-
 /// The whole store as memdir shows it, in the model's terms.
 fn observe(env: &TestEnv) -> Model {
     let mut m = Model::default();
@@ -289,7 +276,9 @@ fn observe(env: &TestEnv) -> Model {
     for c in list["categories"].as_array().expect("categories") {
         let name = c["name"].as_str().expect("name").to_string();
         assert_eq!(c["status"], "ok", "category {name}: {c}");
-        let data = read(env, &name).unwrap_or_else(|| panic!("listed {name} does not read"));
+        let data = env
+            .category_data(&name)
+            .unwrap_or_else(|| panic!("listed {name} does not read"));
         match c["kind"].as_str() {
             Some("document") => {
                 m.docs

@@ -125,6 +125,19 @@ impl TestEnv {
         self.finish(args, out)
     }
 
+    /// A category's data as `memdir read` shows it, `None` when it does not exist.
+    pub fn category_data(&self, name: &str) -> Option<Value> {
+        let r = self.run(&["read", name]);
+        match r.code {
+            0 => Some(r.json()["data"].clone()),
+            4 => None,
+            _ => {
+                self.dump(&r);
+                panic!("`{}` exited {}", r.cmd, r.code);
+            }
+        }
+    }
+
     /// Runs and requires exit 0; returns stdout as JSON.
     pub fn ok(&self, args: &[&str]) -> Value {
         let r = self.run(args);
@@ -229,6 +242,22 @@ impl TestEnv {
 }
 
 /// Polls `f` until it returns true or `timeout` passes.
+/// Closes a server's stdin and waits (bounded) for it to exit; returns its exit code.
+pub fn close_and_wait(child: &mut Child, stdin: Option<std::process::ChildStdin>) -> i32 {
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("memdir serve did not exit after stdin closed");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < timeout {
