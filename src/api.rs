@@ -1181,6 +1181,22 @@ pub struct StatusResponse {
     /// What this process repaired on its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Access control as it applies to the caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessInfo>,
+}
+
+/// Access control as it applies to a caller.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct AccessInfo {
+    /// Whether the config file has an `[acl]` section (without one, everything is allowed).
+    pub enabled: bool,
+    /// The device the caller acts as.
+    pub device: String,
+    /// `open` (no policy), `admin`, `registered` or `unregistered`.
+    pub role: String,
+    /// One sentence on what the caller may do.
+    pub summary: String,
 }
 
 /// One finding of verify-store.

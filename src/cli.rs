@@ -45,8 +45,8 @@ Exit codes:
   0  success            5  conflict (expected_hash, kind)   9   too large
   1  verify-store found problems                          10  internal error
   2  usage error        6  store busy: retry              11  denied
-  3  invalid input      7  a file on disk is malformed
-  4  not found          8  unavailable (I/O, disk full)";
+  3  invalid input      7  a file on disk is malformed    12  forbidden by the access-control
+  4  not found          8  unavailable (I/O, disk full)       list ([acl]); nothing changed";
 
 /// memdir: local-first long-term memory for AI agents, in plain files you own.
 #[derive(Parser, Debug)]
@@ -430,12 +430,26 @@ fn ops_table() -> Value {
     json!({ "operations": list })
 }
 
+/// The store and the device a command acts as (the configured one, under the config file's
+/// access-control list).
+struct Ctx<'a> {
+    memdir: &'a Memdir,
+    caller: crate::acl::Caller,
+}
+
+impl std::ops::Deref for Ctx<'_> {
+    type Target = Memdir;
+    fn deref(&self) -> &Memdir {
+        self.memdir
+    }
+}
+
 /// Runs an operation of the table with a typed request, as every surface does.
-fn call<T: serde::Serialize>(m: &Memdir, name: &str, req: &T) -> Result<Value> {
+fn call<T: serde::Serialize>(m: &Ctx, name: &str, req: &T) -> Result<Value> {
     let op = ops::find(name).ok_or_else(|| Error::internal(format!("no operation {name}")))?;
     let args = serde_json::to_value(req)
         .map_err(|e| Error::internal(format!("the {name} request did not serialize: {e}")))?;
-    ops::call(m, op, args)
+    ops::call(m.memdir, &m.caller, op, args)
 }
 
 /// What a command prints on stdout.
@@ -598,6 +612,9 @@ fn serve_http(
                 .value
                 .unwrap_or(if t == Transport::Rest { 8787 } else { 8000 }),
             token,
+            device_tokens: cfg.http_tokens(&config::process_env)?,
+            device: cfg.device.value.clone(),
+            acl: cfg.acl.clone(),
             profile,
             body_limit: h.body_limit.value,
             max_concurrency: 64,
@@ -718,7 +735,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
         if transport == "stdio" {
             eprintln!("{}", serving_line(dir));
-            crate::mcp::serve_stdio(memdir, profile)?;
+            crate::mcp::serve_stdio(memdir, profile, cfg.caller())?;
         } else {
             serve_http(&cfg, memdir, transport, profile, token.clone())?;
         }
@@ -727,12 +744,20 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     if let Command::VerifyStore = cli.command {
         // Read-only: no recovery, no adoption; report the store exactly as found.
         let m = Memdir::open_lazy_with(dir.value.clone(), settings);
-        let report = call(&m, "verify_store", &api::Empty {})?;
+        let ctx = Ctx {
+            memdir: &m,
+            caller: cfg.caller(),
+        };
+        let report = call(&ctx, "verify_store", &api::Empty {})?;
         let code = if report["ok"] == json!(true) { 0 } else { 1 };
         return Ok((Output::Json(report), code));
     }
     let m = Memdir::open_with(dir.value.clone(), settings)?;
-    let out = run_command(&m, cli.command);
+    let ctx = Ctx {
+        memdir: &m,
+        caller: cfg.caller(),
+    };
+    let out = run_command(&ctx, cli.command);
     let notices = m.notices();
     match out {
         // Beside a result, what memdir repaired on its own is a line on stderr; with an error,
@@ -748,7 +773,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     }
 }
 
-fn run_command(m: &Memdir, command: Command) -> Result<Value> {
+fn run_command(m: &Ctx, command: Command) -> Result<Value> {
     let out = match command {
         Command::Init => call(m, "init", &api::Empty {})?,
         Command::Status => call(m, "status", &api::Empty {})?,

@@ -13,8 +13,10 @@
 //! its part ([`Config::settings`]) and the servers theirs, so the engine reads no environment
 //! variable for anything configured here.
 //!
-//! Access control (`[acl]`, `[[http.tokens]]`) is not supported yet: a file that has it is
-//! refused, so nobody relies on a rule that nothing enforces.
+//! The `[acl]` section becomes the access-control policy ([`crate::acl::Acl`]); `[[http.tokens]]`
+//! map bearer tokens to devices. A token itself is never in the file: each names the
+//! environment variable or the file that holds it, read only when a server starts
+//! ([`Config::http_tokens`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -125,6 +127,8 @@ pub struct Config {
     /// The MCP tool profile (`default` or `full`), on stdio and over HTTP.
     pub tools: Setting<String>,
     pub http: HttpConfig,
+    /// The access-control policy: `None` without an `[acl]` section (everything allowed).
+    pub acl: Option<std::sync::Arc<crate::acl::Acl>>,
 }
 
 /// The settings of `memdir serve --transport http|mcp-http`.
@@ -140,6 +144,8 @@ pub struct HttpConfig {
     pub max_connections: Setting<u64>,
     pub max_sessions: Setting<u64>,
     pub session_idle_ms: Setting<u64>,
+    /// `[[http.tokens]]`: per-device tokens (where each is kept, never the token).
+    pub tokens: Vec<TokenEntry>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -163,9 +169,87 @@ struct FileConfig {
     mcp: FileMcp,
     #[serde(default)]
     http: FileHttp,
-    /// Access control: refused while it is read.
-    #[allow(dead_code)]
-    acl: Option<Unsupported>,
+    /// Access control.
+    acl: Option<FileAcl>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAcl {
+    #[serde(default)]
+    admin_devices: Vec<Device>,
+    #[serde(default)]
+    device_categories: Vec<Device>,
+    #[serde(default)]
+    rules: Vec<FileRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRule {
+    device: Pattern,
+    read: Option<Vec<Pattern>>,
+    #[serde(default)]
+    write: Vec<Pattern>,
+    ingest: Option<Vec<Pattern>>,
+    #[serde(default)]
+    delete: bool,
+}
+
+/// A name or glob of the access-control list.
+#[derive(Debug)]
+struct Pattern(String);
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            crate::acl::check_pattern(s).map(|()| Pattern(s.to_string()))
+        })
+    }
+}
+
+/// `[[http.tokens]]`: a device and where its token is kept.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileToken {
+    device: Device,
+    token_env: Option<EnvName>,
+    token_file: Option<FileDir>,
+}
+
+/// The name of an environment variable.
+#[derive(Debug)]
+struct EnvName(String);
+
+impl<'de> Deserialize<'de> for EnvName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            let ok = !s.is_empty()
+                && !s.starts_with(|c: char| c.is_ascii_digit())
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if ok {
+                Ok(EnvName(s.to_string()))
+            } else {
+                Err(format!(
+                    "{s:?} is not an environment variable name (letters, digits and _)"
+                ))
+            }
+        })
+    }
+}
+
+/// Where a device's HTTP token is kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenSource {
+    Env(String),
+    File(PathBuf),
+}
+
+/// A `[[http.tokens]]` entry.
+#[derive(Clone, Debug)]
+pub struct TokenEntry {
+    pub device: String,
+    pub source: TokenSource,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -198,9 +282,9 @@ struct FileHttp {
     max_connections: Option<Ranged<1, DAY_MS>>,
     max_sessions: Option<Ranged<1, DAY_MS>>,
     session_idle_ms: Option<Ranged<1, DAY_MS>>,
-    /// Per-device tokens (access control): refused while they are read.
-    #[allow(dead_code)]
-    tokens: Option<Unsupported>,
+    /// Per-device tokens.
+    #[serde(default)]
+    tokens: Vec<FileToken>,
 }
 
 /// Deserializes a string and checks it with `check`, which says what is wrong.
@@ -288,20 +372,6 @@ struct Host(String);
 impl<'de> Deserialize<'de> for Host {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         checked(d, |s| check_host(s).map(|_| Host(s.to_string())))
-    }
-}
-
-/// A section this memdir does not enforce yet: refused, whatever it holds.
-#[derive(Debug)]
-struct Unsupported;
-
-impl<'de> Deserialize<'de> for Unsupported {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        // Whatever the section holds, it is refused.
-        de::IgnoredAny::deserialize(d)?;
-        Err(de::Error::custom(
-            "access control is not supported yet by this memdir, which would not enforce it; remove the section (every device may do everything until it is)",
-        ))
     }
 }
 
@@ -656,7 +726,52 @@ impl Config {
             Ok(env_int(env, name, lo, hi)?.map(|n| (n, name)))
         };
         let h = f.http;
+        let acl = f.acl.map(|a| {
+            std::sync::Arc::new(crate::acl::Acl {
+                admin_devices: a.admin_devices.into_iter().map(|d| d.0).collect(),
+                device_categories: a.device_categories.into_iter().map(|d| d.0).collect(),
+                rules: a
+                    .rules
+                    .into_iter()
+                    .map(|r| crate::acl::Rule {
+                        device: r.device.0,
+                        read: r.read.map(|v| v.into_iter().map(|p| p.0).collect()),
+                        write: r.write.into_iter().map(|p| p.0).collect(),
+                        ingest: r.ingest.map(|v| v.into_iter().map(|p| p.0).collect()),
+                        delete: r.delete,
+                    })
+                    .collect(),
+            })
+        });
+        let mut tokens = Vec::new();
+        for (i, t) in h.tokens.into_iter().enumerate() {
+            let key = format!("http.tokens[{i}]");
+            let source = match (t.token_env, t.token_file) {
+                (Some(e), None) => TokenSource::Env(e.0),
+                (None, Some(FileDir(p))) => {
+                    TokenSource::File(expand_home(&p, home.as_deref(), &path)?)
+                }
+                (a, _) => {
+                    return Err(Error::invalid(
+                        &key,
+                        format!(
+                            "config key `{key}` in {}: give exactly one of token_env and token_file, {}",
+                            path.display(),
+                            if a.is_some() { "not both" } else { "not neither" }
+                        ),
+                    )
+                    .detail("key", Value::from(key.clone()))
+                    .detail("file", Value::from(path.display().to_string()))
+                    .hint("the token itself never goes in the config file: name the environment variable or the file that holds it"));
+                }
+            };
+            tokens.push(TokenEntry {
+                device: t.device.0,
+                source,
+            });
+        }
         Ok(Config {
+            acl,
             dir,
             device,
             lock_timeout_ms: pick(
@@ -758,6 +873,7 @@ impl Config {
                     &path,
                     http_defaults::SESSION_IDLE_MS,
                 ),
+                tokens,
             },
             file,
             file_found,
@@ -773,6 +889,46 @@ impl Config {
                 "no memory directory: set --dir, MEMDIR_DIR, `dir` in the config file, or HOME",
             )
         })
+    }
+
+    /// This device acting under the access-control policy (the CLI and MCP over stdio).
+    pub fn caller(&self) -> crate::acl::Caller {
+        crate::acl::Caller::new(self.device.value.clone(), self.acl.clone())
+    }
+
+    /// The per-device HTTP tokens, read from where `[[http.tokens]]` says each is kept:
+    /// `(token, device)`. A variable that is unset, a file that cannot be read or that others
+    /// may read, and a token given to two devices are errors naming the key.
+    pub fn http_tokens(&self, env: Env) -> Result<Vec<(String, String)>> {
+        let path = self.file.path.clone().unwrap_or_default();
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (i, t) in self.http.tokens.iter().enumerate() {
+            let key = format!("http.tokens[{i}]");
+            let err = |why: String| {
+                Error::invalid(
+                    &key,
+                    format!(
+                        "config key `{key}` (device {:?}) in {}: {why}",
+                        t.device,
+                        path.display()
+                    ),
+                )
+                .detail("key", Value::from(key.clone()))
+                .detail("file", Value::from(path.display().to_string()))
+            };
+            let token = match &t.source {
+                TokenSource::Env(name) => var(env, name)
+                    .ok_or_else(|| err(format!("the environment variable {name} is not set")))?,
+                TokenSource::File(p) => read_secret(p).map_err(err)?,
+            };
+            if let Some((_, other)) = out.iter().find(|(tok, _)| tok == &token) {
+                return Err(err(format!(
+                    "its token is also the token of device {other:?}: each device needs its own"
+                )));
+            }
+            out.push((token, t.device.clone()));
+        }
+        Ok(out)
     }
 
     /// What the engine takes from the configuration.
@@ -826,6 +982,35 @@ impl Config {
         ] {
             settings.insert(key.into(), v);
         }
+        let acl = match &self.acl {
+            None => {
+                json!({"enabled": false, "summary": "no [acl] section: every device may do everything"})
+            }
+            Some(a) => json!({
+                "enabled": true,
+                "admin_devices": a.admin_devices,
+                "device_categories": a.device_categories,
+                "rules": a.rules.iter().map(|r| json!({
+                    "device": r.device,
+                    "read": r.read.clone().unwrap_or_else(|| vec!["*".into()]),
+                    "write": r.write,
+                    "ingest": r.ingest,
+                    "delete": r.delete,
+                })).collect::<Vec<_>>(),
+                "this_device": self.caller().describe(),
+            }),
+        };
+        let tokens: Vec<Value> = self
+            .http
+            .tokens
+            .iter()
+            .map(|t| match &t.source {
+                TokenSource::Env(v) => json!({"device": t.device, "token_env": v}),
+                TokenSource::File(p) => {
+                    json!({"device": t.device, "token_file": p.display().to_string()})
+                }
+            })
+            .collect();
         json!({
             "file": {
                 "path": self.file.path.as_ref().map(|p| p.display().to_string()),
@@ -834,8 +1019,40 @@ impl Config {
                 "required": self.required,
             },
             "settings": settings,
+            "acl": acl,
+            "http_tokens": tokens,
         })
     }
+}
+
+/// Reads a token file: a regular file that only its owner may read, one line.
+fn read_secret(p: &Path) -> std::result::Result<String, String> {
+    let shown = p.display();
+    let meta = std::fs::metadata(p).map_err(|e| format!("the token file {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("the token file {shown} is not a regular file"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "the token file {shown} may be read by others (mode {:o}): `chmod 600` it",
+                mode & 0o777
+            ));
+        }
+    }
+    if meta.len() > 4096 {
+        return Err(format!("the token file {shown} is larger than 4096 bytes"));
+    }
+    let text = std::fs::read_to_string(p).map_err(|e| format!("the token file {shown}: {e}"))?;
+    let token = text.strip_suffix('\n').unwrap_or(&text);
+    let token = token.strip_suffix('\r').unwrap_or(token);
+    if token.contains('\n') {
+        return Err(format!("the token file {shown} holds more than one line"));
+    }
+    Ok(token.to_string())
 }
 
 /// Replaces a leading `~` with the home directory.

@@ -27,8 +27,10 @@ pub enum ErrorKind {
     Corrupt,
     /// The store cannot be used right now (I/O error, disk full, read-only file system).
     Unavailable,
-    /// The caller may not do this.
+    /// The server refuses to run this way (a weak token, a foreign Host).
     Denied,
+    /// The access-control list does not let this device do this; nothing was changed.
+    Forbidden,
     /// A bug.
     Internal,
 }
@@ -45,6 +47,7 @@ impl ErrorKind {
             ErrorKind::Corrupt => "corrupt",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Denied => "denied",
+            ErrorKind::Forbidden => "forbidden",
             ErrorKind::Internal => "internal",
         }
     }
@@ -60,6 +63,7 @@ impl ErrorKind {
             ErrorKind::Unavailable => 8,
             ErrorKind::TooLarge => 9,
             ErrorKind::Denied => 11,
+            ErrorKind::Forbidden => 12,
             ErrorKind::Internal => 10,
         }
     }

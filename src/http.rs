@@ -53,6 +53,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::acl::Caller;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mcp::Server;
 use crate::ops::Profile;
@@ -74,7 +75,14 @@ pub struct Options {
     pub transport: Transport,
     pub host: String,
     pub port: u16,
+    /// The single token: whoever sends it acts as an admin device.
     pub token: Option<String>,
+    /// Per-device tokens (`[[http.tokens]]`): `(token, device)`.
+    pub device_tokens: Vec<(String, String)>,
+    /// This server's device (the caller when no token is configured) and the policy every
+    /// caller acts under.
+    pub device: String,
+    pub acl: Option<Arc<crate::acl::Acl>>,
     pub profile: Profile,
     /// Largest request body, in bytes.
     pub body_limit: usize,
@@ -156,6 +164,22 @@ fn open_file_limit() -> Option<usize> {
         .ok()
 }
 
+/// Checks the single token and every device's token; a bind beyond loopback needs at least
+/// one. An error names the device whose token is wrong.
+fn check_tokens(host: &str, token: Option<&str>, device_tokens: &[(String, String)]) -> Result<()> {
+    if device_tokens.is_empty() || token.is_some() {
+        check_token(host, token)?;
+    }
+    for (t, device) in device_tokens {
+        check_token(host, Some(t)).map_err(|e| {
+            let mut e = e.detail("device", Value::from(device.clone()));
+            e.message = format!("the token of device {device:?}: {}", e.message);
+            e
+        })?;
+    }
+    Ok(())
+}
+
 /// Refuses a token nobody could use, and a weak one where anyone can connect.
 fn check_token(host: &str, token: Option<&str>) -> Result<()> {
     let public = !is_loopback(host);
@@ -226,7 +250,7 @@ fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::Conflict => StatusCode::CONFLICT,
         ErrorKind::Busy | ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::Corrupt => StatusCode::UNPROCESSABLE_ENTITY,
-        ErrorKind::Denied => StatusCode::FORBIDDEN,
+        ErrorKind::Denied | ErrorKind::Forbidden => StatusCode::FORBIDDEN,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -638,7 +662,10 @@ struct App {
     memdir: Arc<Memdir>,
     /// The MCP tool profile `GET /tools` lists (the REST routes serve every operation).
     profile: Profile,
-    token: Option<Arc<str>>,
+    /// Every accepted token and the caller it makes; empty: no token is required.
+    auth: Arc<Vec<(Arc<str>, Caller)>>,
+    /// The caller when no token is configured (loopback only): this server's device.
+    local: Caller,
     body_limit: usize,
     permits: Arc<Semaphore>,
     timeout: Duration,
@@ -796,8 +823,9 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
         .map(|c| c.0.0.enter());
     let open = req.method() == Method::GET && req.uri().path() == "/health";
     let headers = req.headers();
-    match &app.token {
-        Some(token) if !open => {
+    let mut caller = app.local.clone();
+    match app.auth.is_empty() {
+        false if !open => {
             // The scheme name is case-insensitive (RFC 9110 §11.1); exactly one space follows.
             let bearer = headers
                 .get(header::AUTHORIZATION)
@@ -806,21 +834,30 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
                 .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
                 .map(|(_, t)| t.as_bytes());
             let x_token = headers.get("x-token").map(HeaderValue::as_bytes);
-            let ok = bearer
-                .or(x_token)
-                .is_some_and(|t| ct_eq(t, token.as_bytes()));
-            if !ok {
-                let mut r = plain_error(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
-                    "a valid token is required: send Authorization: Bearer <token> or X-Token: <token>",
-                );
-                r.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                return r;
+            let sent = bearer.or(x_token);
+            // Every token is compared (in constant time each), so the time taken does not say
+            // which one came close.
+            let mut found = None;
+            for (token, c) in app.auth.iter() {
+                if sent.is_some_and(|t| ct_eq(t, token.as_bytes())) && found.is_none() {
+                    found = Some(c.clone());
+                }
+            }
+            match found {
+                Some(c) => caller = c,
+                None => {
+                    let mut r = plain_error(
+                        StatusCode::UNAUTHORIZED,
+                        "unauthorized",
+                        "a valid token is required: send Authorization: Bearer <token> or X-Token: <token>",
+                    );
+                    r.headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                    return r;
+                }
             }
         }
-        None => {
+        true => {
             let host_ok = headers
                 .get(header::HOST)
                 .and_then(|v| v.to_str().ok())
@@ -848,10 +885,13 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     let is_mcp = req.uri().path().starts_with("/mcp");
     // Read in full even when it is refused below: a response sent while the client is still
     // sending would be lost to a connection reset.
-    let (req, body) = match buffer_body(&app, req).await {
+    let (mut req, body) = match buffer_body(&app, req).await {
         Ok(r) => r,
         Err(r) => return r,
     };
+    // Who asks: REST handlers and MCP tools (through rmcp's copy of the request parts) act
+    // as this device.
+    req.extensions_mut().insert(caller);
     // A page can send text/plain and form bodies anywhere without a CORS preflight, JSON never.
     if !body.is_empty() && !is_json(req.headers()) {
         return plain_error(
@@ -957,15 +997,30 @@ async fn read_json(req: Request, limit: usize) -> Result<Map<String, Value>> {
     }
 }
 
+/// The caller the guard found for a request.
+fn caller_of(req: &Request) -> Result<Caller> {
+    req.extensions()
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| Error::internal("invariant: the guard names every request's caller"))
+}
+
+/// The caller of an MCP request, from rmcp's copy of the HTTP request parts.
+fn mcp_caller(ext: &rmcp::model::Extensions) -> Option<Caller> {
+    ext.get::<axum::http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Caller>().cloned())
+}
+
 /// Runs an operation on the blocking pool and shapes the response.
-async fn run(app: &App, op: &'static Op, args: Map<String, Value>) -> Response {
+async fn run(app: &App, caller: Caller, op: &'static Op, args: Map<String, Value>) -> Response {
     if let Err(e) = app.memdir.ensure_started() {
         return error_response(&e);
     }
     let memdir = app.memdir.clone();
-    let out = tokio::task::spawn_blocking(move || ops::call(&memdir, op, Value::Object(args)))
-        .await
-        .unwrap_or_else(|e| Err(Error::internal(format!("request panicked: {e}"))));
+    let out =
+        tokio::task::spawn_blocking(move || ops::call(&memdir, &caller, op, Value::Object(args)))
+            .await
+            .unwrap_or_else(|e| Err(Error::internal(format!("request panicked: {e}"))));
     match out {
         Ok(v) => json_response(StatusCode::OK, &v),
         Err(e) => error_response(&e),
@@ -973,15 +1028,23 @@ async fn run(app: &App, op: &'static Op, args: Map<String, Value>) -> Response {
 }
 
 async fn post_op(State(app): State<App>, op: &'static Op, req: Request) -> Response {
+    let caller = match caller_of(&req) {
+        Ok(c) => c,
+        Err(e) => return error_response(&e),
+    };
     match read_json(req, app.body_limit).await {
-        Ok(args) => run(&app, op, args).await,
+        Ok(args) => run(&app, caller, op, args).await,
         Err(e) => error_response(&e),
     }
 }
 
 async fn get_op(State(app): State<App>, op: &'static Op, req: Request) -> Response {
+    let caller = match caller_of(&req) {
+        Ok(c) => c,
+        Err(e) => return error_response(&e),
+    };
     match query_args(&req, &integer_params(op)) {
-        Ok(args) => run(&app, op, args).await,
+        Ok(args) => run(&app, caller, op, args).await,
         Err(e) => error_response(&e),
     }
 }
@@ -1049,6 +1112,10 @@ fn percent_decode(s: &str) -> Option<String> {
 /// `POST /search`: keyword search, or with `"semantic": true` semantic search (`query` and
 /// `limit` only).
 async fn search(State(app): State<App>, req: Request) -> Response {
+    let caller = match caller_of(&req) {
+        Ok(c) => c,
+        Err(e) => return error_response(&e),
+    };
     let mut args = match read_json(req, app.body_limit).await {
         Ok(a) => a,
         Err(e) => return error_response(&e),
@@ -1082,9 +1149,9 @@ async fn search(State(app): State<App>, req: Request) -> Response {
                 ),
             ));
         }
-        return run(&app, op("search_semantic"), args).await;
+        return run(&app, caller, op("search_semantic"), args).await;
     }
-    run(&app, op("search"), args).await
+    run(&app, caller, op("search"), args).await
 }
 
 /// An operation of the table by name.
@@ -1145,7 +1212,7 @@ fn rest_router(app: App) -> Router {
 /// Serves until SIGINT or SIGTERM; `on_listening` learns the bound address once the server
 /// listens (the CLI prints it: the one line a supervisor or a test reads).
 pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> Result<()> {
-    check_token(&opts.host, opts.token.as_deref())?;
+    check_tokens(&opts.host, opts.token.as_deref(), &opts.device_tokens)?;
     let limits = opts.limits;
     let host = if opts.host.eq_ignore_ascii_case("localhost") {
         "127.0.0.1".to_string()
@@ -1180,7 +1247,16 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
         let app = App {
             memdir: memdir.clone(),
             profile: opts.profile,
-            token: opts.token.map(Arc::from),
+            auth: Arc::new(
+                opts.token
+                    .iter()
+                    .map(|t| (Arc::from(t.as_str()), Caller::admin(opts.device.clone(), opts.acl.clone())))
+                    .chain(opts.device_tokens.iter().map(|(t, d)| {
+                        (Arc::from(t.as_str()), Caller::new(d.clone(), opts.acl.clone()))
+                    }))
+                    .collect(),
+            ),
+            local: Caller::new(opts.device.clone(), opts.acl.clone()),
             body_limit: opts.body_limit,
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
             timeout: opts.timeout,
@@ -1198,7 +1274,7 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
                     .with_cancellation_token(cancel.child_token());
                 // Host and token checks happen in `guard`, for both transports alike.
                 config = config.disable_allowed_hosts();
-                let service = StreamableHttpService::new(move || Ok(Server::shared(m.clone(), profile)), sessions.manager.clone(), config);
+                let service = StreamableHttpService::new(move || Ok(Server::shared(m.clone(), profile, mcp_caller)), sessions.manager.clone(), config);
                 Router::new().nest_service("/mcp", service).route("/health", get(health)).fallback(not_found)
             }
         };

@@ -15,6 +15,7 @@
 //! → [`model`].
 #![forbid(unsafe_code)]
 
+pub mod acl;
 pub mod api;
 pub mod cli;
 pub mod client;

@@ -24,6 +24,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt};
 
+use crate::acl::Caller;
 use crate::error::{Error, ErrorKind, Result};
 use crate::jsontext::*;
 pub use crate::ops::Profile;
@@ -57,21 +58,40 @@ pub fn tools(profile: Profile) -> Vec<Tool> {
         .collect()
 }
 
+/// Finds the caller of a request in its extensions (MCP over HTTP: the device its token maps
+/// to, put there by the HTTP guard).
+pub type CallerOf = fn(&rmcp::model::Extensions) -> Option<Caller>;
+
 /// The MCP server.
 pub struct Server {
     memdir: Arc<Memdir>,
     profile: Profile,
+    /// Who calls: over stdio, the configured device.
+    caller: Caller,
+    /// Over HTTP, each request's caller; a request without one is refused.
+    caller_of: Option<CallerOf>,
 }
 
 impl Server {
-    /// A server over `memdir`.
-    pub fn new(memdir: Memdir, profile: Profile) -> Server {
-        Server::shared(Arc::new(memdir), profile)
+    /// A server over `memdir` for one caller (stdio).
+    pub fn new(memdir: Memdir, profile: Profile, caller: Caller) -> Server {
+        Server {
+            memdir: Arc::new(memdir),
+            profile,
+            caller,
+            caller_of: None,
+        }
     }
 
-    /// A server over a store shared with other sessions (MCP over HTTP makes one per session).
-    pub fn shared(memdir: Arc<Memdir>, profile: Profile) -> Server {
-        Server { memdir, profile }
+    /// A server over a store shared with other sessions (MCP over HTTP makes one per session),
+    /// whose requests carry their caller.
+    pub fn shared(memdir: Arc<Memdir>, profile: Profile, caller_of: CallerOf) -> Server {
+        Server {
+            memdir,
+            profile,
+            caller: Caller::new(String::new(), None),
+            caller_of: Some(caller_of),
+        }
     }
 
     /// Whether `name` is a tool of `profile`.
@@ -121,8 +141,20 @@ impl ServerHandler for Server {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
+        let caller = match self.caller_of {
+            None => self.caller.clone(),
+            Some(of) => match of(&context.extensions) {
+                Some(c) => c,
+                None => {
+                    return Err(ErrorData::internal_error(
+                        "invariant: an HTTP request reached a tool without its caller",
+                        None,
+                    ));
+                }
+            },
+        };
         let name = request.name.to_string();
         let Some(op) = ops::find_tool(&name, self.profile) else {
             return Err(ErrorData::invalid_params(
@@ -135,7 +167,7 @@ impl ServerHandler for Server {
         if let Err(e) = self.memdir.ensure_started() {
             return Ok(tool_result(Err(e)).into());
         }
-        let out = tokio::task::spawn_blocking(move || ops::call(&memdir, op, a))
+        let out = tokio::task::spawn_blocking(move || ops::call(&memdir, &caller, op, a))
             .await
             .unwrap_or_else(|e| Err(Error::internal(format!("tool call panicked: {e}"))));
         Ok(tool_result(out).into())
@@ -383,7 +415,7 @@ impl Transport<RoleServer> for StdioTransport {
 }
 
 /// Serves MCP over stdio until the client closes stdin.
-pub fn serve_stdio(memdir: Memdir, profile: Profile) -> Result<()> {
+pub fn serve_stdio(memdir: Memdir, profile: Profile, caller: Caller) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -393,7 +425,7 @@ pub fn serve_stdio(memdir: Memdir, profile: Profile) -> Result<()> {
         // One parsed message waits at a time: a client cannot make the server buffer ahead.
         let (tx, incoming) = tokio::sync::mpsc::channel(1);
         tokio::spawn(read_stdin(tokio::io::stdin(), out.clone(), tx));
-        let server = Server::new(memdir, profile);
+        let server = Server::new(memdir, profile, caller);
         let running = match server.serve(StdioTransport { incoming, out }).await {
             Ok(r) => r,
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),

@@ -18,6 +18,7 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
+use crate::acl::{Caller, Guarded, Need, Visible};
 use crate::api::*;
 use crate::error::{Error, Result};
 use crate::service::Memdir;
@@ -108,8 +109,8 @@ pub struct Op {
     pub request_name: fn() -> String,
     /// The response's type name.
     pub response_name: fn() -> String,
-    /// Runs the operation: JSON arguments in, JSON result out.
-    pub run: fn(&Memdir, Value) -> Result<Value>,
+    /// Runs the operation for a caller: JSON arguments in, JSON result out.
+    pub run: fn(&Memdir, &Caller, Value) -> Result<Value>,
 }
 
 /// Deserializes arguments into a typed request; errors name the offending field.
@@ -124,6 +125,9 @@ fn to_json<T: serde::Serialize>(v: T) -> Result<Value> {
 
 macro_rules! typed {
     ($req:ty, $resp:ty, |$m:ident, $r:ident| $body:expr) => {
+        typed!($req, $resp, |$m, $r, _caller| $body)
+    };
+    ($req:ty, $resp:ty, |$m:ident, $r:ident, $c:ident| $body:expr) => {
         (
             (|g: &mut SchemaGenerator| g.subschema_for::<$req>())
                 as fn(&mut SchemaGenerator) -> Schema,
@@ -131,12 +135,32 @@ macro_rules! typed {
                 as fn(&mut SchemaGenerator) -> Schema,
             (|| <$req as JsonSchema>::schema_name().into_owned()) as fn() -> String,
             (|| <$resp as JsonSchema>::schema_name().into_owned()) as fn() -> String,
-            (|$m: &Memdir, args: Value| -> Result<Value> {
+            (|$m: &Memdir, $c: &Caller, args: Value| -> Result<Value> {
                 let $r: $req = from_args(args)?;
-                to_json::<$resp>($body?)
-            }) as fn(&Memdir, Value) -> Result<Value>,
+                // Access control, before anything runs: the one place it is evaluated.
+                $c.admit(&Guarded::need(&$r), &|| category_names($m))?;
+                let mut out: $resp = $body?;
+                Visible::hide(&mut out, $c);
+                to_json::<$resp>(out)
+            }) as fn(&Memdir, &Caller, Value) -> Result<Value>,
         )
     };
+}
+
+/// Every category of the store, by name.
+fn category_names(m: &Memdir) -> Result<Vec<String>> {
+    Ok(m.list()?.categories.into_iter().map(|c| c.name).collect())
+}
+
+/// The categories `c` may not read (none unless its reads are restricted).
+fn hidden(m: &Memdir, c: &Caller) -> Result<Vec<String>> {
+    if !c.restricts_reads() {
+        return Ok(Vec::new());
+    }
+    Ok(category_names(m)?
+        .into_iter()
+        .filter(|n| !c.can_read(n))
+        .collect())
 }
 
 macro_rules! op {
@@ -231,7 +255,7 @@ fn build() -> Vec<Op> {
             rest: post("/search", "search", &["sessions", "categories"], &[400, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("keyword", json!({"query": "connection pool timeout", "limit": 5}))],
-            typed: typed!(SearchRequest, SearchResponse, |m, r| m.search(&r)),
+            typed: typed!(SearchRequest, SearchResponse, |m, r, c| m.search_hiding(&r, hidden(m, c)?)),
         },
         op! {
             name: "fetch",
@@ -355,7 +379,10 @@ fn build() -> Vec<Op> {
             rest: get("/status", "status", &["meta"], &[500, 503]),
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(Empty, StatusResponse, |m, _r| m.status()),
+            typed: typed!(Empty, StatusResponse, |m, _r, c| m.status().map(|mut s| {
+                s.access = Some(c.describe());
+                s
+            })),
         },
         op! {
             name: "search_semantic",
@@ -366,7 +393,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (true, false, true),
             examples: || vec![("example", json!({"query": "what editor do I use", "limit": 3}))],
-            typed: typed!(SemanticSearchRequest, SearchResponse, |m, r| m.search_semantic(&r)),
+            typed: typed!(SemanticSearchRequest, SearchResponse, |m, r, c| m.search_semantic(&r, hidden(m, c)?)),
         },
         op! {
             name: "context",
@@ -421,7 +448,10 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(Empty, DoctorResponse, |m, _r| m.doctor()),
+            typed: typed!(Empty, DoctorResponse, |m, _r, c| {
+                c.admit(&Need::ReadAll, &|| category_names(m))?;
+                m.doctor()
+            }),
         },
         op! {
             name: "verify_store",
@@ -432,7 +462,10 @@ fn build() -> Vec<Op> {
             rest: get("/api/v1/verify", "verifyStore", &["meta"], &[500, 503]),
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(Empty, VerifyResponse, |m, _r| m.verify()),
+            typed: typed!(Empty, VerifyResponse, |m, _r, c| {
+                c.admit(&Need::ReadAll, &|| category_names(m))?;
+                m.verify()
+            }),
         },
         op! {
             name: "reindex",
@@ -472,8 +505,9 @@ pub fn find_tool(tool: &str, profile: Profile) -> Option<&'static Op> {
     })
 }
 
-/// Runs `op` with JSON arguments (`null` or absent means none).
-pub fn call(memdir: &Memdir, op: &Op, args: Value) -> Result<Value> {
+/// Runs `op` for `caller` with JSON arguments (`null` or absent means none): access control
+/// first, then the operation, with the caller's device as the actor of its writes.
+pub fn call(memdir: &Memdir, caller: &Caller, op: &Op, args: Value) -> Result<Value> {
     let args = if args.is_null() {
         Value::Object(Map::new())
     } else {
@@ -488,7 +522,7 @@ pub fn call(memdir: &Memdir, op: &Op, args: Value) -> Result<Value> {
             ),
         ));
     }
-    (op.run)(memdir, args)
+    crate::service::as_actor(&caller.device, || (op.run)(memdir, caller, args))
 }
 
 /// Settings for tool input schemas: everything inline.

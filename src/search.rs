@@ -87,6 +87,8 @@ pub struct Filters {
     pub since: Option<i64>,
     /// Inclusive upper bound, ms since the epoch.
     pub until: Option<i64>,
+    /// Categories left out (those the caller may not read).
+    pub hidden_categories: Vec<String>,
 }
 
 impl Filters {
@@ -249,6 +251,17 @@ fn filter_clauses(
             .map(|v| Bound::Included(Term::from_field_i64(ts, v)))
             .unwrap_or(Bound::Unbounded);
         push(Box::new(RangeQuery::new(lo, hi)));
+    }
+    if let Some(field) = category {
+        for c in &f.hidden_categories {
+            out.push((
+                Occur::MustNot,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(field, c),
+                    IndexRecordOption::Basic,
+                )),
+            ));
+        }
     }
     out
 }

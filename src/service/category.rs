@@ -193,7 +193,7 @@ impl Memdir {
                 });
             }
             let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
-            let c = self.commit_version(inner, lock, &name, &st, op, self.actor(), reason.clone(), Some(new_content), true)?;
+            let c = self.commit_version(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), true)?;
             Ok(WriteResponse {
                 category: name.to_string(),
                 unchanged: false,
@@ -256,7 +256,7 @@ impl Memdir {
                 &name,
                 &st,
                 VersionOp::Delete,
-                self.actor(),
+                &self.actor(),
                 reason.clone(),
                 None,
                 true,

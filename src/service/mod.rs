@@ -128,6 +128,26 @@ pub struct Settings {
     pub log_max_entries: u64,
 }
 
+thread_local! {
+    /// The device a call on this thread acts for, when it is not this device (an HTTP caller).
+    static CALL_ACTOR: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `device` as the actor of every write it makes on this thread: a server
+/// answers many devices from one store, and each write names the device that asked for it.
+pub fn as_actor<R>(device: &str, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<String>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            CALL_ACTOR.with(|a| *a.borrow_mut() = prev);
+        }
+    }
+    let prev = CALL_ACTOR.with(|a| a.borrow_mut().replace(device.to_string()));
+    let _reset = Reset(prev);
+    f()
+}
+
 /// The default scan interval.
 pub const DEFAULT_SCAN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -256,9 +276,12 @@ impl Memdir {
         &self.layout
     }
 
-    /// The actor recorded on writes: this device's name.
-    pub fn actor(&self) -> &str {
-        &self.settings.device
+    /// The actor recorded on writes: the device of the call in progress on this thread (see
+    /// [`as_actor`]), else this device's name.
+    pub fn actor(&self) -> String {
+        CALL_ACTOR
+            .with(|a| a.borrow().clone())
+            .unwrap_or_else(|| self.settings.device.clone())
     }
 
     /// The settings this store was opened with.
@@ -519,9 +542,9 @@ impl Memdir {
         {
             return Ok(id.to_string());
         }
-        let id = mint_replica_id(self.actor(), &fingerprint);
+        let id = mint_replica_id(&self.settings.device, &fingerprint);
         let body = store::codec::to_pretty(
-            &json!({"id": id, "fingerprint": fingerprint, "actor": self.actor()}),
+            &json!({"id": id, "fingerprint": fingerprint, "actor": self.settings.device}),
         );
         let tmp = path.with_extension("tmp");
         txn::write_synced(&tmp, &body)?;

@@ -59,6 +59,7 @@ impl Plan for SearchRequest {
                 kind: nonempty(&self.kind).map(|k| Kind::parse(&k)).transpose()?,
                 since: time("since", &self.since)?,
                 until,
+                hidden_categories: Vec::new(),
             },
             context,
             max_chars: if self.full {
@@ -92,7 +93,18 @@ impl Memdir {
 
     /// Searches session chunks and categories.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
-        let plan = req.plan()?;
+        self.search_hiding(req, Vec::new())
+    }
+
+    /// Searches, leaving out the categories named in `hidden` (those a caller may not read):
+    /// they are filtered inside the query, so they take no place among the hits.
+    pub fn search_hiding(
+        &self,
+        req: &SearchRequest,
+        hidden: Vec<String>,
+    ) -> Result<SearchResponse> {
+        let mut plan = req.plan()?;
+        plan.filters.hidden_categories = hidden;
         let mode = plan.mode;
         if !self.layout().exists() || plan.query.trim().is_empty() {
             if plan.query.chars().count() > search::MAX_QUERY_CHARS {
@@ -138,11 +150,15 @@ impl Memdir {
 
     /// Searches by meaning. Until an embeddings provider is configured, BM25 answers, and the
     /// response says so (engine `keyword-fallback`).
-    pub fn search_semantic(&self, req: &SemanticSearchRequest) -> Result<SearchResponse> {
+    pub fn search_semantic(
+        &self,
+        req: &SemanticSearchRequest,
+        hidden: Vec<String>,
+    ) -> Result<SearchResponse> {
         let mut r = SearchRequest::new(&req.query);
         r.limit = req.limit;
         r.mode = Some("bm25".into());
-        let mut v = self.search(&r)?;
+        let mut v = self.search_hiding(&r, hidden)?;
         if v.engine != "empty" {
             v.engine = "keyword-fallback".into();
             v.note = Some(

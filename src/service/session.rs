@@ -472,7 +472,7 @@ impl Memdir {
                     &txid,
                     "ingest",
                     &format!("chunks:{}", chunks.len()),
-                    self.actor(),
+                    &self.actor(),
                     &at,
                 )?;
                 Ok(())

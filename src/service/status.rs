@@ -17,7 +17,7 @@ impl Memdir {
         Ok(crate::api::DoctorResponse {
             dir: self.layout.root.display().to_string(),
             dir_source: self.settings.dir_source.clone(),
-            actor: self.actor().to_string(),
+            actor: self.actor(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             status: self.status()?,
             checks: self.verify()?,
@@ -47,6 +47,7 @@ impl Memdir {
                 index: None,
                 read_only: self.read_only(),
                 notices: self.notices(),
+                access: None,
             });
         };
         self.scan(inner)?;
@@ -70,7 +71,7 @@ impl Memdir {
             dir_source: self.settings.dir_source.clone(),
             exists: true,
             replica: self.current_replica(),
-            actor: Some(self.actor().to_string()),
+            actor: Some(self.actor()),
             sessions: sessions.len(),
             chunks: segs.iter().map(|s| s.chunks).sum::<i64>(),
             categories: live.len(),
@@ -94,6 +95,7 @@ impl Memdir {
             index: Some(self.index_state(inner)?),
             read_only: self.read_only(),
             notices: self.notices(),
+            access: None,
         })
     }
 

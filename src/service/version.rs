@@ -383,7 +383,7 @@ impl Memdir {
                 &name,
                 &st,
                 VersionOp::Restore,
-                self.actor(),
+                &self.actor(),
                 reason,
                 Some(entry.content.clone()),
                 true,
@@ -455,7 +455,7 @@ impl Memdir {
                         &format!("compact-{}", removed.len()),
                         "compact",
                         &format!("category:{name}"),
-                        self.actor(),
+                        &self.actor(),
                         &clock::rfc3339(clock::now_ms()),
                     )?;
                 }

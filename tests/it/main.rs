@@ -2,6 +2,7 @@
 
 mod util;
 
+mod acl;
 mod architecture;
 mod cli;
 mod concurrency;
