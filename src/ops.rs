@@ -450,7 +450,10 @@ fn build() -> Vec<Op> {
             examples: no_examples,
             typed: typed!(Empty, DoctorResponse, |m, _r, c| {
                 c.admit(&Need::ReadAll, &|| category_names(m))?;
-                m.doctor()
+                m.doctor().map(|mut d| {
+                    d.status.access = Some(c.describe());
+                    d
+                })
             }),
         },
         op! {
