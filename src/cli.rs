@@ -4,7 +4,7 @@
 //! errors go to stderr as `{"error": {code, message, hints, ...}}` with the exit code of their
 //! kind.
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -60,39 +60,126 @@ pub struct Cli {
     /// else `device` in the config file, else the host name]
     #[arg(long, global = true, value_name = "NAME")]
     pub device: Option<String>,
+    /// Print JSON, as when stdout is not a terminal (same as --format json)
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Output: auto (for people on a terminal, JSON otherwise), human or json
+    #[arg(long, global = true, value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "human", "json"])]
+    pub format: String,
+    /// Colour in output for people: auto (on a terminal, unless NO_COLOR is set), always or
+    /// never
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "always", "never"])]
+    pub color: String,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How results and errors are printed: chosen once from `--format`, `--json`, `--color`,
+/// `NO_COLOR` and whether the streams are terminals.
+#[derive(Clone, Copy, Debug)]
+pub struct Printing {
+    /// Results for people (else JSON).
+    pub human: bool,
+    /// Errors for people (else JSON on stderr).
+    pub human_errors: bool,
+    pub color_out: bool,
+    pub color_err: bool,
+}
+
+impl Printing {
+    /// The choice for `cli` in this process's environment.
+    pub fn of(cli: &Cli) -> Printing {
+        Printing::decide(
+            if cli.json { "json" } else { &cli.format },
+            &cli.color,
+            std::io::stdout().is_terminal(),
+            std::io::stderr().is_terminal(),
+            config::process_env("NO_COLOR").is_some(),
+            config::process_env("TERM").as_deref() == Some("dumb"),
+        )
+    }
+
+    /// The choice for a format, a colour setting and the streams' kinds.
+    pub fn decide(
+        format: &str,
+        color: &str,
+        out_tty: bool,
+        err_tty: bool,
+        no_color: bool,
+        dumb: bool,
+    ) -> Printing {
+        let human = format == "human" || (format == "auto" && out_tty);
+        let human_errors = format == "human" || (format == "auto" && err_tty);
+        let colour = |tty: bool| match color {
+            "always" => true,
+            "never" => false,
+            _ => tty && !no_color && !dumb,
+        };
+        Printing {
+            human,
+            human_errors,
+            color_out: human && colour(out_tty),
+            color_err: human_errors && colour(err_tty),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Create the memory directory (with .gitignore and .gitattributes).
+    #[command(after_help = "Examples:\n  memdir init
+  memdir --dir ~/work-memory init")]
     Init,
     /// Counts, sizes and health of the store.
+    #[command(after_help = "Examples:\n  memdir status
+  memdir status --json | jq .chunks")]
     Status,
     /// Add chunks to a session: one from --text, --file or stdin, or many with --jsonl.
+    #[command(
+        after_help = "Examples:\n  memdir ingest --session-id demo --project web --text \"the pool timed out under load\"
+  git log -1 --format=%B | memdir ingest --session-id demo --file -
+  memdir ingest --jsonl chunks.jsonl"
+    )]
     Ingest(IngestArgs),
     /// Read a session's chunks, page by page.
+    #[command(after_help = "Examples:\n  memdir fetch demo
+  memdir fetch demo --position 20 --limit 20")]
     Fetch(api::FetchRequest),
     /// The session catalog: sessions active within --days (0: all), newest first.
+    #[command(after_help = "Examples:\n  memdir overview
+  memdir overview --days 0 --project web")]
     Overview(api::OverviewRequest),
     /// Read a category (or an old version of it).
+    #[command(after_help = "Examples:\n  memdir read base
+  memdir read base --fields name,editor
+  memdir read base --version 1")]
     Read(api::ReadRequest),
     /// Replace a category, or merge top-level keys into it (null deletes a key).
+    #[command(
+        after_help = "Examples:\n  memdir write base --data '{\"name\": \"Ada\"}' --reason \"first notes\"\n  memdir write base --merge --data '{\"editor\": \"helix\", \"shell\": null}' --expected-hash <hash>\n  memdir write projects --file projects.json"
+    )]
     Write {
+        /// The category to write (created if it does not exist)
         category: String,
         #[command(flatten)]
         input: DataArgs,
+        /// Merge the object's top-level keys into the category (null deletes a key) instead
+        /// of replacing it
         #[arg(long)]
         merge: bool,
         /// Write only if the category has this hash ("absent": only if it does not exist)
         #[arg(long)]
         expected_hash: Option<String>,
+        /// Why, kept in the version's history entry
         #[arg(long)]
         reason: Option<String>,
     },
     /// Append an entry to a log category (created on first append).
+    #[command(
+        after_help = "Examples:\n  memdir append journal --data '{\"event\": \"deployed v2\"}'\n  memdir append journal --data '{\"event\": \"x\"}' --max-entries 500 --max-age-days 30"
+    )]
     Append {
+        /// The log to append to (created on first append)
         category: String,
         #[command(flatten)]
         input: DataArgs,
@@ -102,37 +189,82 @@ pub enum Command {
         /// Drop entries older than this many days, counted from the newest entry
         #[arg(long, value_parser = api::num::parse_u64, allow_negative_numbers = true)]
         max_age_days: Option<u64>,
+        /// Why, kept in the version's history entry
         #[arg(long)]
         reason: Option<String>,
     },
     /// Every category with hash, version, size and last writer.
+    #[command(after_help = "Examples:\n  memdir list")]
     List,
     /// Delete a category's current file; history and a tombstone stay.
+    #[command(after_help = "Examples:\n  memdir delete scratch
+  memdir delete scratch --expected-hash <hash>")]
     Delete(api::DeleteRequest),
     /// Versions of a category, newest first (with --diff-from/--diff-to, also a diff).
+    #[command(after_help = "Examples:\n  memdir history base
+  memdir history base --limit 5 --diff-from 1 --diff-to 2")]
     History(api::HistoryRequest),
     /// Unified diff between two versions (default: the newest and its parent).
+    #[command(after_help = "Examples:\n  memdir diff base
+  memdir diff base --from 1 --to 3")]
     Diff(api::DiffRequest),
     /// Restore an old version as a new version.
+    #[command(after_help = "Examples:\n  memdir restore base --version 1
+  memdir restore base --version 1 --expected-hash <current hash>")]
     Restore(api::RestoreRequest),
     /// Trim history to the newest N versions per category (heads and tombstones stay).
-    Compact(api::CompactRequest),
+    #[command(
+        after_help = "Examples:\n  memdir compact journal --keep 20\n  memdir compact --keep 5 --yes      # every category; without --yes it asks on a terminal"
+    )]
+    Compact(CompactArgs),
     /// Read several categories at once (missing ones are listed, not errors).
+    #[command(after_help = "Examples:\n  memdir context base projects
+  memdir context base projects --fields name")]
     Context(api::ContextRequest),
     /// Whether a category changed since a hash: unchanged, changed (with data) or deleted.
+    #[command(after_help = "Examples:\n  memdir delta base --since-hash <hash you last saw>")]
     Delta(api::DeltaRequest),
     /// Check that files, history, ledger and index agree (read-only); exit 1 when not.
+    #[command(after_help = "Examples:\n  memdir verify-store
+  memdir verify-store --json > report.json")]
     VerifyStore,
     /// Search session chunks and categories (BM25, exact, or auto).
+    #[command(after_help = "Examples:\n  memdir search \"connection pool timeout\"
+  memdir search 'ECONNREFUSED 127.0.0.1:5432' --mode exact
+  memdir search deploy --project web --since 2026-11-01 --context 2")]
     Search(api::SearchRequest),
     /// Print the OpenAPI document of the REST API (schema/openapi.json is this output).
+    #[command(after_help = "Examples:\n  memdir openapi > openapi.json")]
     Openapi,
     /// Print the operation table: each operation's names on every surface, flags, CLI
     /// arguments and examples.
+    #[command(after_help = "Examples:\n  memdir ops")]
     Ops,
+    /// Print a shell completion script: bash, zsh, fish, powershell or elvish.
+    #[command(
+        after_help = "Examples:\n  memdir completions bash > ~/.local/share/bash-completion/completions/memdir\n  memdir completions zsh > \"${fpath[1]}/_memdir\"\n  memdir completions fish > ~/.config/fish/completions/memdir.fish"
+    )]
+    Completions {
+        /// The shell
+        #[arg(value_parser = ["bash", "zsh", "fish", "powershell", "elvish"])]
+        shell: String,
+    },
+    /// Print the man page (roff), or write one page per command into a directory.
+    #[command(
+        after_help = "Examples:\n  memdir man | man -l -\n  memdir man --out ~/.local/share/man/man1"
+    )]
+    Man {
+        /// Write memdir.1 and memdir-COMMAND.1 into this directory instead of printing
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Rebuild the search index from the files; prints the index fingerprint.
+    #[command(after_help = "Examples:\n  memdir reindex")]
     Reindex,
     /// Serve MCP over stdio (what MCP clients launch).
+    #[command(
+        after_help = "Examples:\n  memdir serve                                   # MCP over stdio, for MCP clients\n  memdir serve --transport http --port 8787      # REST on loopback\n  MEMDIR_HTTP_TOKEN=$(head -c 24 /dev/urandom | base64) memdir serve --transport mcp-http --host 0.0.0.0"
+    )]
     Serve {
         /// stdio (default), http (REST) or mcp-http (MCP streamable HTTP at /mcp)
         #[arg(long, default_value = "stdio")]
@@ -160,6 +292,9 @@ pub enum Command {
     /// The configuration: `config show` prints it with the source of every value, `config
     /// init` writes a commented example file, `config --client NAME` prints the snippet or
     /// command that registers memdir with an MCP client.
+    #[command(
+        after_help = "Examples:\n  memdir config show\n  memdir config init\n  memdir config --client claude --setup --dry-run\n  memdir config --client cursor --dir ~/work-memory"
+    )]
     Config(ConfigArgs),
 }
 
@@ -220,6 +355,16 @@ pub struct IngestArgs {
     /// A JSONL file ("-" for stdin) of chunk objects {session_id, content, project, metadata, ts}
     #[arg(long, value_name = "FILE")]
     jsonl: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    req: api::CompactRequest,
+    /// Compact every category without asking (needed without a category when stdin is not
+    /// a terminal)
+    #[arg(long, short = 'y')]
+    yes: bool,
 }
 
 #[derive(Args, Debug)]
@@ -455,8 +600,141 @@ fn call<T: serde::Serialize>(m: &Ctx, name: &str, req: &T) -> Result<Value> {
 /// What a command prints on stdout.
 pub enum Output {
     Json(Value),
+    /// The result of an operation of the table (by name): JSON, or text for people.
+    Op(&'static str, Value),
     Text(String),
     Nothing,
+}
+
+impl Output {
+    /// The text to print on stdout.
+    pub fn text(self, p: Printing) -> String {
+        let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
+        match self {
+            Output::Op(op, v) if p.human => {
+                crate::human::render(op, &v, crate::human::Style { color: p.color_out })
+            }
+            Output::Op(_, v) | Output::Json(v) => pretty(&v),
+            Output::Text(t) => t,
+            Output::Nothing => String::new(),
+        }
+    }
+}
+
+/// The completion script for `shell`, from the same definitions as the parser.
+fn completions(shell: &str) -> Result<String> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let sh = match shell {
+        "bash" => Shell::Bash,
+        "zsh" => Shell::Zsh,
+        "fish" => Shell::Fish,
+        "powershell" => Shell::PowerShell,
+        "elvish" => Shell::Elvish,
+        other => {
+            return Err(Error::invalid(
+                "shell",
+                format!("no completions for {other:?}"),
+            ));
+        }
+    };
+    let mut buf = Vec::new();
+    clap_complete::generate(sh, &mut Cli::command(), "memdir", &mut buf);
+    String::from_utf8(buf).map_err(|e| Error::internal(format!("completions: {e}")))
+}
+
+/// The man page of `cmd` in roff.
+fn man_page(cmd: clap::Command) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(cmd)
+        .source(format!("memdir {}", env!("CARGO_PKG_VERSION")))
+        .render(&mut buf)
+        .map_err(|e| Error::internal(format!("man page: {e}")))?;
+    Ok(buf)
+}
+
+/// `memdir man`: the page on stdout, or every command's page written into a directory.
+fn man(out: Option<&std::path::Path>) -> Result<(Output, i32)> {
+    use clap::CommandFactory;
+    let root = Cli::command();
+    let Some(dir) = out else {
+        let page = String::from_utf8(man_page(root)?)
+            .map_err(|e| Error::internal(format!("man page: {e}")))?;
+        return Ok((Output::Text(page), 0));
+    };
+    std::fs::create_dir_all(dir).map_err(|e| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!("cannot create {}: {e}", dir.display()),
+        )
+    })?;
+    let mut written = Vec::new();
+    let mut pages = vec![("memdir.1".to_string(), root.clone())];
+    for sub in root.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("memdir-{}", sub.get_name());
+        pages.push((format!("{name}.1"), sub.clone().name(name.clone())));
+    }
+    for (file, cmd) in pages {
+        let path = dir.join(&file);
+        std::fs::write(&path, man_page(cmd)?).map_err(|e| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?;
+        written.push(path.display().to_string());
+    }
+    Ok((Output::Json(json!({ "written": written })), 0))
+}
+
+/// Asks a person on a terminal to confirm `question` (y/N); without a terminal, refuses with
+/// the hint to pass --yes. `what` says what would happen.
+fn confirm(question: &str, what: &str) -> Result<()> {
+    let refuse = |why: &str| {
+        Error::invalid("yes", format!("{what}; {why}, so nothing was done"))
+            .hint("pass --yes to do it anyway, or name one target")
+    };
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(refuse(
+            "it needs --yes when no one is at a terminal to confirm",
+        ));
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| Error::new(ErrorKind::Unavailable, format!("reading the answer: {e}")))?;
+    match answer.trim().to_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err(refuse("it was not confirmed")),
+    }
+}
+
+/// The operation of the table a command runs, if it runs one.
+fn op_of(c: &Command) -> Option<&'static str> {
+    Some(match c {
+        Command::Init => "init",
+        Command::Status => "status",
+        Command::Ingest(_) => "ingest",
+        Command::Fetch(_) => "fetch",
+        Command::Overview(_) => "overview",
+        Command::Read(_) => "read",
+        Command::Write { .. } => "write",
+        Command::Append { .. } => "append",
+        Command::List => "list",
+        Command::Delete(_) => "delete",
+        Command::History(_) => "history",
+        Command::Diff(_) => "diff",
+        Command::Restore(_) => "restore",
+        Command::Compact(_) => "compact",
+        Command::Context(_) => "context",
+        Command::Delta(_) => "delta",
+        Command::VerifyStore => "verify_store",
+        Command::Search(_) => "search",
+        Command::Reindex => "reindex",
+        _ => return None,
+    })
 }
 
 /// `config --client`: the registration snippet, or its command run or printed.
@@ -677,10 +955,25 @@ pub fn parse() -> std::result::Result<Cli, i32> {
             let why = std::error::Error::source(&e)
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| e.kind().to_string());
-            Err(report_error(&Error::invalid(
-                &field,
-                format!("invalid value {value:?} for {arg}: {why}"),
-            )))
+            // The command line did not parse: its own --json/--format are read from the words.
+            let words: Vec<String> = std::env::args().collect();
+            let json = words.iter().enumerate().any(|(i, w)| {
+                w == "--json"
+                    || w == "--format=json"
+                    || (w == "--format" && words.get(i + 1).is_some_and(|x| x == "json"))
+            });
+            let printing = Printing::decide(
+                if json { "json" } else { "auto" },
+                "auto",
+                false,
+                std::io::stderr().is_terminal(),
+                config::process_env("NO_COLOR").is_some(),
+                config::process_env("TERM").as_deref() == Some("dumb"),
+            );
+            Err(report_error(
+                &Error::invalid(&field, format!("invalid value {value:?} for {arg}: {why}")),
+                printing,
+            ))
         }
         Err(e) => e.exit(),
     }
@@ -725,6 +1018,12 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     if let Command::Ops = cli.command {
         return Ok((Output::Json(ops_table()), 0));
     }
+    if let Command::Completions { shell } = &cli.command {
+        return Ok((Output::Text(completions(shell)?), 0));
+    }
+    if let Command::Man { out } = &cli.command {
+        return man(out.as_deref());
+    }
     let dir = cfg.dir()?;
     let settings = cfg.settings()?;
     if let Command::Serve {
@@ -750,13 +1049,14 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         };
         let report = call(&ctx, "verify_store", &api::Empty {})?;
         let code = if report["ok"] == json!(true) { 0 } else { 1 };
-        return Ok((Output::Json(report), code));
+        return Ok((Output::Op("verify_store", report), code));
     }
     let m = Memdir::open_with(dir.value.clone(), settings)?;
     let ctx = Ctx {
         memdir: &m,
         caller: cfg.caller(),
     };
+    let op = op_of(&cli.command);
     let out = run_command(&ctx, cli.command);
     let notices = m.notices();
     match out {
@@ -766,7 +1066,13 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             for n in &notices {
                 eprintln!("memdir: {n}");
             }
-            Ok((Output::Json(out), 0))
+            Ok((
+                match op {
+                    Some(op) => Output::Op(op, out),
+                    None => Output::Json(out),
+                },
+                0,
+            ))
         }
         Err(e) if !notices.is_empty() => Err(e.detail("notices", json!(notices))),
         Err(e) => Err(e),
@@ -833,13 +1139,26 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::History(r) => call(m, "history", &r)?,
         Command::Diff(r) => call(m, "diff", &r)?,
         Command::Restore(r) => call(m, "restore", &r)?,
-        Command::Compact(r) => call(m, "compact", &r)?,
+        Command::Compact(CompactArgs { req, yes }) => {
+            if req.category.is_none() && !yes {
+                confirm(
+                    &format!(
+                        "Trim the history of every category to its newest {} versions?",
+                        req.keep_versions
+                    ),
+                    "compact with no category trims every category's history",
+                )?;
+            }
+            call(m, "compact", &req)?
+        }
         Command::Context(r) => call(m, "context", &r)?,
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
         Command::VerifyStore
         | Command::Openapi
         | Command::Ops
+        | Command::Completions { .. }
+        | Command::Man { .. }
         | Command::Serve { .. }
         | Command::Config(_) => {
             return Err(Error::internal(
@@ -847,23 +1166,11 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
             ));
         }
         Command::Reindex => {
-            let tty = std::io::stderr().is_terminal();
-            let bar = |done: u64, total: u64| {
-                if tty && total > 0 {
-                    let pct = (done * 100 / total).min(100);
-                    let filled = (pct / 4) as usize;
-                    eprint!(
-                        "\rreindex [{}{}] {pct:3}%",
-                        "#".repeat(filled),
-                        " ".repeat(25 - filled)
-                    );
-                }
-            };
+            let progress = crate::progress::Progress::new("reindex");
+            let bar = |done: u64, total: u64| progress.update(done, total);
             // The one direct engine call of a surface: the progress bar needs a callback.
             let out = m.reindex(Some(&bar));
-            if tty {
-                eprintln!();
-            }
+            progress.finish();
             serde_json::to_value(out?)
                 .map_err(|e| Error::internal(format!("reindex result: {e}")))?
         }
@@ -871,20 +1178,120 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
     Ok(out)
 }
 
-/// Prints an error as JSON on stderr and returns its exit code.
-pub fn report_error(e: &Error) -> i32 {
+/// Prints an error on stderr (JSON, or one line and its hints for people) and returns its
+/// exit code.
+pub fn report_error(e: &Error, p: Printing) -> i32 {
     let e = &crate::ops::for_surface(e.clone(), crate::ops::Surface::Cli);
-    eprintln!(
-        "{}",
-        serde_json::to_string_pretty(&json!({"error": e.to_json()}))
-            .unwrap_or_else(|_| e.message.clone())
-    );
+    if p.human_errors {
+        let notices: Vec<String> = e
+            .details
+            .get("notices")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|n| n.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut hints = e.hints.clone();
+        hints.extend(notices.into_iter().map(|n| format!("repaired: {n}")));
+        eprint!(
+            "{}",
+            crate::human::error(
+                e.kind.code(),
+                &e.message,
+                &hints,
+                crate::human::Style { color: p.color_err }
+            )
+        );
+    } else {
+        eprintln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"error": e.to_json()}))
+                .unwrap_or_else(|_| e.message.clone())
+        );
+    }
     e.kind.exit_code()
+}
+
+/// The whole command line: parse, run, print. Returns the exit code.
+pub fn main() -> i32 {
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    let printing = Printing::of(&cli);
+    match run(cli) {
+        Ok((out, code)) => {
+            let text = out.text(printing);
+            // A reader that went away (`| head`) is not an error worth a panic.
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout
+                .write_all(text.as_bytes())
+                .and_then(|_| stdout.flush());
+            code
+        }
+        Err(e) => report_error(&e, printing),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every option and argument of every command, with no help text.
+    fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            if a.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            let p = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() {
+                out.push(format!("{p}: no description"));
+            }
+            undocumented(sub, &p, out);
+        }
+    }
+
+    #[test]
+    fn every_option_has_help_and_every_command_an_example() {
+        use clap::CommandFactory;
+        let root = Cli::command();
+        let mut missing = Vec::new();
+        undocumented(&root, "memdir", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "without help text:\n{}",
+            missing.join("\n")
+        );
+        let mut no_example = Vec::new();
+        for sub in root.get_subcommands() {
+            let name = sub.get_name();
+            if name == "help" {
+                continue;
+            }
+            let after = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            if !after.contains(&format!("memdir {name}")) {
+                no_example.push(name.to_string());
+            }
+        }
+        assert!(
+            no_example.is_empty(),
+            "commands without an example: {no_example:?}"
+        );
+    }
 
     #[test]
     fn oversized_integers_are_found_outside_strings() {

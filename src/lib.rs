@@ -24,6 +24,7 @@ pub mod config;
 pub mod error;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod human;
 pub mod index;
 pub mod jsontext;
 pub mod ledger;
@@ -31,6 +32,7 @@ pub mod mcp;
 pub mod model;
 pub mod openapi;
 pub mod ops;
+pub mod progress;
 pub mod search;
 pub mod service;
 pub mod store;

@@ -85,7 +85,7 @@ fn a_denied_operation_is_forbidden_names_the_rule_and_changes_no_byte() {
             vec!["restore", "notes_trip", "--version", "1"],
             "acl.rules.delete",
         ),
-        ("phone", vec!["compact"], "acl.rules.delete"),
+        ("phone", vec!["compact", "--yes"], "acl.rules.delete"),
         ("phone", vec!["read", "secret_plans"], "acl.rules.read"),
         ("phone", vec!["history", "secret_plans"], "acl.rules.read"),
         ("phone", vec!["diff", "secret_plans"], "acl.rules.read"),
@@ -121,7 +121,7 @@ fn a_denied_operation_is_forbidden_names_the_rule_and_changes_no_byte() {
         // Delete rights do not reach a category the device may not write, and compacting
         // everything needs every category.
         ("cleaner", vec!["delete", "base"], "acl.admin_devices"),
-        ("cleaner", vec!["compact"], "acl.admin_devices"),
+        ("cleaner", vec!["compact", "--yes"], "acl.admin_devices"),
     ] {
         as_device(&mut env, device);
         let e = env.fail(&args, 12);
@@ -170,7 +170,7 @@ fn what_a_rule_or_registration_grants_is_allowed_and_names_the_device() {
     env.ok(&["delete", "scratch_a"]);
     as_device(&mut env, "laptop");
     env.ok(&["write", "base", "--data", "{\"x\":2}"]);
-    env.ok(&["compact", "--keep", "3"]);
+    env.ok(&["compact", "--keep", "3", "--yes"]);
 }
 
 #[test]

@@ -323,7 +323,7 @@ const EVERY_COMMAND: &[&[&str]] = &[
     &["history", "base"],
     &["diff", "base"],
     &["restore", "base", "--version", "1"],
-    &["compact", "--keep", "1"],
+    &["compact", "--keep", "1", "--yes"],
     &["context", "base"],
     &["delta", "base", "--since-hash", "absent"],
     &["verify-store"],

@@ -86,6 +86,8 @@ def cli_argv(op: dict, args: dict) -> tuple[list[str], bytes]:
             argv += ["--metadata", json.dumps(args.pop("metadata"))]
     if op["name"] in ("write", "append"):
         argv += ["--data", json.dumps(args.pop("data"))]
+    if op["name"] == "compact" and "category" not in args:
+        argv.append("--yes")  # every category: the CLI asks first, or needs --yes
     for name in cli["positional"]:
         if name in args:
             value = args.pop(name)

@@ -255,7 +255,7 @@ fn compact_keeps_the_newest_versions_the_head_and_tombstones() {
     assert_eq!(read["meta"]["version"], 8);
     env.assert_clean();
     // Compacting everything, keeping one: the head stays.
-    let r = env.ok(&["compact", "--keep", "1"]);
+    let r = env.ok(&["compact", "--keep", "1", "--yes"]);
     assert_eq!(r["removed"], 3);
     assert_eq!(history_files(&env, "d").len(), 1);
     assert_eq!(env.ok(&["history", "d"])["versions"][0]["version"], 3);

@@ -349,7 +349,7 @@ fn limits_out_of_range_exit_3() {
         vec!["overview", "--limit", "1001"],
         vec!["history", "base", "--limit", "0"],
         vec!["history", "base", "--limit", "1001"],
-        vec!["compact", "--keep", "0"],
+        vec!["compact", "--keep", "0", "--yes"],
     ] {
         let e = env.fail(&args, 3);
         assert_eq!(e["code"], "invalid", "{args:?}");

@@ -7,6 +7,7 @@ mod cas;
 mod categories;
 mod corrupt;
 mod history;
+mod human;
 mod ingest;
 mod logs;
 mod names;

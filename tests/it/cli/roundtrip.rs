@@ -77,7 +77,7 @@ fn reads_on_a_store_that_does_not_exist_answer_empty_and_create_nothing() {
     env.fail(&["diff", "base"], 4);
     env.fail(&["delete", "base"], 4);
     env.fail(&["restore", "base", "--version", "1"], 4);
-    let c = env.ok(&["compact"]);
+    let c = env.ok(&["compact", "--yes"]);
     assert_eq!(c["removed"], 0);
     let v = env.ok(&["verify-store"]);
     assert_eq!(v["ok"], true);

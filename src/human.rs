@@ -1,0 +1,763 @@
+//! Output for people: what the CLI prints on a terminal instead of JSON.
+//!
+//! Each operation's JSON result becomes a compact text: search hits as a list with the
+//! matching words highlighted and context lines dimmed, catalogs and lists as aligned tables,
+//! diffs as coloured unified diffs, status as a short summary, writes as one line. An
+//! operation without a renderer of its own prints its JSON, indented. Colour is ANSI, on or
+//! off as the caller decides (`--color`, `NO_COLOR`, whether the stream is a terminal).
+//!
+//! This module turns values into strings; it reads nothing and prints nothing.
+
+use serde_json::Value;
+
+/// ANSI styles, or none.
+#[derive(Clone, Copy, Debug)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.color && !s.is_empty() {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    pub fn bold(&self, s: &str) -> String {
+        self.paint("1", s)
+    }
+    pub fn dim(&self, s: &str) -> String {
+        self.paint("2", s)
+    }
+    pub fn red(&self, s: &str) -> String {
+        self.paint("31", s)
+    }
+    pub fn green(&self, s: &str) -> String {
+        self.paint("32", s)
+    }
+    pub fn yellow(&self, s: &str) -> String {
+        self.paint("33", s)
+    }
+    pub fn cyan(&self, s: &str) -> String {
+        self.paint("36", s)
+    }
+    /// A matching word.
+    fn mark(&self, s: &str) -> String {
+        if self.color {
+            self.paint("1;33", s)
+        } else {
+            format!("[{s}]")
+        }
+    }
+}
+
+fn s<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn n(v: &Value, key: &str) -> String {
+    match v.get(key) {
+        Some(Value::Number(x)) => x.to_string(),
+        Some(Value::String(x)) => x.clone(),
+        _ => String::new(),
+    }
+}
+
+/// `2026-11-30T12:45:53.200Z` as `2026-11-30 12:45`.
+fn when(ts: &str) -> String {
+    if ts.len() >= 16 && ts.as_bytes().get(10) == Some(&b'T') {
+        format!("{} {}", &ts[..10], &ts[11..16])
+    } else {
+        ts.to_string()
+    }
+}
+
+fn short_hash(h: &str) -> &str {
+    &h[..h.len().min(12)]
+}
+
+/// Text on one line: runs of whitespace become one space.
+fn one_line(t: &str) -> String {
+    t.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Cuts `t` to `max` characters, with an ellipsis.
+fn cut(t: &str, max: usize) -> String {
+    if t.chars().count() <= max {
+        t.to_string()
+    } else {
+        let mut c: String = t.chars().take(max.saturating_sub(1)).collect();
+        c.push('…');
+        c
+    }
+}
+
+/// The words of a query worth highlighting, lowercase.
+fn query_terms(q: &str) -> Vec<String> {
+    q.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 2)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Whether `word` matches a query term: the same word, or one a stemmer would fold into it
+/// (`timeouts` for `timeout`).
+fn matches_term(word: &str, terms: &[String]) -> bool {
+    let w = word.to_lowercase();
+    terms.iter().any(|t| {
+        w == *t
+            || (t.chars().count() >= 3 && w.starts_with(t.as_str()) && w.len() <= t.len() + 3)
+            || (w.chars().count() >= 4 && t.starts_with(w.as_str()) && t.len() <= w.len() + 3)
+    })
+}
+
+/// `text` with the words matching `terms` highlighted.
+pub fn highlight(text: &str, terms: &[String], st: Style) -> String {
+    if terms.is_empty() {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if !word.is_empty() {
+            if matches_term(word, terms) {
+                out.push_str(&st.mark(word));
+            } else {
+                out.push_str(word);
+            }
+            word.clear();
+        }
+    };
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// Rows as columns aligned on their widths (in characters); the header bold.
+pub fn table(header: &[&str], rows: &[Vec<String>], st: Style) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        let last = cells.len().saturating_sub(1);
+        let mut l = String::new();
+        for (i, c) in cells.into_iter().enumerate() {
+            let pad = widths[i].saturating_sub(c.chars().count());
+            l.push_str(&c);
+            if i < last {
+                l.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        l.trim_end().to_string()
+    };
+    let mut out = st.bold(&line(header.iter().map(|h| h.to_string()).collect()));
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(r.clone()));
+        out.push('\n');
+    }
+    out
+}
+
+/// A unified diff with removed lines red, added lines green and hunk heads cyan.
+pub fn diff(text: &str, st: Style) -> String {
+    let mut out = String::new();
+    for l in text.lines() {
+        let painted = if l.starts_with("+++") || l.starts_with("---") {
+            st.bold(l)
+        } else if l.starts_with('+') {
+            st.green(l)
+        } else if l.starts_with('-') {
+            st.red(l)
+        } else if l.starts_with("@@") {
+            st.cyan(l)
+        } else {
+            l.to_string()
+        };
+        out.push_str(&painted);
+        out.push('\n');
+    }
+    out
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default() + "\n"
+}
+
+/// The text of operation `op`'s result `v`.
+pub fn render(op: &str, v: &Value, st: Style) -> String {
+    match op {
+        "search" | "search_semantic" => search(v, st),
+        "overview" => overview(v, st),
+        "fetch" => fetch(v, st),
+        "list" => list(v, st),
+        "history" => history(v, st),
+        "diff" => diff(s(v, "diff"), st),
+        "status" => status(v, st),
+        "read" => read(v, st),
+        "write" | "append" | "delete" | "restore" => written(op, v, st),
+        "ingest" => ingested(v, st),
+        "compact" => compacted(v, st),
+        "reindex" => reindexed(v, st),
+        "verify_store" => verified(v, st),
+        "context" => context(v, st),
+        "delta" => delta(v, st),
+        "init" => format!(
+            "{} {}\n",
+            if v["created"] == Value::Bool(true) {
+                "created"
+            } else {
+                "already there:"
+            },
+            s(v, "dir")
+        ),
+        _ => pretty(v),
+    }
+}
+
+fn search(v: &Value, st: Style) -> String {
+    let hits = v["results"].as_array().cloned().unwrap_or_default();
+    let terms = query_terms(s(v, "query"));
+    let mut out = String::new();
+    if hits.is_empty() {
+        out.push_str(&format!("no hits for {:?}", s(v, "query")));
+        out.push_str(&st.dim(&format!(" ({})", s(v, "engine"))));
+        out.push('\n');
+    }
+    for (i, h) in hits.iter().enumerate() {
+        let score = h["score"]
+            .as_f64()
+            .map(|x| format!("{x:.2}"))
+            .unwrap_or_default();
+        if s(h, "kind") == "category" {
+            let head = format!(
+                "{:>2}. {} {}",
+                i + 1,
+                st.bold(s(h, "category")),
+                st.dim(&format!(
+                    "{} · {} · score {score}",
+                    s(h, "key_path"),
+                    when(s(h, "updated_at"))
+                ))
+            );
+            out.push_str(&head);
+            out.push('\n');
+            out.push_str(&format!(
+                "    {}\n",
+                highlight(&one_line(s(h, "content")), &terms, st)
+            ));
+            continue;
+        }
+        let project = s(h, "project");
+        let head = format!(
+            "{:>2}. {} {}",
+            i + 1,
+            st.bold(&format!("{}#{}", s(h, "session_id"), n(h, "position"))),
+            st.dim(&format!(
+                "{}{} · score {score}",
+                when(s(h, "ts")),
+                if project.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · {project}")
+                }
+            ))
+        );
+        out.push_str(&head);
+        out.push('\n');
+        let pos = h["position"].as_u64();
+        let context = h["context"].as_array().cloned().unwrap_or_default();
+        let mut shown_hit = false;
+        for c in &context {
+            let text = c
+                .get("content")
+                .or_else(|| c.get("text"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let is_hit = c["hit"] == Value::Bool(true) || c["position"].as_u64() == pos;
+            if is_hit {
+                shown_hit = true;
+                out.push_str(&format!(
+                    "  {} {}\n",
+                    st.bold("▶"),
+                    highlight(&one_line(s(h, "content")), &terms, st)
+                ));
+            } else {
+                out.push_str(&st.dim(&format!(
+                    "    {:>3} {}",
+                    n(c, "position"),
+                    cut(&one_line(text), 160)
+                )));
+                out.push('\n');
+            }
+        }
+        if !shown_hit {
+            out.push_str(&format!(
+                "  {} {}\n",
+                st.bold("▶"),
+                highlight(&one_line(s(h, "content")), &terms, st)
+            ));
+        }
+    }
+    if !hits.is_empty() {
+        out.push_str(&st.dim(&format!(
+            "{} hit{} · {}",
+            hits.len(),
+            if hits.len() == 1 { "" } else { "s" },
+            s(v, "engine")
+        )));
+        out.push('\n');
+    }
+    if let Some(notes) = v["notes"].as_array() {
+        for note in notes {
+            out.push_str(&st.dim(&format!("note: {}", note.as_str().unwrap_or(""))));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn overview(v: &Value, st: Style) -> String {
+    let rows: Vec<Vec<String>> = v["sessions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    vec![
+                        s(x, "session_id").to_string(),
+                        s(x, "project").to_string(),
+                        n(x, "message_count"),
+                        when(s(x, "last_active")),
+                        cut(&one_line(s(x, "title")), 60),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if rows.is_empty() {
+        return "no sessions in this period (--days 0 lists all)\n".into();
+    }
+    let mut out = table(
+        &["session", "project", "chunks", "last active", "title"],
+        &rows,
+        st,
+    );
+    out.push_str(&st.dim(&format!("{} of {} sessions", rows.len(), n(v, "total"))));
+    out.push('\n');
+    if let Some(next) = v["next_offset"].as_u64() {
+        out.push_str(&st.dim(&format!("more: --offset {next}")));
+        out.push('\n');
+    }
+    out
+}
+
+fn fetch(v: &Value, st: Style) -> String {
+    let mut out = format!(
+        "{} {}\n",
+        st.bold(s(v, "session_id")),
+        st.dim(&format!("({} chunks)", n(v, "total")))
+    );
+    for c in v["chunks"].as_array().into_iter().flatten() {
+        let role = c["metadata"]["role"].as_str().unwrap_or("");
+        out.push_str(&format!(
+            "{} {}{}\n",
+            st.dim(&format!("{:>4} {}", n(c, "position"), when(s(c, "ts")))),
+            if role.is_empty() {
+                String::new()
+            } else {
+                st.cyan(&format!("{role}: "))
+            },
+            s(c, "content")
+        ));
+    }
+    if let Some(next) = v["next_position"].as_u64() {
+        out.push_str(&st.dim(&format!("more: --position {next}")));
+        out.push('\n');
+    }
+    out
+}
+
+fn list(v: &Value, st: Style) -> String {
+    let rows: Vec<Vec<String>> = v["categories"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    vec![
+                        s(x, "name").to_string(),
+                        s(x, "kind").to_string(),
+                        n(x, "version"),
+                        n(x, "size_bytes"),
+                        when(s(x, "updated_at")),
+                        s(x, "updated_by").to_string(),
+                        if s(x, "status") == "ok" {
+                            String::new()
+                        } else {
+                            st.red(s(x, "status"))
+                        },
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if rows.is_empty() {
+        return "no categories yet (memdir write NAME --data '{...}')\n".into();
+    }
+    table(
+        &["name", "kind", "version", "bytes", "updated", "by", ""],
+        &rows,
+        st,
+    )
+}
+
+fn history(v: &Value, st: Style) -> String {
+    let rows: Vec<Vec<String>> = v["versions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    vec![
+                        n(x, "version"),
+                        s(x, "op").to_string(),
+                        when(s(x, "timestamp")),
+                        s(x, "actor").to_string(),
+                        short_hash(s(x, "hash")).to_string(),
+                        cut(&one_line(s(x, "reason")), 50),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = format!(
+        "{} {}\n",
+        st.bold(s(v, "category")),
+        st.dim(&format!("({}, {} versions)", s(v, "status"), n(v, "total")))
+    );
+    out.push_str(&table(
+        &["version", "op", "when", "by", "hash", "reason"],
+        &rows,
+        st,
+    ));
+    if let Some(d) = v.get("diff").filter(|d| !d.is_null()) {
+        out.push('\n');
+        out.push_str(&diff(s(d, "diff"), st));
+    }
+    out
+}
+
+fn status(v: &Value, st: Style) -> String {
+    let mut out = format!(
+        "{} {}\n",
+        st.bold(s(v, "dir")),
+        st.dim(&format!("({})", s(v, "dir_source")))
+    );
+    if v["exists"] != Value::Bool(true) {
+        out.push_str("no memory here yet: `memdir init` creates it\n");
+        return out;
+    }
+    out.push_str(&format!(
+        "{} sessions, {} chunks · {} categories ({} logs) · {} bytes\n",
+        n(v, "sessions"),
+        n(v, "chunks"),
+        n(v, "categories"),
+        n(v, "logs"),
+        n(v, "size_bytes")
+    ));
+    out.push_str(&format!(
+        "device {} · replica {} · index {}\n",
+        s(v, "actor"),
+        s(v, "replica"),
+        v["index"]["state"].as_str().unwrap_or("?")
+    ));
+    if let Some(a) = v.get("access").filter(|a| !a.is_null()) {
+        out.push_str(&st.dim(&format!("access: {}", s(a, "summary"))));
+        out.push('\n');
+    }
+    let malformed = v["malformed"].as_array().map_or(0, Vec::len);
+    if malformed > 0 {
+        out.push_str(&st.red(&format!(
+            "{malformed} malformed categor{}: {}",
+            if malformed == 1 { "y" } else { "ies" },
+            v["malformed"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+        out.push('\n');
+    }
+    if let Some(ro) = v["read_only"].as_str() {
+        out.push_str(&st.yellow(&format!("read-only: {ro}")));
+        out.push('\n');
+    }
+    for note in v["notices"].as_array().into_iter().flatten() {
+        out.push_str(&st.yellow(&format!("notice: {}", note.as_str().unwrap_or(""))));
+        out.push('\n');
+    }
+    out
+}
+
+fn read(v: &Value, st: Style) -> String {
+    let m = &v["meta"];
+    let mut out = format!(
+        "{} {}\n",
+        st.bold(s(v, "category")),
+        st.dim(&format!(
+            "v{} · {} · {} · {}",
+            n(m, "version"),
+            when(s(m, "updated_at")),
+            s(m, "updated_by"),
+            short_hash(s(m, "hash"))
+        ))
+    );
+    out.push_str(&pretty(&v["data"]));
+    out
+}
+
+fn written(op: &str, v: &Value, st: Style) -> String {
+    let cat = st.bold(s(v, "category"));
+    match op {
+        "delete" => format!(
+            "deleted {cat} {}\n",
+            st.dim(&format!(
+                "(history kept: `memdir restore {} --version {}`)",
+                s(v, "category"),
+                n(v, "restore_version")
+            ))
+        ),
+        "restore" => format!(
+            "restored {cat} from v{} as v{} {}\n",
+            n(v, "restored_from"),
+            n(v, "version"),
+            st.dim(short_hash(s(v, "new_hash")))
+        ),
+        "append" => format!(
+            "appended to {cat}: {} entries{} {}\n",
+            n(v, "entries"),
+            match v["dropped"].as_u64() {
+                Some(d) if d > 0 => format!(", {d} dropped by retention"),
+                _ => String::new(),
+            },
+            st.dim(&format!(
+                "v{} {}",
+                n(v, "version"),
+                short_hash(s(v, "new_hash"))
+            ))
+        ),
+        _ if v["unchanged"] == Value::Bool(true) => {
+            format!(
+                "{cat} unchanged {}\n",
+                st.dim(&format!("v{}", n(v, "version")))
+            )
+        }
+        _ => format!(
+            "wrote {cat} v{} {}\n",
+            n(v, "version"),
+            st.dim(short_hash(s(v, "new_hash")))
+        ),
+    }
+}
+
+fn ingested(v: &Value, st: Style) -> String {
+    if v.get("chunks").is_some_and(Value::is_array) {
+        let chunks = v["chunks"].as_array().cloned().unwrap_or_default();
+        let mut sessions: Vec<&str> = chunks.iter().map(|c| s(c, "session_id")).collect();
+        sessions.sort();
+        sessions.dedup();
+        return format!(
+            "ingested {} chunks into {} session{}\n",
+            n(v, "count"),
+            sessions.len(),
+            if sessions.len() == 1 { "" } else { "s" }
+        );
+    }
+    format!(
+        "ingested into {} at position {} {}\n",
+        st.bold(s(v, "session_id")),
+        n(v, "position"),
+        st.dim(s(v, "chunk_id"))
+    )
+}
+
+fn compacted(v: &Value, st: Style) -> String {
+    let mut out = format!(
+        "removed {} old versions, keeping {} per category\n",
+        n(v, "removed"),
+        n(v, "keep_versions")
+    );
+    for c in v["categories"].as_array().into_iter().flatten() {
+        if c["removed"].as_u64().unwrap_or(0) > 0 {
+            out.push_str(&st.dim(&format!(
+                "  {}: -{} (kept {})",
+                s(c, "category"),
+                n(c, "removed"),
+                n(c, "kept")
+            )));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn reindexed(v: &Value, st: Style) -> String {
+    format!(
+        "reindexed {} chunks and {} category documents{} {}\n",
+        n(v, "chunks"),
+        n(v, "category_docs"),
+        v["seconds"]
+            .as_f64()
+            .map(|x| format!(" in {x:.1} s"))
+            .unwrap_or_default(),
+        st.dim(if v["rebuilt_from_nothing"] == Value::Bool(true) {
+            "(rebuilt from nothing)"
+        } else {
+            ""
+        })
+    )
+}
+
+fn verified(v: &Value, st: Style) -> String {
+    let problems = v["problems"].as_array().cloned().unwrap_or_default();
+    if v["ok"] == Value::Bool(true) {
+        return format!(
+            "{} files, history, ledger and index agree\n",
+            st.green("ok:")
+        );
+    }
+    let mut out = st.red(&format!(
+        "{} problem{}:",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    ));
+    out.push('\n');
+    for p in &problems {
+        out.push_str(&format!(
+            "  {} {} {}\n",
+            st.yellow(s(p, "kind")),
+            s(p, "path"),
+            st.dim(s(p, "message"))
+        ));
+    }
+    out
+}
+
+fn context(v: &Value, st: Style) -> String {
+    let mut out = String::new();
+    if let Some(m) = v["categories"].as_object() {
+        for (name, r) in m {
+            out.push_str(&read(
+                &serde_json::json!({"category": name, "data": r["data"], "meta": r["meta"]}),
+                st,
+            ));
+        }
+    }
+    let missing: Vec<&str> = v["missing"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !missing.is_empty() {
+        out.push_str(&st.dim(&format!("missing: {}", missing.join(", "))));
+        out.push('\n');
+    }
+    out
+}
+
+fn delta(v: &Value, st: Style) -> String {
+    let mut out = format!("{} {}\n", st.bold(s(v, "category")), s(v, "status"));
+    if let Some(d) = v.get("data").filter(|d| !d.is_null()) {
+        out.push_str(&pretty(d));
+    }
+    out
+}
+
+/// An error for a person: one line, then its hints.
+pub fn error(code: &str, message: &str, hints: &[String], st: Style) -> String {
+    let mut out = format!("{} {message}", st.red(&format!("error ({code}):")));
+    out.push('\n');
+    for h in hints {
+        out.push_str(&st.dim(&format!("  hint: {h}")));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const PLAIN: Style = Style { color: false };
+    const COLOR: Style = Style { color: true };
+
+    #[test]
+    fn matching_words_are_highlighted_and_stems_fold() {
+        let terms = query_terms("pool timeout");
+        assert_eq!(
+            highlight("The pool timeouts, pooling.", &terms, PLAIN),
+            "The [pool] [timeouts], [pooling]."
+        );
+        assert_eq!(highlight("nothing here", &terms, PLAIN), "nothing here");
+        assert!(highlight("pool", &terms, COLOR).contains("\x1b[1;33mpool\x1b[0m"));
+    }
+
+    #[test]
+    fn tables_align_columns_on_the_widest_cell() {
+        let t = table(
+            &["a", "bb"],
+            &[vec!["xxx".into(), "y".into()], vec!["z".into(), "w".into()]],
+            PLAIN,
+        );
+        assert_eq!(t, "a    bb\nxxx  y\nz    w\n");
+    }
+
+    #[test]
+    fn diffs_are_coloured_by_line_kind() {
+        let d = diff("--- a\n+++ b\n@@ -1 +1 @@\n-old\n+new\n same", COLOR);
+        assert!(d.contains("\x1b[31m-old\x1b[0m"));
+        assert!(d.contains("\x1b[32m+new\x1b[0m"));
+        assert!(d.contains("\x1b[36m@@ -1 +1 @@\x1b[0m"));
+        assert!(d.contains("\n same\n"));
+    }
+
+    #[test]
+    fn search_hits_show_place_time_score_and_dimmed_context() {
+        let v = json!({"query": "pool", "engine": "bm25", "results": [{
+            "kind": "chunk", "session_id": "s1", "position": 4, "project": "web",
+            "ts": "2026-11-30T12:45:53.200Z", "score": 1.234, "content": "the pool\ntimed out",
+            "context": [{"position": 3, "content": "before"}, {"position": 4, "content": "the pool", "hit": true}]
+        }]});
+        let out = render("search", &v, PLAIN);
+        assert!(
+            out.contains(" 1. s1#4 2026-11-30 12:45 · web · score 1.23"),
+            "{out}"
+        );
+        assert!(out.contains("      3 before"), "{out}");
+        assert!(out.contains("▶ the [pool] timed out"), "{out}");
+        assert!(out.contains("1 hit · bm25"), "{out}");
+    }
+
+    #[test]
+    fn unknown_operations_print_indented_json() {
+        assert_eq!(
+            render("nope", &json!({"a": 1}), PLAIN),
+            "{\n  \"a\": 1\n}\n"
+        );
+    }
+}
