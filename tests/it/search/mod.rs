@@ -9,6 +9,7 @@ mod exact;
 mod filters;
 mod hand_edits;
 mod hostile;
+mod lazy_commits;
 mod limits;
 mod ranking;
 mod visibility;
