@@ -728,7 +728,11 @@ fn bench_http(args: &[String]) -> Result<Value> {
         .expect("spawn memdir serve --transport http");
     let mut err = BufReader::new(child.stderr.take().expect("stderr"));
     let mut line = String::new();
-    err.read_line(&mut line).expect("listening line");
+    // The server names its directory first, then the address it listens on.
+    while !line.contains("http://") {
+        line.clear();
+        assert!(err.read_line(&mut line).expect("listening line") > 0);
+    }
     let addr = line
         .trim()
         .rsplit("http://")
@@ -788,9 +792,10 @@ fn bench_http(args: &[String]) -> Result<Value> {
     let mut unseen = 0usize;
     let mut lost = 0usize;
     let mut acked_total = 0usize;
-    let mut conn = HttpConn::connect(&addr);
     for (w, h) in workers.into_iter().enumerate() {
         let (s, i, acked, own, missed) = h.join().expect("worker");
+        // A fresh connection: the server closes one that sends nothing for 10 s.
+        let mut conn = HttpConn::connect(&addr);
         search.extend(s);
         ingest.extend(i);
         own_search.extend(own);
