@@ -6,6 +6,7 @@
 //! cargo run --release --example memdir-bench -- mcp [--chunks 1000000]
 //! cargo run --release --example memdir-bench -- recall
 //! cargo run --release --example memdir-bench -- http [--chunks 100000] [--seconds 30]
+//! cargo run --release --example memdir-bench -- fresh [--chunks 100000]
 //! ```
 //!
 //! Every run works in a fresh temporary directory (or `--dir`, reused when it already holds a
@@ -80,6 +81,65 @@ fn pct(mut v: Vec<f64>) -> Value {
 
 fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+/// An estimate of the tokens a language model reads for `text`, modelled on the
+/// pre-tokenization of BPE vocabularies (GPT-4o's o200k, Claude's): a run of letters is one
+/// token per 6 characters (at least one: common words are one token), a run of digits one per
+/// 3, a run of punctuation one per 2 characters (JSON's `":"` and `},{` are mostly one or two
+/// tokens), and white space rides along with the next word. On English prose this gives about
+/// 4.2 characters per token; on JSON a little less.
+fn token_estimate(text: &str) -> usize {
+    #[derive(PartialEq, Clone, Copy)]
+    enum C {
+        Letter,
+        Digit,
+        Punct,
+        Space,
+    }
+    let class = |c: char| {
+        if c.is_alphabetic() {
+            C::Letter
+        } else if c.is_numeric() {
+            C::Digit
+        } else if c.is_whitespace() {
+            C::Space
+        } else {
+            C::Punct
+        }
+    };
+    let (mut tokens, mut run, mut cur) = (0usize, 0usize, C::Space);
+    let flush = |cur: C, run: usize| match cur {
+        C::Letter => run.div_ceil(6),
+        C::Digit => run.div_ceil(3),
+        C::Punct => run.div_ceil(2),
+        C::Space => 0,
+    };
+    for c in text.chars() {
+        let k = class(c);
+        if k != cur {
+            tokens += flush(cur, run);
+            cur = k;
+            run = 0;
+        }
+        run += 1;
+    }
+    tokens + flush(cur, run)
+}
+
+/// Bytes and estimated tokens of answers.
+fn sizes(texts: &[String]) -> Value {
+    let dist = |mut v: Vec<usize>| {
+        v.sort();
+        let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+        json!({"p50": at(0.5), "p95": at(0.95), "max": at(1.0)})
+    };
+    json!({
+        "n": texts.len(),
+        "bytes": dist(texts.iter().map(|t| t.len()).collect()),
+        "tokens_chars_div_4": dist(texts.iter().map(|t| t.chars().count() / 4).collect()),
+        "tokens_bpe_estimate": dist(texts.iter().map(|t| token_estimate(t)).collect()),
+    })
 }
 
 fn ms(t: Instant) -> f64 {
@@ -418,6 +478,8 @@ struct Client {
     stdin: std::process::ChildStdin,
     out: BufReader<std::process::ChildStdout>,
     id: u64,
+    /// The last answer as it came over the wire.
+    line: String,
 }
 
 impl Client {
@@ -437,6 +499,7 @@ impl Client {
             stdin,
             out,
             id: 0,
+            line: String::new(),
         };
         c.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}));
         let init_ms = ms(t);
@@ -462,6 +525,7 @@ impl Client {
             self.out.read_line(&mut line).expect("read");
             let v: Value = serde_json::from_str(&line).expect("json");
             if v["id"] == json!(self.id) {
+                self.line = line;
                 return v;
             }
         }
@@ -496,6 +560,7 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
     let mut r = Rng(3);
     c.call("memory_search", json!({"query": "warm up"}));
     let mut search = Vec::new();
+    let (mut wire, mut read) = (Vec::new(), Vec::new());
     for _ in 0..200 {
         let q = format!(
             "{} {}",
@@ -503,9 +568,12 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
             vocab.words[200 + r.below(3000) as usize]
         );
         let t = Instant::now();
-        c.call("memory_search", json!({"query": q, "limit": 5}));
+        let v = c.call("memory_search", json!({"query": q, "limit": 5}));
         search.push(ms(t));
+        wire.push(c.line.trim_end().to_string());
+        read.push(model_reads(&v));
     }
+    let long = long_answers()?;
     let mut ingest = Vec::new();
     for _ in 0..200 {
         let t = Instant::now();
@@ -520,7 +588,65 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
         "initialize_fresh_process": pct(inits),
         "memory_search_round_trip": pct(search),
         "memory_ingest_round_trip": pct(ingest),
+        "memory_search_answer_wire": sizes(&wire),
+        "memory_search_answer_model_reads": sizes(&read),
+        "memory_search_answer_long_chunks": long,
     }))
+}
+
+/// What a model reads of a tool result: clients hand it either the structured content or the
+/// text content (one or the other, never both); the larger of the two is counted.
+fn model_reads(v: &Value) -> String {
+    let text: String = v["result"]["content"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["text"].as_str()).collect())
+        .unwrap_or_default();
+    let structured = match &v["result"]["structuredContent"] {
+        Value::Null => String::new(),
+        s => s.to_string(),
+    };
+    if structured.len() > text.len() {
+        structured
+    } else {
+        text
+    }
+}
+
+/// Default search answers over a store of chat-length chunks (150 words, about 1,000
+/// characters): the size of an answer must stay bounded whatever the chunks' length.
+fn long_answers() -> Result<Value> {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("store");
+    let m = Memdir::open(&dir)?;
+    let vocab = Vocab::new(20_000);
+    let mut r = Rng(77);
+    for s in 0..20 {
+        let batch: Vec<NewChunk> = (0..100)
+            .map(|_| NewChunk {
+                session_id: format!("long-{s:02}"),
+                content: vocab.sentence(&mut r, 150),
+                project: None,
+                metadata: None,
+                ts: None,
+            })
+            .collect();
+        m.ingest(&batch)?;
+    }
+    m.refresh_index()?;
+    drop(m);
+    let (mut c, _) = Client::start(&dir);
+    let (mut wire, mut read) = (Vec::new(), Vec::new());
+    for _ in 0..50 {
+        let q = format!(
+            "{} {}",
+            vocab.words[200 + r.below(3000) as usize],
+            vocab.words[200 + r.below(3000) as usize]
+        );
+        let v = c.call("memory_search", json!({"query": q, "limit": 5}));
+        wire.push(c.line.trim_end().to_string());
+        read.push(model_reads(&v));
+    }
+    Ok(json!({"chunk_words": 150, "wire": sizes(&wire), "model_reads": sizes(&read)}))
 }
 
 /// A minimal HTTP/1.1 keep-alive client for loopback load.
@@ -602,7 +728,11 @@ fn bench_http(args: &[String]) -> Result<Value> {
         .expect("spawn memdir serve --transport http");
     let mut err = BufReader::new(child.stderr.take().expect("stderr"));
     let mut line = String::new();
-    err.read_line(&mut line).expect("listening line");
+    // The server names its directory first, then the address it listens on.
+    while !line.contains("http://") {
+        line.clear();
+        assert!(err.read_line(&mut line).expect("listening line") > 0);
+    }
     let addr = line
         .trim()
         .rsplit("http://")
@@ -619,32 +749,57 @@ fn bench_http(args: &[String]) -> Result<Value> {
                 let mut c = HttpConn::connect(&addr);
                 let mut r = Rng(1000 + w);
                 let (mut search, mut ingest, mut acked) = (Vec::new(), Vec::new(), Vec::new());
+                let (mut own, mut unseen) = (Vec::new(), 0usize);
+                let mut i = 0u64;
                 while Instant::now() < deadline {
                     let q = format!("{} {}", vocab.words[200 + r.below(3000) as usize], vocab.words[200 + r.below(3000) as usize]);
                     let t = Instant::now();
                     let (code, _) = c.post("/search", &json!({"query": q, "limit": 5}));
                     assert_eq!(code, 200);
                     search.push(ms(t));
+                    // A write with a word of its own, then a search for that word: it must be
+                    // found at once.
+                    i += 1;
+                    let mark = format!("fresh{w}x{i}");
                     let t = Instant::now();
-                    let (code, v) = c.post("/ingest", &json!({"session_id": format!("http-{w}"), "content": vocab.sentence(&mut r, 30)}));
+                    let (code, v) = c.post("/ingest", &json!({"session_id": format!("http-{w}"), "content": format!("{} {mark}", vocab.sentence(&mut r, 30))}));
                     ingest.push(ms(t));
                     if code == 200 {
-                        acked.push(v["position"].as_u64().expect("position"));
+                        let pos = v["position"].as_u64().expect("position");
+                        acked.push(pos);
+                        let t = Instant::now();
+                        let (code, v) = c.post("/search", &json!({"query": mark, "limit": 5}));
+                        assert_eq!(code, 200);
+                        own.push(ms(t));
+                        let found = v["results"].as_array().is_some_and(|a| {
+                            a.iter().any(|h| {
+                                h["session_id"] == json!(format!("http-{w}"))
+                                    && h["position"] == json!(pos)
+                            })
+                        });
+                        if !found {
+                            unseen += 1;
+                        }
                     }
                 }
-                (search, ingest, acked)
+                (search, ingest, acked, own, unseen)
             })
         })
         .collect();
     let mut search = Vec::new();
     let mut ingest = Vec::new();
+    let mut own_search = Vec::new();
+    let mut unseen = 0usize;
     let mut lost = 0usize;
     let mut acked_total = 0usize;
-    let mut conn = HttpConn::connect(&addr);
     for (w, h) in workers.into_iter().enumerate() {
-        let (s, i, acked) = h.join().expect("worker");
+        let (s, i, acked, own, missed) = h.join().expect("worker");
+        // A fresh connection: the server closes one that sends nothing for 10 s.
+        let mut conn = HttpConn::connect(&addr);
         search.extend(s);
         ingest.extend(i);
+        own_search.extend(own);
+        unseen += missed;
         acked_total += acked.len();
         let (_, v) = conn.post(
             "/fetch",
@@ -687,9 +842,73 @@ fn bench_http(args: &[String]) -> Result<Value> {
         "clients": 8,
         "seconds": seconds,
         "rest_search": pct(search),
+        "rest_search_for_own_write_just_acknowledged": pct(own_search),
+        "acknowledged_writes_not_found_by_the_next_search": unseen,
         "rest_ingest": pct(ingest),
         "acknowledged_writes": acked_total,
         "acknowledged_writes_missing_afterwards": lost,
+    }))
+}
+
+/// A search right after an acknowledged write, in-process, at `--chunks` chunks: each round
+/// ingests one chunk carrying a word of its own and searches for that word (it must be found),
+/// then ingests another and searches for ordinary words.
+fn bench_fresh(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let chunks = arg(args, "--chunks", 100_000);
+    let (m, _) = ensure_corpus(&dir, chunks)?;
+    m.refresh_index()?;
+    let vocab = Vocab::new(20_000);
+    let mut r = Rng(17);
+    let (mut own, mut other, mut write) = (Vec::new(), Vec::new(), Vec::new());
+    let mut missing = 0usize;
+    for i in 0..220 {
+        let mark = format!("fresh{i}mark");
+        let session = format!("session-{:05}", r.below(50));
+        let t = Instant::now();
+        let ack = m.ingest_one(NewChunk {
+            session_id: session.clone(),
+            content: format!("{} {mark}", vocab.sentence(&mut r, 30)),
+            project: None,
+            metadata: None,
+            ts: None,
+        })?;
+        let w = ms(t);
+        let t = Instant::now();
+        let res = m.search(&SearchRequest::new(&mark))?;
+        let s = ms(t);
+        let found = res.results.iter().any(|h| {
+            matches!(h, memdir::api::SearchHit::Chunk { session_id, position, .. }
+                if *session_id == session && *position == ack.position)
+        });
+        missing += usize::from(!found);
+        m.ingest_one(NewChunk {
+            session_id: session,
+            content: vocab.sentence(&mut r, 30),
+            project: None,
+            metadata: None,
+            ts: None,
+        })?;
+        let q = format!(
+            "{} {}",
+            vocab.words[200 + r.below(3000) as usize],
+            vocab.words[200 + r.below(3000) as usize]
+        );
+        let t = Instant::now();
+        m.search(&SearchRequest::new(&q))?;
+        let o = ms(t);
+        if i >= 20 {
+            write.push(w);
+            own.push(s);
+            other.push(o);
+        }
+    }
+    Ok(json!({
+        "chunks": chunks,
+        "ingest_single": pct(write),
+        "search_for_the_write_just_acknowledged": pct(own),
+        "search_for_other_words_after_a_write": pct(other),
+        "acknowledged_writes_not_found": missing,
     }))
 }
 
@@ -770,8 +989,78 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
             }
         }
         out.insert(label.into(), json!({"evidence": total, "recall@5": round(hits5 as f64 / total as f64), "recall@10": round(hits10 as f64 / total as f64)}));
+        if ctx == memdir::search::CONTEXT_WEIGHT {
+            out.insert(
+                "default answer with context windows".into(),
+                window_recall(&m, &fx)?,
+            );
+        }
     }
     Ok(Value::Object(out))
+}
+
+/// The default answer (5 hits, context windows of 3): how often the evidence turn is a hit or
+/// a line of a hit's window, and how much of its text the answer shows (excerpts are cut; the
+/// same figure under the former 500-character cut is given for comparison).
+fn window_recall(m: &Memdir, fx: &Value) -> Result<Value> {
+    let (mut total, mut as_hit, mut in_window) = (0usize, 0usize, 0usize);
+    let (mut shown, mut shown_500) = (0f64, 0f64);
+    for conv in fx["conversations"].as_array().expect("conversations") {
+        let cid = conv["id"].as_str().expect("id");
+        let sessions = conv["sessions"].as_array().expect("sessions");
+        for q in conv["questions"].as_array().expect("questions") {
+            let mut req = SearchRequest::new(q["question"].as_str().expect("question"));
+            req.mode = Some("bm25".into());
+            req.project = Some(cid.to_string());
+            let res = m.search(&req)?;
+            for ev in q["evidence"].as_array().expect("evidence") {
+                total += 1;
+                let (si, turn) = (
+                    ev[0].as_u64().expect("session"),
+                    ev[1].as_u64().expect("turn"),
+                );
+                let full = sessions[si as usize][turn as usize]
+                    .as_str()
+                    .expect("turn text");
+                let want = format!("{cid}-s{si}");
+                let mut text = None;
+                for r in &res.results {
+                    if let memdir::api::SearchHit::Chunk {
+                        session_id,
+                        position,
+                        content,
+                        context,
+                        ..
+                    } = r
+                        && *session_id == want
+                    {
+                        if *position == turn {
+                            as_hit += 1;
+                            text = Some(content.clone());
+                            break;
+                        }
+                        if let Some(c) = context.iter().find(|c| c.position == turn) {
+                            text.get_or_insert_with(|| c.text.clone());
+                        }
+                    }
+                }
+                if let Some(t) = text {
+                    in_window += 1;
+                    let n = full.chars().count().max(1) as f64;
+                    shown += t.trim_matches('…').chars().count() as f64 / n;
+                    shown_500 += full.chars().count().min(500) as f64 / n;
+                }
+            }
+        }
+    }
+    let seen = in_window.max(1) as f64;
+    Ok(json!({
+        "evidence": total,
+        "evidence_is_a_hit@5": round(as_hit as f64 / total as f64),
+        "evidence_in_answer@5": round(in_window as f64 / total as f64),
+        "evidence_text_shown": round(shown / seen),
+        "evidence_text_shown_under_500_char_cut": round(shown_500 / seen),
+    }))
 }
 
 fn main() {
@@ -784,8 +1073,9 @@ fn main() {
         "mcp" => bench_mcp(&args),
         "recall" => bench_recall(&args),
         "http" => bench_http(&args),
+        "fresh" => bench_fresh(&args),
         other => {
-            eprintln!("unknown benchmark {other:?}: use store, search, mcp, recall or http");
+            eprintln!("unknown benchmark {other:?}: use store, search, mcp, recall, http or fresh");
             std::process::exit(2);
         }
     };

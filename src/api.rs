@@ -348,7 +348,7 @@ pub struct SearchRequest {
     )]
     #[schemars(range(min = 0, max = 20))]
     pub context: Option<usize>,
-    /// Full content instead of 500-character excerpts.
+    /// Whole texts instead of excerpts.
     #[arg(long)]
     #[serde(default)]
     pub full: bool,
@@ -1045,21 +1045,15 @@ pub struct DeltaResponse {
     pub meta: Option<CategoryMeta>,
 }
 
-/// A neighbouring chunk in a hit's context window.
+/// A neighbouring chunk in a hit's context window: only what differs from the hit (its
+/// position and text); the hit itself is not repeated.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ContextChunk {
-    /// Its position.
+    /// Its position in the hit's session (`fetch` returns it whole).
     pub position: u64,
-    /// Its text (cut to 500 characters unless full).
-    pub content: String,
-    /// Its stable handle.
-    pub chunk_id: String,
-    /// True for the hit itself.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hit: Option<bool>,
-    /// True when the content was cut.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub truncated: Option<bool>,
+    /// An excerpt of its text, centred on the query's words when it has any, with `…` where
+    /// cut (the whole text when `full`).
+    pub text: String,
 }
 
 /// A search hit.
@@ -1078,11 +1072,12 @@ pub enum SearchHit {
         project: String,
         /// When it was saved.
         ts: String,
-        /// Its text (cut to 500 characters unless full).
+        /// An excerpt of its text centred on the query's words, with `…` where cut (the whole
+        /// text when `full`).
         content: String,
         /// The BM25 score (exact hits: the score of the phrase).
         score: f32,
-        /// Its neighbours, itself included, in order.
+        /// Its neighbours before and after it, in order.
         context: Vec<ContextChunk>,
         /// True when the content was cut.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1094,7 +1089,7 @@ pub enum SearchHit {
         category: String,
         /// The path of the matching value inside it.
         key_path: String,
-        /// The matching text.
+        /// The matching text, cut around the query's words like a chunk's.
         content: String,
         /// The BM25 score.
         score: f32,

@@ -17,8 +17,14 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tantivy::directory::MmapDirectory;
-use tantivy::directory::error::LockError;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
+use tantivy::directory::{
+    AntiCallToken, Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, TerminatingWrite,
+    WatchCallback, WatchHandle, WritePtr,
+};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
 };
@@ -418,6 +424,175 @@ pub struct Part {
     pub dir: PathBuf,
     /// The commit opstamp the reader was last reloaded at.
     loaded: std::sync::atomic::AtomicU64,
+    /// Whether the files written now are fsynced (see [`LazyDir`]); `None` in memory.
+    durable: Option<Arc<AtomicBool>>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commits without fsync
+// ---------------------------------------------------------------------------------------------
+//
+// A catch-up commits the index so that the next search sees a write; fsyncing every commit
+// (each segment file, meta.json, the directory) cost 50-125 ms per search after a write. The
+// index is derived, so most commits are *lazy*: written to the page cache, not fsynced. Only
+// a crash of the machine (power loss, kernel panic) can lose page-cache data; a killed process
+// cannot. So:
+//
+// - Before the first lazy commit of a window, a marker `<part>.lazy` holding the boot id is
+//   written durably. A *durable* commit (every [`DURABLE_EVERY`] of lazy commits, and every
+//   rebuild) fsyncs every file of the part first, then meta.json and the directory, and removes
+//   the marker.
+// - Opening a part whose marker names another boot id (the machine went down inside a lazy
+//   window) checks every file's checksum and opens every segment; anything torn or missing
+//   discards the part, which is then rebuilt from the files.
+// - The ledger's change feed is pruned only up to what durable commits absorbed (the indexer
+//   records that mark after each durable commit), so a part that came back older than its last
+//   lazy commit still finds every change it lacks in the feed.
+//
+// Where the boot id cannot be read (not Linux), every commit is durable.
+
+/// How long a window of lazy commits lasts before a commit is made durable.
+pub const DURABLE_EVERY: Duration = Duration::from_secs(10);
+
+/// The id of this boot of the machine, where the system tells it.
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// An `MmapDirectory` whose writes skip fsync while `durable` is false, and which, when it is
+/// true, fsyncs every file of the directory before the new meta.json is written.
+#[derive(Clone, Debug)]
+struct LazyDir {
+    inner: MmapDirectory,
+    root: PathBuf,
+    durable: Arc<AtomicBool>,
+}
+
+/// A file written without fsync.
+struct LazyFile(std::fs::File);
+
+impl std::io::Write for LazyFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl TerminatingWrite for LazyFile {
+    fn terminate_ref(&mut self, _: AntiCallToken) -> std::io::Result<()> {
+        std::io::Write::flush(&mut self.0)
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Writes a small file and its directory entry durably.
+fn write_durable(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::File::create(path)?;
+    std::io::Write::write_all(&mut f, data)?;
+    f.sync_all()?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+impl LazyDir {
+    fn durable(&self) -> bool {
+        self.durable.load(Ordering::Acquire)
+    }
+}
+
+impl Directory for LazyDir {
+    fn get_file_handle(
+        &self,
+        path: &Path,
+    ) -> std::result::Result<Arc<dyn FileHandle>, OpenReadError> {
+        self.inner.get_file_handle(path)
+    }
+    fn delete(&self, path: &Path) -> std::result::Result<(), DeleteError> {
+        self.inner.delete(path)
+    }
+    fn exists(&self, path: &Path) -> std::result::Result<bool, OpenReadError> {
+        self.inner.exists(path)
+    }
+    fn open_write(&self, path: &Path) -> std::result::Result<WritePtr, OpenWriteError> {
+        if self.durable() {
+            return self.inner.open_write(path);
+        }
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(self.root.join(path))
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    OpenWriteError::FileAlreadyExists(path.to_path_buf())
+                } else {
+                    OpenWriteError::wrap_io_error(e, path.to_path_buf())
+                }
+            })?;
+        Ok(std::io::BufWriter::new(Box::new(LazyFile(file))))
+    }
+    fn atomic_read(&self, path: &Path) -> std::result::Result<Vec<u8>, OpenReadError> {
+        self.inner.atomic_read(path)
+    }
+    fn atomic_write(&self, path: &Path, data: &[u8]) -> std::io::Result<()> {
+        if self.durable() {
+            self.inner.atomic_write(path, data)?;
+            return sync_dir(&self.root);
+        }
+        let tmp = self
+            .root
+            .join(format!(".{}.tmp", path.display()).replace('/', "_"));
+        std::fs::write(&tmp, data)?;
+        std::fs::rename(&tmp, self.root.join(path))
+    }
+    fn sync_directory(&self) -> std::io::Result<()> {
+        if !self.durable() {
+            return Ok(());
+        }
+        // Files written by earlier lazy commits (of any process) become durable before the
+        // meta.json that is about to name them.
+        for e in std::fs::read_dir(&self.root)? {
+            let e = e?;
+            if e.file_type()?.is_file() {
+                std::fs::File::open(e.path())?.sync_data()?;
+            }
+        }
+        sync_dir(&self.root)
+    }
+    fn acquire_lock(&self, lock: &Lock) -> std::result::Result<DirectoryLock, LockError> {
+        self.inner.acquire_lock(lock)
+    }
+    fn watch(&self, cb: WatchCallback) -> tantivy::Result<WatchHandle> {
+        self.inner.watch(cb)
+    }
+}
+
+/// The marker of a window of lazy commits of the part in `dir`.
+fn lazy_marker(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".lazy");
+    dir.with_file_name(name)
+}
+
+/// Whether the index in `dir` survived a crash of the machine inside a window of lazy commits
+/// intact: every file's checksum, and every segment opens.
+fn intact(index: &Index) -> bool {
+    let damaged = match index.validate_checksum() {
+        Ok(d) => d,
+        Err(_) => return false,
+    };
+    damaged.is_empty()
+        && index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .is_ok_and(|r: IndexReader| r.searcher().segment_readers().len() < usize::MAX)
 }
 
 fn tantivy_err(what: &str, e: TantivyError) -> Error {
@@ -431,21 +606,42 @@ fn tantivy_err(what: &str, e: TantivyError) -> Error {
 impl Part {
     fn open(dir: &Path, schema: Schema, cfg: &AnalyzerConfig) -> Result<Part> {
         std::fs::create_dir_all(dir).at("create directory", dir)?;
+        let durable = Arc::new(AtomicBool::new(true));
         let open = |schema: Schema| -> std::result::Result<Index, TantivyError> {
             let d =
                 MmapDirectory::open(dir).map_err(|e| TantivyError::SystemError(e.to_string()))?;
-            Index::open_or_create(d, schema)
+            Index::open_or_create(
+                LazyDir {
+                    inner: d,
+                    root: dir.to_path_buf(),
+                    durable: durable.clone(),
+                },
+                schema,
+            )
+        };
+        // The machine went down inside a window of lazy commits: what survived may be torn.
+        let marker = lazy_marker(dir);
+        let crashed = match std::fs::read_to_string(&marker) {
+            Ok(boot) => Some(boot.trim().to_string()) != boot_id(),
+            Err(_) => false,
         };
         let index = match open(schema.clone()) {
-            Ok(i) => i,
-            Err(_) => {
-                // A different schema or a damaged index: it is derived, so start it afresh.
+            Ok(i) if !crashed || intact(&i) => i,
+            _ => {
+                // A different schema, a damaged index, or one torn by a crash: it is derived,
+                // so start it afresh.
                 std::fs::remove_dir_all(dir).at("remove stale index", dir)?;
                 std::fs::create_dir_all(dir).at("create directory", dir)?;
                 open(schema).map_err(|e| tantivy_err("create", e))?
             }
         };
-        Self::with_index(index, dir, cfg)
+        if crashed {
+            // Whatever is on disk now survived the crash.
+            std::fs::remove_file(&marker).at("remove index marker", &marker)?;
+        }
+        let mut part = Self::with_index(index, dir, cfg)?;
+        part.durable = Some(durable);
+        Ok(part)
     }
 
     /// An index in memory, for a store memdir may only read.
@@ -468,6 +664,7 @@ impl Part {
             reader,
             dir: dir.to_path_buf(),
             loaded: std::sync::atomic::AtomicU64::new(u64::MAX),
+            durable: None,
         })
     }
 
@@ -522,9 +719,55 @@ impl Part {
         }
     }
 
-    /// Commits with `payload`, merges segments holding deletions when that is cheap, and
-    /// reloads the reader.
+    /// Whether the next commit should be durable: always in memory or where lazy commits
+    /// cannot be told from a crash, else once a window of lazy commits is [`DURABLE_EVERY`]
+    /// old.
+    pub fn commit_due_durable(&self) -> bool {
+        if self.durable.is_none() || boot_id().is_none() {
+            return true;
+        }
+        match std::fs::metadata(lazy_marker(&self.dir)).and_then(|m| m.modified()) {
+            Ok(t) => t.elapsed().map_or(true, |age| age >= DURABLE_EVERY),
+            Err(_) => false,
+        }
+    }
+
+    /// Commits with `payload` (fsynced when `durable`, see [`LazyDir`]), merges segments
+    /// holding deletions when that is cheap, and reloads the reader.
     pub fn commit(
+        &self,
+        writer: IndexWriter,
+        payload: &Payload,
+        merge_deletes_up_to: u32,
+        durable: bool,
+    ) -> Result<()> {
+        let Some(flag) = &self.durable else {
+            return self.commit_with(writer, payload, merge_deletes_up_to);
+        };
+        let marker = lazy_marker(&self.dir);
+        let durable = durable || boot_id().is_none();
+        if !durable && !marker.exists() {
+            // The window opens: a crash of the machine from here on is detected on open.
+            let boot = boot_id().unwrap_or_default();
+            write_durable(&marker, boot.as_bytes()).at("write index marker", &marker)?;
+        }
+        flag.store(durable, Ordering::Release);
+        let r = self.commit_with(writer, payload, merge_deletes_up_to);
+        flag.store(true, Ordering::Release);
+        r?;
+        if durable {
+            match std::fs::remove_file(&marker) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => Err::<(), _>(e).at("remove index marker", &marker)?,
+            }
+        } else {
+            crate::store::failpoint::hit("index.after_lazy_commit");
+        }
+        Ok(())
+    }
+
+    fn commit_with(
         &self,
         mut writer: IndexWriter,
         payload: &Payload,

@@ -100,25 +100,25 @@ impl Server {
     }
 }
 
+/// A tool's answer: its JSON, once, as the text content.
+///
+/// Clients hand a model either the text content or the structured content, never both (some
+/// read only text; others prefer `structuredContent` when it is there and fall back to the
+/// text when it is not), so sending both doubles every answer on the wire and decides
+/// nothing for the model. The MCP spec makes `structuredContent` optional for a tool without
+/// an output schema, and asks that a tool which sends it also send the same JSON as text: the
+/// one serialization every client reads is therefore the text.
 fn tool_result(r: Result<Value>) -> CallToolResult {
     match r.map_err(|e| ops::for_surface(e, ops::Surface::Mcp)) {
         Ok(v) => {
             let text = serde_json::to_string(&v).unwrap_or_default();
-            let mut res = CallToolResult::success(vec![ContentBlock::text(text)]);
-            res.structured_content = Some(if v.is_object() {
-                v
-            } else {
-                json!({"result": v})
-            });
-            res
+            CallToolResult::success(vec![ContentBlock::text(text)])
         }
         Err(e) => {
             let body = json!({"error": e.to_json()});
-            let mut res = CallToolResult::error(vec![ContentBlock::text(
+            CallToolResult::error(vec![ContentBlock::text(
                 serde_json::to_string(&body).unwrap_or_default(),
-            )]);
-            res.structured_content = Some(body);
-            res
+            )])
         }
     }
 }

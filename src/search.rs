@@ -27,8 +27,14 @@ pub const MAX_QUERY_CHARS: usize = 10_000;
 pub const DEFAULT_CONTEXT: usize = 3;
 /// Most neighbours per side.
 pub const MAX_CONTEXT: usize = 20;
-/// Default characters of content per row before truncation.
-pub const DEFAULT_MAX_CHARS: usize = 500;
+/// Characters of a hit's excerpt (markers included) unless the whole text is asked for.
+pub const DEFAULT_MAX_CHARS: usize = 300;
+/// Characters of the excerpt of a context line next to the hit, and of one further away: the
+/// turn just before or after a hit is where its question or answer usually sits.
+pub const NEAR_CONTEXT_CHARS: usize = 200;
+pub const FAR_CONTEXT_CHARS: usize = 100;
+/// Marks where an excerpt was cut.
+pub const CUT_MARK: char = '…';
 
 /// Which engine to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
@@ -451,11 +457,111 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
-fn truncate(s: &str, max: Option<usize>) -> (String, bool) {
-    match max {
-        Some(m) if s.chars().count() > m => (s.chars().take(m).collect(), true),
-        _ => (s.to_string(), false),
+/// The words of a query as the index analyzes them, to find in the texts of hits.
+pub struct Terms {
+    words: std::collections::HashSet<String>,
+    analyzer: Option<tantivy::tokenizer::TextAnalyzer>,
+}
+
+impl Terms {
+    pub fn new(idx: &SearchIndex, query: &str) -> Result<Terms> {
+        let words = analyze(idx, query)?.into_iter().map(|(_, w)| w).collect();
+        Ok(Terms {
+            words,
+            analyzer: Some(idx.analyzer()?),
+        })
     }
+
+    /// No words: excerpts start at the beginning.
+    pub fn none() -> Terms {
+        Terms {
+            words: Default::default(),
+            analyzer: None,
+        }
+    }
+
+    /// Byte spans of the words of `text` that match the query.
+    fn spans(&mut self, text: &str) -> Vec<(usize, usize)> {
+        let (Some(a), false) = (self.analyzer.as_mut(), self.words.is_empty()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut ts = a.token_stream(text);
+        while let Some(t) = ts.next() {
+            if self.words.contains(&t.text) {
+                out.push((t.offset_from, t.offset_to));
+            }
+        }
+        out
+    }
+}
+
+/// An excerpt of `text` of at most `max` characters (`None`: the whole text) around the
+/// densest cluster of the query's words (the beginning when none occurs), cut at word
+/// boundaries where one is near, with [`CUT_MARK`] at each end that was cut. Returns whether it
+/// was cut.
+pub fn excerpt(text: &str, terms: &mut Terms, max: Option<usize>) -> (String, bool) {
+    let Some(max) = max else {
+        return (text.to_string(), false);
+    };
+    let n = text.chars().count();
+    if n <= max {
+        return (text.to_string(), false);
+    }
+    // Character index of every byte offset that starts a char.
+    let starts: Vec<usize> = text.char_indices().map(|(b, _)| b).collect();
+    let char_at = |byte: usize| starts.partition_point(|&b| b < byte);
+    let spans: Vec<(usize, usize)> = terms
+        .spans(text)
+        .into_iter()
+        .map(|(a, b)| (char_at(a), char_at(b)))
+        .collect();
+    let room = max.saturating_sub(2).max(1);
+    let mut from = 0usize;
+    if !spans.is_empty() {
+        // The window of `room` characters holding the most matches, then centred on them.
+        let (mut best, mut best_count, mut j) = ((spans[0].0, spans[0].1), 0usize, 0usize);
+        for i in 0..spans.len() {
+            j = j.max(i);
+            while j + 1 < spans.len() && spans[j + 1].1 - spans[i].0 <= room {
+                j += 1;
+            }
+            if j - i + 1 > best_count {
+                best_count = j - i + 1;
+                best = (spans[i].0, spans[j].1.max(spans[i].1));
+            }
+        }
+        let centre = (best.0 + best.1) / 2;
+        from = centre.saturating_sub(room / 2).min(n - room);
+        // Never cut into the first match.
+        from = from.min(best.0);
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut to = (from + room).min(n);
+    // Prefer word boundaries within a few characters.
+    if from > 0
+        && let Some(k) = (from..(from + 12).min(to)).find(|&k| chars[k - 1].is_whitespace())
+    {
+        from = k;
+    }
+    if to < n
+        && let Some(k) = ((to.saturating_sub(12)).max(from + 1)..=to)
+            .rev()
+            .find(|&k| chars[k].is_whitespace())
+    {
+        to = k;
+    }
+    let mut out = String::with_capacity(max * 2);
+    if from > 0 {
+        out.push(CUT_MARK);
+    }
+    out.extend(chars[from..to].iter().copied());
+    let out_trimmed_len = out.trim_end().len();
+    out.truncate(out_trimmed_len);
+    if to < n {
+        out.push(CUT_MARK);
+    }
+    (out, true)
 }
 
 /// Runs a search.
@@ -662,14 +768,17 @@ fn exact(
     Ok(hits)
 }
 
-/// The context window of a chunk: up to `n` neighbours per side from its own session.
+/// The context window of a chunk: up to `n` neighbours per side from its own session, the
+/// chunk itself left out. With `cut`, each line is an excerpt: [`NEAR_CONTEXT_CHARS`] next
+/// to the hit, [`FAR_CONTEXT_CHARS`] further away.
 pub fn window(
     idx: &SearchIndex,
     s: &Searcher,
     session: &str,
     position: u64,
     n: usize,
-    max_chars: Option<usize>,
+    cut: bool,
+    terms: &mut Terms,
 ) -> Result<Vec<ContextChunk>> {
     let f = &idx.chunk_fields;
     let lo = position.saturating_sub(n as u64);
@@ -679,14 +788,18 @@ pub fn window(
     for (_, _, addr) in top(s, q.as_ref(), 2 * n + 1, 0)? {
         let d = doc(s, addr)?;
         let p = get_u64(&d, f.position);
-        let (content, truncated) = truncate(&get_str(&d, f.content), max_chars);
-        rows.push(ContextChunk {
-            position: p,
-            content,
-            chunk_id: get_str(&d, f.chunk_id),
-            hit: (p == position).then_some(true),
-            truncated: truncated.then_some(true),
+        if p == position {
+            continue;
+        }
+        let max = cut.then(|| {
+            if p.abs_diff(position) == 1 {
+                NEAR_CONTEXT_CHARS
+            } else {
+                FAR_CONTEXT_CHARS
+            }
         });
+        let (text, _) = excerpt(&get_str(&d, f.content), terms, max);
+        rows.push(ContextChunk { position: p, text });
     }
     rows.sort_by_key(|r| r.position);
     Ok(rows)
@@ -696,6 +809,7 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
     let cs = idx.chunks.reader.searcher();
     let gs = idx.categories.reader.searcher();
     let mut out = Vec::with_capacity(hits.len());
+    let mut terms = Terms::new(idx, &req.query)?;
     for h in hits {
         match h {
             Hit::Chunk {
@@ -710,9 +824,11 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
                     Some(a) => doc(&cs, *a)?,
                     None => continue,
                 };
-                let (content, truncated) = truncate(&get_str(&d, f.content), req.max_chars);
+                let (content, truncated) =
+                    excerpt(&get_str(&d, f.content), &mut terms, req.max_chars);
                 let context = if req.context > 0 {
-                    window(idx, &cs, session, *position, req.context, req.max_chars)?
+                    let cut = req.max_chars.is_some();
+                    window(idx, &cs, session, *position, req.context, cut, &mut terms)?
                 } else {
                     Vec::new()
                 };
@@ -731,7 +847,7 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
             Hit::Category { addr, score, .. } => {
                 let f = &idx.category_fields;
                 let d = doc(&gs, *addr)?;
-                let (text, truncated) = truncate(&get_str(&d, f.text), req.max_chars);
+                let (text, truncated) = excerpt(&get_str(&d, f.text), &mut terms, req.max_chars);
                 out.push(SearchHit::Category {
                     category: get_str(&d, f.category),
                     key_path: get_str(&d, f.key_path),

@@ -77,6 +77,8 @@ pub(crate) trait DerivedIndex {
     fn writer(&self, full: bool) -> Result<Box<dyn IndexWrite + '_>>;
     /// Its documents compared with the files, for verify-store.
     fn counts(&self, memdir: &Memdir) -> Result<Counts>;
+    /// Whether its next commit must be durable (fsynced), or may be lazy (see `index::LazyDir`).
+    fn due_durable(&self) -> bool;
     /// The fingerprint of what its newest commit was built from: the files, the analyzer and
     /// the schema (equal fingerprints, equal search results).
     fn fingerprint(&self) -> Result<Option<String>> {
@@ -90,8 +92,8 @@ pub(crate) trait IndexWrite {
     fn apply(&mut self, pass: &Pass<'_>, changes: &[Change], absorbed: i64) -> Result<()>;
     /// Replaces every document with what the files hold.
     fn rebuild(&mut self, pass: &Pass<'_>, progress: Option<Progress<'_>>) -> Result<()>;
-    /// Commits the update with `payload`.
-    fn commit(self: Box<Self>, payload: &Payload) -> Result<()>;
+    /// Commits the update with `payload`, fsynced when `durable`.
+    fn commit(self: Box<Self>, payload: &Payload, durable: bool) -> Result<()>;
 }
 
 /// The derived indexes of a search index, in the order they are caught up.
@@ -141,6 +143,9 @@ impl DerivedIndex for ChunkIndex<'_> {
     }
     fn payload(&self) -> Result<Option<Payload>> {
         self.idx.chunks.refresh()
+    }
+    fn due_durable(&self) -> bool {
+        self.idx.chunks.commit_due_durable()
     }
     fn writer(&self, full: bool) -> Result<Box<dyn IndexWrite + '_>> {
         let (threads, budget) = if full {
@@ -320,8 +325,10 @@ impl IndexWrite for ChunkWrite<'_> {
         Ok(())
     }
 
-    fn commit(self: Box<Self>, payload: &Payload) -> Result<()> {
-        self.idx.chunks.commit(self.writer, payload, 200_000)
+    fn commit(self: Box<Self>, payload: &Payload, durable: bool) -> Result<()> {
+        self.idx
+            .chunks
+            .commit(self.writer, payload, 200_000, durable)
     }
 }
 
@@ -349,6 +356,9 @@ impl DerivedIndex for CategoryIndex<'_> {
     }
     fn payload(&self) -> Result<Option<Payload>> {
         self.idx.categories.refresh()
+    }
+    fn due_durable(&self) -> bool {
+        self.idx.categories.commit_due_durable()
     }
     fn writer(&self, _full: bool) -> Result<Box<dyn IndexWrite + '_>> {
         let writer = self
@@ -428,10 +438,12 @@ impl IndexWrite for CategoryWrite<'_> {
         Ok(())
     }
 
-    fn commit(self: Box<Self>, payload: &Payload) -> Result<()> {
+    fn commit(self: Box<Self>, payload: &Payload, durable: bool) -> Result<()> {
         // Deletions are merged away at once, so BM25 statistics never count deleted
         // documents.
-        self.idx.categories.commit(self.writer, payload, u32::MAX)
+        self.idx
+            .categories
+            .commit(self.writer, payload, u32::MAX, durable)
     }
 }
 
@@ -628,15 +640,28 @@ impl Memdir {
                 })
             })?;
         }
-        for w in writers.into_iter().flatten() {
-            w.commit(&payload)?;
+        for (w, i) in writers.into_iter().zip(&indexes) {
+            if let Some(w) = w {
+                // A commit is fsynced only now and then (see `index::LazyDir`); the feed keeps
+                // every change after the last durable one.
+                let durable = rebuild || i.due_durable();
+                w.commit(&payload, durable)?;
+                if durable {
+                    inner.ledger.set_meta(
+                        &durable_key(i.name()),
+                        &format!("{}\n{}", snap.epoch, snap.generation),
+                    )?;
+                }
+            }
         }
-        // Changes every index has absorbed are needed by nobody (a lost index is rebuilt from
-        // the files, not from the feed).
+        // Changes every index has absorbed in a durable commit are needed by nobody (a lost
+        // index is rebuilt from the files, not from the feed). Changes absorbed only by lazy
+        // commits stay: after a crash of the machine the index may come back without them.
         let mut absorbed = i64::MAX;
         for i in &indexes {
-            absorbed = match i.payload()? {
-                Some(p) if p.epoch == snap.epoch => absorbed.min(p.generation),
+            let mark = inner.ledger.meta(&durable_key(i.name()))?;
+            absorbed = match mark.as_deref().and_then(|m| m.split_once('\n')) {
+                Some((epoch, g)) if epoch == snap.epoch => absorbed.min(g.parse().unwrap_or(0)),
                 _ => 0,
             };
         }
@@ -759,6 +784,11 @@ impl Memdir {
         }
         Ok(())
     }
+}
+
+/// The ledger's meta key under which the generation of an index's last durable commit is kept.
+fn durable_key(index: &str) -> String {
+    format!("index_durable.{index}")
 }
 
 /// The fingerprint of an index commit: the files it was built from, the analyzer and the

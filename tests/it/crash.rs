@@ -25,6 +25,8 @@ const FAILPOINTS: &[&str] = &[
     "append.after_write",
     "stage.write",
     "append.write",
+    // On the search path: `search::lazy_commits` kills a search after a lazy index commit.
+    "index.after_lazy_commit",
 ];
 
 /// An operation run with a failpoint armed.

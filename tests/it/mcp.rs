@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::TestEnv;
+use crate::util::{TestEnv, tool_json};
 
 struct Session {
     child: Child,
@@ -159,44 +159,25 @@ fn domain_errors_are_tool_errors_with_codes() {
     s.initialize();
     let r = s.call(2, "memory_read", json!({"category": "nope"}));
     assert_eq!(r["result"]["isError"], true);
-    assert_eq!(
-        r["result"]["structuredContent"]["error"]["code"],
-        "not_found"
-    );
+    assert_eq!(tool_json(&r)["error"]["code"], "not_found");
     let r = s.call(3, "memory_write", json!({"category": "../x", "data": {}}));
-    assert_eq!(r["result"]["structuredContent"]["error"]["code"], "invalid");
-    assert_eq!(
-        r["result"]["structuredContent"]["error"]["field"],
-        "category"
-    );
+    assert_eq!(tool_json(&r)["error"]["code"], "invalid");
+    assert_eq!(tool_json(&r)["error"]["field"], "category");
     let r = s.call(4, "memory_search", json!({"query": "x", "limit": "5"}));
-    assert_eq!(r["result"]["structuredContent"]["error"]["code"], "invalid");
+    assert_eq!(tool_json(&r)["error"]["code"], "invalid");
     let r = s.call(
         5,
         "memory_write",
         json!({"category": "a", "data": {"k": 1}}),
     );
-    let hash = r["result"]["structuredContent"]["new_hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let hash = tool_json(&r)["new_hash"].as_str().unwrap().to_string();
     let r = s.call(
         6,
         "memory_write",
         json!({"category": "a", "data": {"k": 2}, "expected_hash": "0".repeat(64)}),
     );
-    assert_eq!(
-        r["result"]["structuredContent"]["error"]["code"],
-        "conflict"
-    );
-    assert_eq!(
-        r["result"]["structuredContent"]["error"]["current_hash"],
-        hash.as_str()
-    );
-    // The text content carries the same JSON.
-    let text: Value =
-        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(text, r["result"]["structuredContent"]);
+    assert_eq!(tool_json(&r)["error"]["code"], "conflict");
+    assert_eq!(tool_json(&r)["error"]["current_hash"], hash.as_str());
     assert_eq!(s.close(), 0);
 }
 
@@ -212,7 +193,7 @@ fn huge_arguments_are_refused_as_too_large() {
         json!({"session_id": "s", "content": big}),
     );
     assert_eq!(
-        r["result"]["structuredContent"]["error"]["code"],
+        tool_json(&r)["error"]["code"],
         "too_large",
         "{}",
         &r.to_string()[..300.min(r.to_string().len())]
@@ -222,12 +203,9 @@ fn huge_arguments_are_refused_as_too_large() {
         "memory_write",
         json!({"category": "big", "data": {"v": big}}),
     );
-    assert_eq!(
-        r["result"]["structuredContent"]["error"]["code"],
-        "too_large"
-    );
+    assert_eq!(tool_json(&r)["error"]["code"], "too_large");
     let r = s.call(4, "memory_status", json!({}));
-    assert_eq!(r["result"]["structuredContent"]["chunks"], 0);
+    assert_eq!(tool_json(&r)["chunks"], 0);
     assert_eq!(s.close(), 0);
 }
 
@@ -284,10 +262,11 @@ fn two_servers_see_each_others_writes() {
         "memory_ingest",
         json!({"session_id": "s", "content": "the zeppelin landed at noon"}),
     );
-    assert_eq!(r["result"]["structuredContent"]["position"], 0, "{r}");
+    assert_eq!(tool_json(&r)["position"], 0, "{r}");
     let r = b.call(2, "memory_search", json!({"query": "zeppelin"}));
     assert_eq!(
-        r["result"]["structuredContent"]["results"][0]["content"], "the zeppelin landed at noon",
+        tool_json(&r)["results"][0]["content"],
+        "the zeppelin landed at noon",
         "{r}"
     );
     a.call(
@@ -296,15 +275,9 @@ fn two_servers_see_each_others_writes() {
         json!({"category": "prefs", "data": {"color": "teal"}}),
     );
     let r = b.call(3, "memory_read", json!({"category": "prefs"}));
-    assert_eq!(
-        r["result"]["structuredContent"]["data"]["color"], "teal",
-        "{r}"
-    );
+    assert_eq!(tool_json(&r)["data"]["color"], "teal", "{r}");
     let r = b.call(4, "memory_search", json!({"query": "teal"}));
-    assert_eq!(
-        r["result"]["structuredContent"]["results"][0]["category"], "prefs",
-        "{r}"
-    );
+    assert_eq!(tool_json(&r)["results"][0]["category"], "prefs", "{r}");
     assert_eq!(a.close(), 0);
     assert_eq!(b.close(), 0);
 }
@@ -326,11 +299,7 @@ fn several_servers_ingesting_at_once_lose_nothing() {
                         json!({"session_id": "shared", "content": format!("writer {w} chunk {i}")}),
                     );
                     assert_eq!(r["result"]["isError"], false, "{r}");
-                    positions.push(
-                        r["result"]["structuredContent"]["position"]
-                            .as_u64()
-                            .unwrap(),
-                    );
+                    positions.push(tool_json(&r)["position"].as_u64().unwrap());
                 }
                 assert_eq!(s.close(), 0);
                 positions

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::util::TestEnv;
+use crate::util::{TestEnv, tool_json};
 
 const MIB: usize = 1024 * 1024;
 /// `memdir::mcp::MAX_MESSAGE_BYTES`: twice the 32 MiB batch limit.
@@ -84,9 +84,9 @@ fn short(v: &Value) -> String {
 }
 
 /// The `error` of a tool result, or panics.
-fn tool_error(r: &Value) -> &Value {
+fn tool_error(r: &Value) -> Value {
     assert_eq!(r["result"]["isError"], true, "{}", short(r));
-    &r["result"]["structuredContent"]["error"]
+    tool_json(r)["error"].clone()
 }
 
 /// Text of `len` bytes with the characters JSON escapes in two bytes (quotes, newlines).
@@ -188,9 +188,7 @@ fn a_batch_at_the_documented_content_limit_fits_in_one_stdio_message() {
     let r = s.next();
     assert_eq!(r["result"]["isError"], false, "{}", short(&r));
     assert_eq!(
-        r["result"]["structuredContent"]["chunks"]
-            .as_array()
-            .map(Vec::len),
+        tool_json(&r)["chunks"].as_array().map(Vec::len),
         Some(128),
         "{}",
         short(&r)

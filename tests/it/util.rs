@@ -412,3 +412,16 @@ impl Rng {
         self.next_u64() % n
     }
 }
+
+/// The JSON answer of an MCP tool call (`result` of a `tools/call` response): sent once, as the
+/// text content, with no second copy as structured content.
+pub fn tool_json(r: &Value) -> Value {
+    assert!(
+        r["result"].get("structuredContent").is_none(),
+        "one serialization per answer: {r}"
+    );
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a tool result carries its JSON as text: {r}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("tool text is JSON ({e}): {text}"))
+}

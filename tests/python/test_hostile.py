@@ -44,7 +44,7 @@ import pytest
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import CALL_TIMEOUT_S, MEMDIR_BIN, _leaves, open_server, server_env, store_digest
+from conftest import CALL_TIMEOUT_S, MEMDIR_BIN, _leaves, content_agrees, open_server, server_env, store_digest
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -327,7 +327,7 @@ async def call_mcp(session: ClientSession, case: Case) -> tuple[str, str]:
             res = await session.call_tool(case.tool, case.args, read_timeout_seconds=CALL_TIMEOUT_S)
     except MCPError as e:
         return kind_of_mcp_error(e), f"JSON-RPC error {e.error.code} {e.error.message!r} data={e.error.data!r}"[:500]
-    sc = res.structured_content or {}
+    sc = content_agrees(res) or {}
     if res.is_error:
         return sc.get("error", {}).get("code", "?"), json.dumps(sc)[:500]
     return "ok", json.dumps(sc)[:300]

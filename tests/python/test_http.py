@@ -462,11 +462,12 @@ async def mcp_session(url: str, headers: dict[str, str] | None = None, statuses:
 
 
 def tool_sc(result: Any) -> dict[str, Any]:
-    """The structured content of a CallToolResult, checked against its JSON text."""
+    """The JSON answer of a CallToolResult: one text block, no second copy as structured
+    content."""
     texts = [c for c in result.content if getattr(c, "type", None) == "text"]
     assert len(texts) == 1, result
-    assert json.loads(texts[0].text) == result.structured_content
-    return result.structured_content
+    assert result.structured_content is None
+    return json.loads(texts[0].text)
 
 
 def seed(srv: HttpServer) -> dict[str, Any]:
@@ -606,7 +607,7 @@ def test_search(http_server):
         assert k in top, top
     assert (top["session_id"], top["position"]) == ("s2", 0)
     assert isinstance(top["score"], (int, float)) and top["score"] > 0
-    assert all(set(c) >= {"position", "content"} for c in top["context"])
+    assert all(set(c) == {"position", "text"} for c in top["context"])
 
     exact = srv.post("/search", {"query": "ECONNREFUSED 127.0.0.1:5432", "kind": "chunk"})
     assert exact["engine"] == "exact"

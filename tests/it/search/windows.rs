@@ -132,14 +132,10 @@ fn windows_follow_positions_across_the_segments_of_two_replicas() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|c| {
-                (
-                    c["position"].as_u64().unwrap(),
-                    c["content"].as_str().unwrap(),
-                )
-            })
+            .map(|c| (c["position"].as_u64().unwrap(), c["text"].as_str().unwrap()))
             .collect();
         let want: Vec<(u64, &str)> = (p.saturating_sub(1)..=(p + 1).min(5))
+            .filter(|i| *i != p)
             .map(|i| (i as u64, by_pos[i]))
             .collect();
         assert_eq!(ctx, want, "{r:#}");
@@ -230,45 +226,64 @@ fn windows_at_the_start_and_end_of_a_session_are_shorter() {
 }
 
 #[test]
-fn content_is_cut_to_500_characters_unless_full_is_asked_for() {
+fn texts_are_cut_to_excerpts_around_the_query_unless_full_is_asked_for() {
     let env = TestEnv::new();
-    // 1,200 characters, most of them two bytes wide: the cut counts characters.
-    let long: String = format!("longmarker {}", "é".repeat(1189));
+    // 1,200 characters, most of them two bytes wide (the cut counts characters), with the
+    // query's word in the middle.
+    let long: String = format!("{} longmarker {}", "é ".repeat(300), "ü ".repeat(294));
     assert_eq!(long.chars().count(), 1200);
+    let plain: String = "word ".repeat(240);
     let short = "short neighbour";
-    for text in [short, long.as_str(), short] {
+    for text in [short, plain.as_str(), long.as_str(), short, plain.as_str()] {
         env.ok(&["ingest", "--session-id", "s", "--text", text]);
     }
     let v = search(&env, &["longmarker", "--mode", "bm25"]);
     let r = rows(&v)
         .iter()
-        .find(|r| key(r) == "s#1")
+        .find(|r| key(r) == "s#2")
         .unwrap_or_else(|| panic!("{v:#}"))
         .clone();
+    // The hit: at most 300 characters, centred on the match, marked where cut at both ends.
     let c = r["content"].as_str().unwrap();
-    assert_eq!(c.chars().count(), 500);
-    assert!(long.starts_with(c));
+    assert!(c.chars().count() <= 300, "{c}");
+    assert!(c.starts_with('…') && c.ends_with('…'), "{c}");
+    let at = c.find("longmarker").expect("the excerpt holds the match");
+    let before = c[..at].chars().count();
+    let after = c[at + "longmarker".len()..].chars().count();
+    assert!(before.abs_diff(after) <= 30, "centred: {before} / {after}");
+    assert!(long.contains(c.trim_matches('…')));
     assert_eq!(r["truncated"], true);
+    // Neighbours: only position and text; 200 characters next to the hit, 100 further away.
     let ctx = r["context"].as_array().unwrap();
-    assert_eq!(ctx.len(), 3);
-    assert_eq!(ctx[1]["content"].as_str().unwrap().chars().count(), 500);
-    assert_eq!(ctx[1]["truncated"], true);
-    assert_eq!(ctx[0]["content"], short);
-    assert!(ctx[0].get("truncated").is_none());
+    let positions: Vec<u64> = ctx
+        .iter()
+        .map(|c| c["position"].as_u64().unwrap())
+        .collect();
+    assert_eq!(positions, [0, 1, 3, 4]);
+    assert_eq!(ctx[0]["text"], short);
+    assert_eq!(ctx[2]["text"], short);
+    let near = ctx[1]["text"].as_str().unwrap();
+    assert!(near.chars().count() <= 200 && near.ends_with('…') && !near.starts_with('…'));
+    assert!(plain.starts_with(near.trim_end_matches('…')));
+    let far = ctx[3]["text"].as_str().unwrap();
+    assert!(far.chars().count() <= 100 && far.ends_with('…'), "{far}");
+    for c in ctx {
+        assert_eq!(c.as_object().unwrap().len(), 2, "{c}");
+    }
 
     let v = search(&env, &["longmarker", "--mode", "bm25", "--full"]);
-    let r = rows(&v).iter().find(|r| key(r) == "s#1").unwrap().clone();
+    let r = rows(&v).iter().find(|r| key(r) == "s#2").unwrap().clone();
     assert_eq!(r["content"], long.as_str());
     assert!(r.get("truncated").is_none(), "{r:#}");
     let ctx = r["context"].as_array().unwrap();
-    assert_eq!(ctx[1]["content"], long.as_str());
-    assert!(ctx[1].get("truncated").is_none());
-    // Exactly 500 characters are not cut.
-    let exact500 = format!("edgemarker {}", "x".repeat(489));
-    assert_eq!(exact500.chars().count(), 500);
-    env.ok(&["ingest", "--session-id", "t", "--text", &exact500]);
+    assert_eq!(ctx[1]["text"], plain.as_str());
+    assert_eq!(ctx[3]["text"], plain.as_str());
+    // Exactly 300 characters are not cut.
+    let exact300 = format!("edgemarker {}", "x".repeat(289));
+    assert_eq!(exact300.chars().count(), 300);
+    env.ok(&["ingest", "--session-id", "t", "--text", &exact300]);
     let v = search(&env, &["edgemarker", "--mode", "bm25"]);
-    assert_eq!(rows(&v)[0]["content"], exact500.as_str());
+    assert_eq!(rows(&v)[0]["content"], exact300.as_str());
     assert!(rows(&v)[0].get("truncated").is_none());
 }
 
@@ -292,7 +307,7 @@ fn result_rows_keep_the_public_contract() {
                 assert!(r.get(f).is_some(), "chunk row without {f}: {r:#}");
             }
             for c in r["context"].as_array().unwrap() {
-                assert!(c["position"].is_u64() && c["content"].is_string(), "{c}");
+                assert!(c["position"].is_u64() && c["text"].is_string(), "{c}");
             }
         } else {
             assert!(is_category(r), "{r}");
