@@ -921,39 +921,48 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
     .expect("fixture");
     let fx: Value = serde_json::from_str(&text).expect("fixture json");
     let mut out = serde_json::Map::new();
-    let variants: &[(&str, f32)] = &[
-        ("plain_bm25", 0.0),
-        ("prev_turn_0.3", 0.3),
-        ("prev_turn_0.5 (default)", 0.5),
-        ("prev_turn_1.0", 1.0),
-    ];
-    for &(label, ctx) in variants {
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let m = Memdir::open(tmp.path().join("store"))?;
-        let mut hits5 = 0usize;
-        let mut hits10 = 0usize;
-        let mut total = 0usize;
-        for conv in fx["conversations"].as_array().expect("conversations") {
-            let cid = conv["id"].as_str().expect("id");
-            let mut batch = Vec::new();
-            for (si, session) in conv["sessions"]
-                .as_array()
-                .expect("sessions")
-                .iter()
-                .enumerate()
-            {
-                for turn in session.as_array().expect("turns") {
-                    batch.push(NewChunk {
-                        session_id: format!("{cid}-s{si}"),
-                        content: turn.as_str().expect("turn").to_string(),
-                        project: Some(cid.to_string()),
-                        metadata: None,
-                        ts: None,
-                    });
-                }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let m = Memdir::open(tmp.path().join("store"))?;
+    for conv in fx["conversations"].as_array().expect("conversations") {
+        let cid = conv["id"].as_str().expect("id");
+        let mut batch = Vec::new();
+        for (si, session) in conv["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .enumerate()
+        {
+            for turn in session.as_array().expect("turns") {
+                batch.push(NewChunk {
+                    session_id: format!("{cid}-s{si}"),
+                    content: turn.as_str().expect("turn").to_string(),
+                    project: Some(cid.to_string()),
+                    metadata: None,
+                    ts: None,
+                });
             }
-            m.ingest(&batch)?;
         }
+        m.ingest(&batch)?;
+    }
+    // (label, previous-turn weight, neighbour share, session share)
+    let default_label = "session-aware: prev 0.5, neighbour 0.25, session 0.5 (default)";
+    let variants: &[(&str, f32, f32, f32)] = &[
+        ("plain_bm25", 0.0, 0.0, 0.0),
+        ("prev_turn_0.3", 0.3, 0.0, 0.0),
+        ("prev_turn_0.5", 0.5, 0.0, 0.0),
+        ("prev_turn_1.0", 1.0, 0.0, 0.0),
+        ("prev 0.5 + neighbour 0.25", 0.5, 0.25, 0.0),
+        ("prev 0.5 + session 0.5", 0.5, 0.0, 0.5),
+        (default_label, 0.5, 0.25, 0.5),
+        ("no prev + neighbour 0.25 + session 0.5", 0.0, 0.25, 0.5),
+    ];
+    for &(label, ctx, nb, ss) in variants {
+        let tune = |r: &mut memdir::search::Request| {
+            r.context_weight = ctx;
+            r.neighbour_share = nb;
+            r.session_share = ss;
+        };
+        let (mut hits5, mut hits10, mut total) = (0usize, 0usize, 0usize);
         for conv in fx["conversations"].as_array().expect("conversations") {
             let cid = conv["id"].as_str().expect("id");
             for q in conv["questions"].as_array().expect("questions") {
@@ -962,8 +971,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                 req.context = Some(0);
                 req.mode = Some("bm25".into());
                 req.project = Some(cid.to_string());
-                req.context_weight = Some(ctx);
-                let res = m.search(&req)?;
+                let res = m.search_tuned(&req, tune)?;
                 let ids: Vec<(String, u64)> = res
                     .results
                     .iter()
@@ -988,12 +996,20 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                 }
             }
         }
-        out.insert(label.into(), json!({"evidence": total, "recall@5": round(hits5 as f64 / total as f64), "recall@10": round(hits10 as f64 / total as f64)}));
-        if ctx == memdir::search::CONTEXT_WEIGHT {
-            out.insert(
-                "default answer with context windows".into(),
-                window_recall(&m, &fx)?,
-            );
+        let w5 = window_recall(&m, &fx, 5, &tune)?;
+        let w10 = window_recall(&m, &fx, 10, &tune)?;
+        out.insert(
+            label.into(),
+            json!({
+                "evidence": total,
+                "recall@5": round(hits5 as f64 / total as f64),
+                "recall@10": round(hits10 as f64 / total as f64),
+                "in_windows@5": w5["evidence_in_answer"],
+                "in_windows@10": w10["evidence_in_answer"],
+            }),
+        );
+        if label == default_label {
+            out.insert("default answer with context windows".into(), w5);
         }
     }
     Ok(Value::Object(out))
@@ -1002,7 +1018,12 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
 /// The default answer (5 hits, context windows of 3): how often the evidence turn is a hit or
 /// a line of a hit's window, and how much of its text the answer shows (excerpts are cut; the
 /// same figure under the former 500-character cut is given for comparison).
-fn window_recall(m: &Memdir, fx: &Value) -> Result<Value> {
+fn window_recall(
+    m: &Memdir,
+    fx: &Value,
+    limit: usize,
+    tune: &dyn Fn(&mut memdir::search::Request),
+) -> Result<Value> {
     let (mut total, mut as_hit, mut in_window) = (0usize, 0usize, 0usize);
     let (mut shown, mut shown_500) = (0f64, 0f64);
     for conv in fx["conversations"].as_array().expect("conversations") {
@@ -1012,7 +1033,8 @@ fn window_recall(m: &Memdir, fx: &Value) -> Result<Value> {
             let mut req = SearchRequest::new(q["question"].as_str().expect("question"));
             req.mode = Some("bm25".into());
             req.project = Some(cid.to_string());
-            let res = m.search(&req)?;
+            req.limit = limit;
+            let res = m.search_tuned(&req, tune)?;
             for ev in q["evidence"].as_array().expect("evidence") {
                 total += 1;
                 let (si, turn) = (
@@ -1056,8 +1078,9 @@ fn window_recall(m: &Memdir, fx: &Value) -> Result<Value> {
     let seen = in_window.max(1) as f64;
     Ok(json!({
         "evidence": total,
-        "evidence_is_a_hit@5": round(as_hit as f64 / total as f64),
-        "evidence_in_answer@5": round(in_window as f64 / total as f64),
+        "limit": limit,
+        "evidence_is_a_hit": round(as_hit as f64 / total as f64),
+        "evidence_in_answer": round(in_window as f64 / total as f64),
         "evidence_text_shown": round(shown / seen),
         "evidence_text_shown_under_500_char_cut": round(shown_500 / seen),
     }))

@@ -352,6 +352,10 @@ pub struct SearchRequest {
     #[arg(long)]
     #[serde(default)]
     pub full: bool,
+    /// Add each hit's score parts.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub explain: bool,
     /// Weight of a match in the previous turn; not a surface parameter: benchmarks set it to
     /// measure ranking.
     #[arg(skip)]
@@ -375,6 +379,7 @@ impl SearchRequest {
             until: None,
             context: None,
             full: false,
+            explain: false,
             context_weight: None,
         }
     }
@@ -1056,6 +1061,30 @@ pub struct ContextChunk {
     pub text: String,
 }
 
+/// How a hit's score was made (`explain`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Explain {
+    /// BM25 of the text itself (for a chunk, with a match in the previous turn at half
+    /// weight); 0 for a turn lifted only by its neighbours.
+    pub bm25: f32,
+    /// BM25 divided by the best BM25 among the candidates.
+    pub normalised: f32,
+    /// Share lent by the turns just before and after (0.25 × the larger BM25 beside it).
+    #[serde(default)]
+    pub neighbour: f32,
+    /// Share lent by the session (0.5 × the best BM25 in it).
+    #[serde(default)]
+    pub session: f32,
+    /// Similarity by meaning, when embeddings took part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense: Option<f32>,
+    /// The fused score of keyword and meaning, when both took part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused: Option<f32>,
+    /// How the score was made: `bm25 + neighbour + session over 1.5`, `bm25` or `exact`.
+    pub formula: String,
+}
+
 /// A search hit.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -1082,6 +1111,9 @@ pub enum SearchHit {
         /// True when the content was cut.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         truncated: Option<bool>,
+        /// Its score parts, with `explain`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explain: Option<Explain>,
     },
     /// A leaf of a category.
     Category {
@@ -1102,6 +1134,9 @@ pub enum SearchHit {
         /// True when the content was cut.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         truncated: Option<bool>,
+        /// Its score parts, with `explain`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explain: Option<Explain>,
     },
 }
 

@@ -278,6 +278,7 @@ fn search(v: &Value, st: Style) -> String {
         );
         out.push_str(&head);
         out.push('\n');
+        explained(h, st, &mut out);
         let pos = h["position"].as_u64();
         let context = h["context"].as_array().cloned().unwrap_or_default();
         let mut shown_hit = false;
@@ -328,6 +329,20 @@ fn search(v: &Value, st: Style) -> String {
         }
     }
     out
+}
+
+/// A hit's score parts (`--explain`), as one dimmed line.
+fn explained(h: &Value, st: Style, out: &mut String) {
+    let Some(e) = h.get("explain").filter(|e| e.is_object()) else {
+        return;
+    };
+    let f = |k: &str| e[k].as_f64().map(|x| format!("{k} {x:.2}"));
+    let parts: Vec<String> = ["bm25", "neighbour", "session", "dense", "fused"]
+        .iter()
+        .filter_map(|k| f(k))
+        .collect();
+    out.push_str(&st.dim(&format!("    {} = {}", parts.join(" · "), s(e, "formula"))));
+    out.push('\n');
 }
 
 fn overview(v: &Value, st: Style) -> String {

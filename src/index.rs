@@ -37,7 +37,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Ta
 use crate::error::{Error, ErrorKind, IoContext, Result};
 
 /// Bumped whenever the schema or the way documents are built changes.
-pub const INDEX_SCHEMA_VERSION: u32 = 6;
+pub const INDEX_SCHEMA_VERSION: u32 = 7;
 
 /// How a character takes part in a word.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -362,7 +362,7 @@ fn chunk_schema(tokenizer: &str) -> (Schema, ChunkFields) {
                     .set_index_option(IndexRecordOption::WithFreqs),
             ),
         ),
-        session: sb.add_text_field("session", STRING | STORED),
+        session: sb.add_text_field("session", STRING | STORED | FAST),
         seg: sb.add_text_field("seg", STRING),
         project: sb.add_text_field("project", STRING | STORED),
         chunk_id: sb.add_text_field("chunk_id", STRING | STORED),

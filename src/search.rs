@@ -17,7 +17,7 @@ use tantivy::schema::{Field, IndexRecordOption, Value as _};
 use tantivy::tokenizer::TokenStream;
 use tantivy::{DocAddress, Order, Score, Searcher, TantivyDocument, Term};
 
-use crate::api::{ContextChunk, SearchHit};
+use crate::api::{ContextChunk, Explain, SearchHit};
 use crate::error::{Error, Result};
 use crate::index::SearchIndex;
 
@@ -118,6 +118,12 @@ pub struct Request {
     pub max_chars: Option<usize>,
     /// Weight of a match in the previous turn (0 disables it).
     pub context_weight: f32,
+    /// Shares of session-aware ranking ([`spread`]): what a turn passes to its neighbours and
+    /// what a session's best turn gives the others (both 0: plain BM25 order).
+    pub neighbour_share: f32,
+    pub session_share: f32,
+    /// Add each hit's score parts.
+    pub explain: bool,
 }
 
 /// One hit before shaping.
@@ -129,6 +135,8 @@ enum Hit {
         position: u64,
         score: f32,
         order: u64,
+        /// How the score was made (BM25 answers; exact hits have none).
+        parts: Option<ScoreParts>,
     },
     Category {
         addr: DocAddress,
@@ -585,23 +593,30 @@ pub fn run(idx: &SearchIndex, req: &Request) -> Result<Outcome> {
     let mut notes = Vec::new();
     let quoted = q.len() >= 2 && q.starts_with('"') && q.ends_with('"');
     let literal = if quoted { &q[1..q.len() - 1] } else { q };
+    let mut folded = 0;
     let (hits, engine) = match req.mode {
         Mode::Exact => (exact(idx, literal, req, &mut notes)?, "exact"),
-        Mode::Bm25 => (bm25(idx, q, req)?, "bm25"),
+        Mode::Bm25 => (bm25(idx, q, req, &mut folded)?, "bm25"),
         Mode::Auto => {
             if quoted || is_identifier_like(q) {
                 let hits = exact(idx, literal, req, &mut notes)?;
                 if hits.is_empty() {
                     notes.push("no exact match; answered by BM25".to_string());
-                    (bm25(idx, literal, req)?, "bm25")
+                    (bm25(idx, literal, req, &mut folded)?, "bm25")
                 } else {
                     (hits, "exact")
                 }
             } else {
-                (bm25(idx, q, req)?, "bm25")
+                (bm25(idx, q, req, &mut folded)?, "bm25")
             }
         }
     };
+    if folded > 0 {
+        notes.push(format!(
+            "{folded} more matching turn{} shown inside the context windows of these hits",
+            if folded == 1 { " is" } else { "s are" }
+        ));
+    }
     let results = shape(idx, &hits, req)?;
     Ok(Outcome {
         engine,
@@ -610,7 +625,183 @@ pub fn run(idx: &SearchIndex, req: &Request) -> Result<Outcome> {
     })
 }
 
-fn bm25(idx: &SearchIndex, text: &str, req: &Request) -> Result<Vec<Hit>> {
+// ---------------------------------------------------------------------------------------------
+// Session-aware ranking
+// ---------------------------------------------------------------------------------------------
+
+/// Depth of the candidate pool that keyword search ranks: the top of the filtered query,
+/// whatever the limit, so the limit never changes a score or an order (the filters define the
+/// pool).
+pub const POOL: usize = 200;
+
+/// Share of a turn's normalised score passed to the turns just before and after it.
+pub const NEIGHBOUR_SHARE: f32 = 0.25;
+
+/// Share of the best normalised score in a session that every candidate of that session gains.
+pub const SESSION_SHARE: f32 = 0.5;
+
+/// How a chunk hit's score was made (`explain`): score = (bm25 + neighbour + session) /
+/// (1 + the session share).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ScoreParts {
+    /// The raw BM25 score (0 for a turn lifted only by its neighbours).
+    pub bm25: f32,
+    /// BM25 divided by the best BM25 of the pool.
+    pub normalised: f32,
+    /// What the neighbours passed on (the neighbour share of the larger BM25 beside it).
+    pub neighbour: f32,
+    /// What the session gave (the session share of its best BM25).
+    pub session: f32,
+}
+
+/// A turn the ranking considers.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub session: String,
+    pub position: u64,
+    /// Its base score (BM25, or a fused score), before spreading.
+    pub bm25: f32,
+    pub order: u64,
+    /// `None`: not reached by the query, lifted by a neighbour.
+    pub addr: Option<DocAddress>,
+}
+
+/// A ranked turn.
+#[derive(Clone, Debug)]
+pub struct Ranked {
+    pub session: String,
+    pub position: u64,
+    pub score: f32,
+    pub order: u64,
+    pub addr: Option<DocAddress>,
+    pub parts: ScoreParts,
+}
+
+fn by_score_then_order(v: &mut [Ranked]) {
+    v.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.order.cmp(&b.order))
+            .then(a.session.cmp(&b.session))
+            .then(a.position.cmp(&b.position))
+    });
+}
+
+/// The pool as it came: BM25 order.
+fn plain(cands: Vec<Candidate>) -> Vec<Ranked> {
+    let best = cands.iter().map(|c| c.bm25).fold(0f32, f32::max);
+    let mut out: Vec<Ranked> = cands
+        .into_iter()
+        .map(|c| Ranked {
+            parts: ScoreParts {
+                bm25: c.bm25,
+                normalised: if best > 0.0 { c.bm25 / best } else { 0.0 },
+                ..ScoreParts::default()
+            },
+            score: c.bm25,
+            session: c.session,
+            position: c.position,
+            order: c.order,
+            addr: c.addr,
+        })
+        .collect();
+    by_score_then_order(&mut out);
+    out
+}
+
+/// Session-aware ranking of a pool: each score is normalised by the pool's best; each turn
+/// passes `neighbour` of its normalised score to the turns just before and after it (the
+/// answer often sits one turn away from the words of the question), and every turn gains
+/// `session` of the best normalised score in its session (a session that talks about the
+/// question is where its answer is). A neighbour outside the pool joins it. The result depends
+/// only on the pool, so it is the same for every limit and after a rebuild of the index.
+pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked> {
+    use std::collections::{BTreeMap, HashMap};
+    let best = cands.iter().map(|c| c.bm25).fold(0f32, f32::max);
+    if best <= 0.0 {
+        return plain(cands);
+    }
+    // Worked in BM25 units: a turn's score is (its BM25 + `neighbour` × the larger BM25 of the
+    // turns beside it + `session` × the best BM25 of its session) / (1 + `session`). It
+    // depends on the turn, its neighbours and its session alone, not on the rest of the pool,
+    // and it stays comparable with category hits.
+    let mut raw: BTreeMap<(String, u64), (f32, u64, Option<DocAddress>)> = BTreeMap::new();
+    let mut session_best: HashMap<String, f32> = HashMap::new();
+    for c in &cands {
+        raw.insert((c.session.clone(), c.position), (c.bm25, c.order, c.addr));
+        let e = session_best.entry(c.session.clone()).or_insert(0.0);
+        *e = e.max(c.bm25);
+    }
+    let mut received: BTreeMap<(String, u64), f32> = BTreeMap::new();
+    for ((s, p), (r, ..)) in &raw {
+        for q in [p.checked_sub(1), p.checked_add(1)].into_iter().flatten() {
+            let e = received.entry((s.clone(), q)).or_insert(0.0);
+            *e = e.max(*r);
+        }
+    }
+    let mut keys: Vec<(String, u64)> = raw.keys().cloned().collect();
+    keys.extend(received.keys().filter(|k| !raw.contains_key(*k)).cloned());
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        // A turn outside the pool has no BM25 and no order: it sorts after every pool turn of
+        // equal score, by place.
+        let (r, order, addr) = raw.get(&key).copied().unwrap_or((0.0, u64::MAX, None));
+        let from_neighbours = neighbour * received.get(&key).copied().unwrap_or(0.0);
+        let from_session = session * session_best.get(&key.0).copied().unwrap_or(0.0);
+        out.push(Ranked {
+            score: (r + from_neighbours + from_session) / (1.0 + session),
+            parts: ScoreParts {
+                bm25: r,
+                normalised: r / best,
+                neighbour: from_neighbours,
+                session: from_session,
+            },
+            session: key.0,
+            position: key.1,
+            order,
+            addr,
+        });
+    }
+    by_score_then_order(&mut out);
+    out
+}
+
+/// The session and position of a chunk document, from its fast fields.
+fn place_of(s: &Searcher, addr: DocAddress) -> Result<(String, u64)> {
+    let reader = s.segment_reader(addr.segment_ord);
+    let ff = reader.fast_fields();
+    let position = ff.u64("position").ok().and_then(|c| c.first(addr.doc_id));
+    let session = ff.str("session").ok().flatten().and_then(|col| {
+        let ord = col.term_ords(addr.doc_id).next()?;
+        let mut out = String::new();
+        col.ord_to_str(ord, &mut out).ok()?.then_some(out)
+    });
+    match (session, position) {
+        (Some(sn), Some(p)) => Ok((sn, p)),
+        _ => {
+            // An index without the fast columns (never after a rebuild): the stored fields.
+            let d = doc(s, addr)?;
+            Ok((
+                get_str(&d, idx_session_field(s)?),
+                get_u64(&d, idx_position_field(s)?),
+            ))
+        }
+    }
+}
+
+fn idx_session_field(s: &Searcher) -> Result<Field> {
+    s.schema()
+        .get_field("session")
+        .map_err(|e| Error::internal(format!("schema: {e}")))
+}
+
+fn idx_position_field(s: &Searcher) -> Result<Field> {
+    s.schema()
+        .get_field("position")
+        .map_err(|e| Error::internal(format!("schema: {e}")))
+}
+
+fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Result<Vec<Hit>> {
     let words = analyze(idx, text)?;
     if words.is_empty() {
         return Ok(Vec::new());
@@ -623,14 +814,59 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request) -> Result<Vec<Hit>> {
             bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
             filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
         );
-        for (score, order, addr) in top(&s, query.as_ref(), req.limit, 0)? {
-            let d = doc(&s, addr)?;
+        let pool = top(&s, query.as_ref(), POOL, 0)?;
+        let cands: Vec<Candidate> = pool
+            .into_iter()
+            .map(|(score, order, addr)| {
+                let (session, position) = place_of(&s, addr)?;
+                Ok(Candidate {
+                    session,
+                    position,
+                    bm25: score,
+                    order,
+                    addr: Some(addr),
+                })
+            })
+            .collect::<Result<_>>()?;
+        let ranked = if req.neighbour_share > 0.0 || req.session_share > 0.0 {
+            spread(cands, req.neighbour_share, req.session_share)
+        } else {
+            plain(cands)
+        };
+        // Which windows to show: a matching turn inside the context window of a hit already
+        // chosen is on screen there, so it is not a hit of its own, and the place goes to a
+        // turn of another region. The choice follows the ranking, so a larger limit only shows
+        // more of the same list.
+        let mut chosen: Vec<(String, u64)> = Vec::new();
+        for r in ranked {
+            if chosen.len() == req.limit {
+                break;
+            }
+            if req.context > 0
+                && chosen
+                    .iter()
+                    .any(|(s, p)| *s == r.session && p.abs_diff(r.position) <= req.context as u64)
+            {
+                *folded += 1;
+                continue;
+            }
+            // A turn lifted only by its neighbours is a candidate the query did not reach: it
+            // must exist and pass the filters.
+            let addr = match r.addr {
+                Some(a) => Some(a),
+                None => match chunk_at(idx, &s, &r.session, r.position, &req.filters)? {
+                    Some((a, _)) => Some(a),
+                    None => continue,
+                },
+            };
+            chosen.push((r.session.clone(), r.position));
             hits.push(Hit::Chunk {
-                addr: Some(addr),
-                session: get_str(&d, f.session),
-                position: get_u64(&d, f.position),
-                score,
-                order,
+                addr,
+                session: r.session,
+                position: r.position,
+                score: r.score,
+                order: r.order,
+                parts: Some(r.parts),
             });
         }
     }
@@ -730,6 +966,7 @@ fn exact(
                         position: get_u64(&d, f.position),
                         score: *score,
                         order: *order,
+                        parts: None,
                     });
                     found += 1;
                 }
@@ -810,6 +1047,12 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
     let gs = idx.categories.reader.searcher();
     let mut out = Vec::with_capacity(hits.len());
     let mut terms = Terms::new(idx, &req.query)?;
+    let best_category = hits
+        .iter()
+        .filter(|h| matches!(h, Hit::Category { .. }))
+        .map(Hit::score)
+        .fold(0f32, f32::max);
+    let share = |x: f32, best: f32| if best > 0.0 { x / best } else { 0.0 };
     for h in hits {
         match h {
             Hit::Chunk {
@@ -817,8 +1060,29 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
                 session,
                 position,
                 score,
+                parts,
                 ..
             } => {
+                let explain = req.explain.then(|| match parts {
+                    Some(p) => Explain {
+                        bm25: p.bm25,
+                        normalised: p.normalised,
+                        neighbour: p.neighbour,
+                        session: p.session,
+                        formula: if req.session_share > 0.0 || req.neighbour_share > 0.0 {
+                            format!("(bm25 + neighbour + session) / {}", 1.0 + req.session_share)
+                        } else {
+                            "bm25".into()
+                        },
+                        ..Explain::default()
+                    },
+                    None => Explain {
+                        bm25: *score,
+                        normalised: 1.0,
+                        formula: "exact: the phrase's BM25".into(),
+                        ..Explain::default()
+                    },
+                });
                 let f = &idx.chunk_fields;
                 let d = match addr {
                     Some(a) => doc(&cs, *a)?,
@@ -842,6 +1106,7 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
                     score: *score,
                     context,
                     truncated: truncated.then_some(true),
+                    explain,
                 });
             }
             Hit::Category { addr, score, .. } => {
@@ -857,6 +1122,12 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
                     updated_at: crate::clock::rfc3339(get_i64(&d, f.ts)),
                     updated_by: get_str(&d, f.updated_by),
                     truncated: truncated.then_some(true),
+                    explain: req.explain.then(|| Explain {
+                        bm25: *score,
+                        normalised: share(*score, best_category),
+                        formula: "bm25".into(),
+                        ..Explain::default()
+                    }),
                 });
             }
         }
@@ -888,5 +1159,74 @@ mod tests {
         ] {
             assert!(!is_identifier_like(q), "{q}");
         }
+    }
+}
+
+#[cfg(test)]
+mod ranking_tests {
+    use super::*;
+
+    fn c(session: &str, position: u64, bm25: f32, order: u64) -> Candidate {
+        Candidate {
+            session: session.into(),
+            position,
+            bm25,
+            order,
+            addr: None,
+        }
+    }
+
+    #[test]
+    fn a_turn_beside_a_strong_match_is_lifted_and_joins_the_pool() {
+        // The question's words are in s#4; its answer, s#5, does not match at all.
+        let ranked = spread(
+            vec![c("s", 4, 10.0, 4), c("t", 0, 6.0, 10), c("t", 9, 2.0, 19)],
+            0.25,
+            0.5,
+        );
+        let place: Vec<(String, u64)> = ranked
+            .iter()
+            .map(|r| (r.session.clone(), r.position))
+            .collect();
+        let at = |s: &str, p: u64| place.iter().position(|x| x.0 == s && x.1 == p).unwrap();
+        assert_eq!(at("s", 4), 0);
+        // s#5 and s#3 come from the neighbour share and the session share alone.
+        assert!(at("s", 5) < at("t", 9), "{place:?}");
+        let s5 = &ranked[at("s", 5)];
+        assert_eq!(s5.parts.bm25, 0.0);
+        assert_eq!(s5.parts.neighbour, 2.5);
+        assert_eq!(s5.parts.session, 5.0);
+        assert_eq!(s5.score, 7.5 / 1.5);
+        // The best turn of the best session keeps its BM25 as its score.
+        assert_eq!(ranked[0].score, (10.0 + 0.0 + 5.0) / 1.5);
+    }
+
+    #[test]
+    fn scores_depend_on_the_turn_its_neighbours_and_its_session_only() {
+        let a = spread(vec![c("s", 1, 4.0, 1), c("s", 2, 2.0, 2)], 0.25, 0.5);
+        let b = spread(
+            vec![c("s", 1, 4.0, 1), c("s", 2, 2.0, 2), c("x", 7, 40.0, 9)],
+            0.25,
+            0.5,
+        );
+        let score = |v: &[Ranked], p: u64| {
+            v.iter()
+                .find(|r| r.session == "s" && r.position == p)
+                .unwrap()
+                .score
+        };
+        assert_eq!(score(&a, 1).to_bits(), score(&b, 1).to_bits());
+        assert_eq!(score(&a, 2).to_bits(), score(&b, 2).to_bits());
+    }
+
+    #[test]
+    fn without_shares_the_order_is_bm25_then_ingest_order() {
+        let r = spread(
+            vec![c("s", 1, 1.0, 5), c("s", 9, 1.0, 2), c("s", 4, 3.0, 7)],
+            0.0,
+            0.0,
+        );
+        let p: Vec<u64> = r.iter().map(|x| x.position).collect();
+        assert_eq!(p[..3], [4, 9, 1]);
     }
 }

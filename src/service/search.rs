@@ -68,6 +68,9 @@ impl Plan for SearchRequest {
                 Some(search::DEFAULT_MAX_CHARS)
             },
             context_weight: self.context_weight.unwrap_or(search::CONTEXT_WEIGHT),
+            neighbour_share: search::NEIGHBOUR_SHARE,
+            session_share: search::SESSION_SHARE,
+            explain: self.explain,
         })
     }
 }
@@ -103,8 +106,17 @@ impl Memdir {
         req: &SearchRequest,
         hidden: Vec<String>,
     ) -> Result<SearchResponse> {
+        self.search_tuned(req, |plan| plan.filters.hidden_categories = hidden)
+    }
+
+    /// Searches with the plan adjusted by `tune` (the benchmark measures ranking levers so).
+    pub fn search_tuned(
+        &self,
+        req: &SearchRequest,
+        tune: impl FnOnce(&mut search::Request),
+    ) -> Result<SearchResponse> {
         let mut plan = req.plan()?;
-        plan.filters.hidden_categories = hidden;
+        tune(&mut plan);
         let mode = plan.mode;
         if !self.layout().exists() || plan.query.trim().is_empty() {
             if plan.query.chars().count() > search::MAX_QUERY_CHARS {

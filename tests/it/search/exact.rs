@@ -128,7 +128,7 @@ fn auto_mode_sends_quoted_phrases_to_exact() {
 #[test]
 fn auto_mode_falls_back_to_bm25_with_a_note_when_exact_finds_nothing() {
     let env = fixture();
-    let v = search(&env, &["max_size=999", "--limit", "100"]);
+    let v = search(&env, &["max_size=999", "--limit", "100", "--context", "0"]);
     assert_eq!(v["engine"], "bm25", "{v:#}");
     let notes = v["notes"].to_string();
     assert!(notes.contains("no exact match"), "{v:#}");

@@ -119,7 +119,7 @@ fn query_operators_are_plain_words_not_syntax() {
     let k = key_set(&v);
     assert!(k.contains("alpha#1") && k.contains("alpha#2"), "{v:#}");
     // "title:pool" is not a field query: it finds no title field and does not fail.
-    let v = search(&env, &["title:pool", "--limit", "100"]);
+    let v = search(&env, &["title:pool", "--limit", "100", "--context", "0"]);
     assert_eq!(
         v["engine"], "bm25",
         "no exact match, so BM25 answers: {v:#}"

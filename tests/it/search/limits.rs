@@ -13,9 +13,31 @@ fn limit_must_be_between_1_and_1000() {
         assert_eq!(e["code"], "invalid");
         assert_eq!(e["field"], "limit");
     }
-    let all = search(&env, &["canary_token", "--mode", "bm25", "--limit", "1000"]);
+    let all = search(
+        &env,
+        &[
+            "canary_token",
+            "--mode",
+            "bm25",
+            "--limit",
+            "1000",
+            "--context",
+            "0",
+        ],
+    );
     assert!(rows(&all).len() > 6, "{all:#}");
-    let one = search(&env, &["canary_token", "--mode", "bm25", "--limit", "1"]);
+    let one = search(
+        &env,
+        &[
+            "canary_token",
+            "--mode",
+            "bm25",
+            "--limit",
+            "1",
+            "--context",
+            "0",
+        ],
+    );
     assert_eq!(one["count"], 1);
     // The one hit is the best hit, with the same score.
     assert_eq!(rows(&one)[0], rows(&all)[0]);

@@ -146,3 +146,101 @@ fn bm25_scores_are_real_bm25_and_rarer_terms_score_higher() {
     );
     assert_eq!(keys(&both)[0], "a#0");
 }
+
+#[test]
+fn the_answer_one_turn_after_the_questions_words_is_found_and_limits_only_cut() {
+    let env = TestEnv::new();
+    let chat = [
+        "Maya: I finally adopted a dog last weekend!",
+        "Leo: Where did you get her?",
+        "Maya: From the Riverside shelter on Elm Street.",
+        "Leo: Nice. How is work going?",
+        "Maya: Busy, lots of meetings.",
+    ];
+    for t in chat {
+        env.ok(&["ingest", "--session-id", "c1", "--text", t]);
+    }
+    for i in 0..12 {
+        let t = format!("Leo: my neighbour's dog number {i} barks all night");
+        env.ok(&["ingest", "--session-id", &format!("noise{i}"), "--text", &t]);
+    }
+    let q = "where did Maya adopt her dog";
+    let v = search(
+        &env,
+        &[q, "--mode", "bm25", "--context", "0", "--limit", "5"],
+    );
+    // The answer shares no word with the question but sits beside the turns that do.
+    assert!(keys(&v).contains(&"c1#2".to_string()), "{v:#}");
+    // Every limit gives a prefix of the same ranking, with the same scores.
+    let all = search(
+        &env,
+        &[q, "--mode", "bm25", "--context", "0", "--limit", "50"],
+    );
+    for limit in [1, 3, 7] {
+        let some = search(
+            &env,
+            &[
+                q,
+                "--mode",
+                "bm25",
+                "--context",
+                "0",
+                "--limit",
+                &limit.to_string(),
+            ],
+        );
+        assert_eq!(rows(&some)[..], rows(&all)[..limit], "limit {limit}");
+    }
+    // explain gives the parts, which make the score.
+    let e = search(
+        &env,
+        &[
+            q,
+            "--mode",
+            "bm25",
+            "--context",
+            "0",
+            "--explain",
+            "--limit",
+            "50",
+        ],
+    );
+    for r in rows(&e) {
+        let x = &r["explain"];
+        let sum = x["bm25"].as_f64().unwrap()
+            + x["neighbour"].as_f64().unwrap()
+            + x["session"].as_f64().unwrap();
+        let score = r["score"].as_f64().unwrap();
+        assert!((sum / 1.5 - score).abs() < 1e-4 * score.max(1.0), "{r:#}");
+    }
+    let answer = rows(&e)
+        .iter()
+        .find(|r| r["session_id"] == "c1" && r["position"] == 2)
+        .unwrap();
+    assert!(answer["explain"]["neighbour"].as_f64().unwrap() > 0.0);
+    assert!(
+        rows(&all)[0].get("explain").is_none(),
+        "parts only when asked"
+    );
+    // With windows, a matching turn inside a shown window is not a hit of its own.
+    let w = search(
+        &env,
+        &[q, "--mode", "bm25", "--context", "2", "--limit", "5"],
+    );
+    let c1: Vec<u64> = rows(&w)
+        .iter()
+        .filter(|r| r["session_id"] == "c1")
+        .map(|r| r["position"].as_u64().unwrap())
+        .collect();
+    for (i, a) in c1.iter().enumerate() {
+        for b in &c1[i + 1..] {
+            assert!(a.abs_diff(*b) > 2, "{a} and {b} share a window: {w:#}");
+        }
+    }
+    assert!(
+        w["notes"]
+            .to_string()
+            .contains("inside the context windows"),
+        "{w:#}"
+    );
+}
