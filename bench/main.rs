@@ -135,6 +135,7 @@ fn fill_sessions(
                     project: Some(format!("project-{}", s % 10)),
                     metadata: None,
                     ts: None,
+                    source_id: None,
                 })
                 .collect();
             m.ingest(&batch)?;
@@ -185,6 +186,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
             project: None,
             metadata: None,
             ts: None,
+            source_id: None,
         };
         let t = Instant::now();
         m.ingest_one(c)?;
@@ -392,6 +394,7 @@ fn bench_search(args: &[String]) -> Result<Value> {
                 project: None,
                 metadata: None,
                 ts: None,
+                source_id: None,
             })
             .collect();
         m.ingest(&batch)?;
@@ -730,6 +733,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                         project: Some(cid.to_string()),
                         metadata: None,
                         ts: None,
+                        source_id: None,
                     });
                 }
             }

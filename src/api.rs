@@ -410,6 +410,9 @@ pub struct NewChunk {
     /// Original time (RFC 3339, date or epoch ms); default now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ts: Option<String>,
+    /// Dedupe key within the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
 }
 
 /// Parameters of an ingest: one chunk (`session_id`, `content`, ...) or a batch (`chunks`),
@@ -433,6 +436,9 @@ pub struct IngestRequest {
     /// Original time (RFC 3339, date or epoch ms); default now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ts: Option<String>,
+    /// Dedupe key within the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
     /// A batch instead of one chunk, saved all or nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<Vec<NewChunk>>,
@@ -694,6 +700,20 @@ pub struct Ingested {
     pub ts: String,
     /// Always true.
     pub ok: bool,
+    /// Its source_id was in the session: nothing saved; fields name the chunk holding it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
+}
+
+/// A batch chunk not saved: its source_id was in its session.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SkippedChunk {
+    /// Index in chunks.
+    pub index: usize,
+    pub session_id: String,
+    pub source_id: String,
+    /// The chunk holding the key.
+    pub chunk_id: String,
 }
 
 /// A saved batch.
@@ -703,8 +723,14 @@ pub struct IngestedBatch {
     pub ok: bool,
     /// Chunks saved.
     pub count: usize,
-    /// Each chunk, in request order.
+    /// Each saved chunk, in request order.
     pub chunks: Vec<Ingested>,
+    /// Chunks not saved: source_id already there.
+    #[serde(default)]
+    pub skipped: usize,
+    /// Which.
+    #[serde(default)]
+    pub skipped_chunks: Vec<SkippedChunk>,
 }
 
 /// `ingest`: one chunk, or a batch.
