@@ -1292,3 +1292,48 @@ pub struct HealthResponse {
     /// memdir's version.
     pub version: String,
 }
+
+/// Parameters of an import of another tool's history.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ImportRequest {
+    /// The source: jsonl (memdir chunk lines), claude-code or codex.
+    pub format: String,
+    /// A file or directory of the source [default: where the tool keeps its data; jsonl:
+    /// required, "-" for stdin].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Count what would be imported (sessions, chunks, skips) and write nothing.
+    #[arg(long)]
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `import`: what was (or, with dry_run, would be) imported.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ImportResponse {
+    /// Always true.
+    pub ok: bool,
+    /// The source format.
+    pub format: String,
+    /// The file or directory read.
+    pub path: String,
+    /// Nothing was written.
+    pub dry_run: bool,
+    /// Files read.
+    pub files: usize,
+    /// Sessions with chunks in the source.
+    pub sessions: usize,
+    /// Chunks saved (with dry_run: that would be saved).
+    pub chunks: usize,
+    /// Chunks already imported (their source_id is in their session): not saved again.
+    pub existing: usize,
+    /// Categories written.
+    pub categories: usize,
+    /// Records left out, by reason (tool calls, thinking, harness text, malformed lines, ...).
+    pub skipped: BTreeMap<String, u64>,
+    /// The first malformed lines, as `file:line` (1-based).
+    pub bad_lines: Vec<String>,
+    /// Seconds taken.
+    pub seconds: f64,
+}

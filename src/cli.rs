@@ -24,6 +24,7 @@ Examples:
   memdir init
   memdir ingest --session-id demo --project web --text \"the pool timed out under load\"
   memdir ingest --jsonl chunks.jsonl
+  memdir import claude-code --dry-run && memdir import claude-code
   memdir fetch demo --position 0 --limit 20
   memdir overview --days 7
   memdir write base --data '{\"name\": \"Ada\"}' --reason \"first notes\"
@@ -72,6 +73,9 @@ pub enum Command {
     Status,
     /// Add chunks to a session: one from --text, --file or stdin, or many with --jsonl.
     Ingest(IngestArgs),
+    /// Import another tool's history: jsonl (memdir chunk lines), claude-code or codex. A
+    /// second run adds only what is new.
+    Import(api::ImportRequest),
     /// Read a session's chunks, page by page.
     Fetch(api::FetchRequest),
     /// The session catalog: sessions active within --days (0: all), newest first.
@@ -962,6 +966,15 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
             Some(path) => ingest_jsonl(m, &a, path)?,
             None => call(m, "ingest", &ingest_request(&a)?)?,
         },
+        Command::Import(r) => {
+            let bar = Bar::new("import");
+            let show = |done: u64, total: u64| bar.set(done, total);
+            // A direct call of a surface: the progress bar needs a callback.
+            let out = crate::import::run(m, &r, &|k| std::env::var(k).ok(), Some(&show));
+            bar.finish();
+            serde_json::to_value(out?)
+                .map_err(|e| Error::internal(format!("import result: {e}")))?
+        }
         Command::Fetch(r) => call(m, "fetch", &r)?,
         Command::Overview(r) => call(m, "overview", &r)?,
         Command::Read(r) => call(m, "read", &r)?,

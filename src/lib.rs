@@ -23,6 +23,7 @@ pub mod config;
 pub mod error;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod import;
 pub mod index;
 pub mod jsontext;
 pub mod ledger;

@@ -298,6 +298,19 @@ impl Memdir {
         Ok(())
     }
 
+    /// Which of these `(session, source_id)` pairs a chunk already holds; writes nothing.
+    pub fn source_ids_known(&self, pairs: &[(String, String)]) -> Result<Vec<bool>> {
+        let mut guard = self.inner()?;
+        let Some(inner) = guard.as_mut() else {
+            return Ok(vec![false; pairs.len()]);
+        };
+        self.sync_sessions(inner, None)?;
+        pairs
+            .iter()
+            .map(|(s, k)| Ok(inner.ledger.source_key(s, k)?.is_some()))
+            .collect()
+    }
+
     /// Reads every idempotency key again from the segments (under the lock): `reindex`
     /// rebuilds the ledger's key index from the files with it.
     pub(crate) fn rebuild_source_keys(&self) -> Result<()> {
