@@ -453,7 +453,7 @@ fn build() -> Vec<Op> {
             mcp: None,
             rest: None,
             flags: (false, false, true),
-            examples: no_examples,
+            examples: || vec![("dry-run", json!({"format": "jsonl", "path": "-", "dry_run": true}))],
             typed: typed!(ImportRequest, ImportResponse, |m, r| crate::import::run(m, &r, &|k| std::env::var(k).ok(), None)),
         },
         op! {
