@@ -195,6 +195,7 @@ fn fill_sessions(
                     project: Some(format!("project-{}", s % 10)),
                     metadata: None,
                     ts: None,
+                    source_id: None,
                 })
                 .collect();
             m.ingest(&batch)?;
@@ -245,6 +246,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
             project: None,
             metadata: None,
             ts: None,
+            source_id: None,
         };
         let t = Instant::now();
         m.ingest_one(c)?;
@@ -452,6 +454,7 @@ fn bench_search(args: &[String]) -> Result<Value> {
                 project: None,
                 metadata: None,
                 ts: None,
+                source_id: None,
             })
             .collect();
         m.ingest(&batch)?;
@@ -628,6 +631,7 @@ fn long_answers() -> Result<Value> {
                 project: None,
                 metadata: None,
                 ts: None,
+                source_id: None,
             })
             .collect();
         m.ingest(&batch)?;
@@ -872,6 +876,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
             project: None,
             metadata: None,
             ts: None,
+            source_id: None,
         })?;
         let w = ms(t);
         let t = Instant::now();
@@ -888,6 +893,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
             project: None,
             metadata: None,
             ts: None,
+            source_id: None,
         })?;
         let q = format!(
             "{} {}",
@@ -939,6 +945,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                     project: Some(cid.to_string()),
                     metadata: None,
                     ts: None,
+                    source_id: None,
                 });
             }
         }
@@ -1086,6 +1093,83 @@ fn window_recall(
     }))
 }
 
+/// `import`: a synthetic Claude Code history (`--turns` user/assistant records over
+/// `--sessions` transcripts, with the tool calls, results, thinking and progress records a real
+/// one holds between them), imported by the `memdir` binary; then imported again (nothing new).
+fn bench_import(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let turns = arg(args, "--turns", 100_000);
+    let sessions = arg(args, "--sessions", 200).max(1);
+    let src = dir.with_file_name("claude-home");
+    let vocab = Vocab::new(20_000);
+    let mut rng = Rng(11);
+    let per = turns.div_ceil(sessions);
+    let mut bytes = 0u64;
+    for s in 0..sessions {
+        let proj = src.join(format!("projects/-home-dev-proj{}", s % 20));
+        std::fs::create_dir_all(&proj).expect("create project dir");
+        let mut out = String::new();
+        for t in 0..per.min(turns.saturating_sub(s * per)) {
+            let uuid = format!("{s:08x}-{t:04x}-4000-8000-{:012x}", s * per + t);
+            let ts = format!(
+                "2026-03-02T{:02}:{:02}:{:02}.000Z",
+                (t / 3600) % 24,
+                (t / 60) % 60,
+                t % 60
+            );
+            let common = json!({"uuid": uuid, "sessionId": s.to_string(), "cwd": format!("/home/dev/proj{}", s % 20), "gitBranch": "main", "version": "2.0.40", "timestamp": ts, "isSidechain": false});
+            let mut rec = common.clone();
+            if t % 2 == 0 {
+                rec["type"] = json!("user");
+                rec["message"] = json!({"role": "user", "content": vocab.sentence(&mut rng, 30)});
+            } else {
+                rec["type"] = json!("assistant");
+                rec["message"] = json!({"role": "assistant", "model": "claude-sonnet-4-5", "id": format!("msg_{t}"), "content": [{"type": "text", "text": vocab.sentence(&mut rng, 60)}]});
+                // Noise a real transcript holds between turns.
+                let mut call = common.clone();
+                call["uuid"] = json!(format!("{uuid}-c"));
+                call["type"] = json!("assistant");
+                call["message"] = json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": "cargo test"}}]});
+                let mut result = common.clone();
+                result["uuid"] = json!(format!("{uuid}-r"));
+                result["type"] = json!("user");
+                result["message"] = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": vocab.sentence(&mut rng, 200)}]});
+                out.push_str(&format!("{call}\n{result}\n"));
+            }
+            out.push_str(&format!("{rec}\n"));
+        }
+        bytes += out.len() as u64;
+        std::fs::write(proj.join(format!("session-{s:05}.jsonl")), out).expect("write transcript");
+    }
+    let run = |what: &str| -> Value {
+        let start = Instant::now();
+        let out = Command::new(memdir_bin())
+            .args([
+                "--dir",
+                dir.to_str().expect("utf-8 path"),
+                "import",
+                "claude-code",
+                src.to_str().expect("utf-8 path"),
+            ])
+            .output()
+            .expect("run memdir import");
+        let secs = start.elapsed().as_secs_f64();
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("import prints JSON");
+        let chunks = v["chunks"].as_u64().unwrap_or(0);
+        json!({"seconds": round(secs), "chunks": chunks, "existing": v["existing"], "chunks_per_s": (chunks as f64 / secs).round()})
+    };
+    let first = run("first import");
+    let second = run("second import");
+    Ok(
+        json!({"turns": turns, "sessions": sessions, "source_mib": round(bytes as f64 / 1048576.0), "first": first, "again": second}),
+    )
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let what = args.first().map(String::as_str).unwrap_or("store");
@@ -1097,8 +1181,11 @@ fn main() {
         "recall" => bench_recall(&args),
         "http" => bench_http(&args),
         "fresh" => bench_fresh(&args),
+        "import" => bench_import(&args),
         other => {
-            eprintln!("unknown benchmark {other:?}: use store, search, mcp, recall, http or fresh");
+            eprintln!(
+                "unknown benchmark {other:?}: use store, search, mcp, recall, http, fresh or import"
+            );
             std::process::exit(2);
         }
     };

@@ -369,6 +369,7 @@ impl Caller {
             Need::Read(c) => self.read(c),
             Need::Write(c) => self.write(c),
             Need::Ingest(projects) => projects.iter().try_for_each(|p| self.ingest(p)),
+            Need::Privileged(what) => self.destroy(what),
             Need::Destroy { what, category } => self.destroy(what).and_then(|()| match category {
                 Some(c) => self.write(c),
                 None if self.unrestricted() => Ok(()),
@@ -429,6 +430,8 @@ pub enum Need<'a> {
     Write(&'a str),
     /// Ingest into these projects (`""`: no project).
     Ingest(Vec<&'a str>),
+    /// An operation reserved to admins and devices with `delete = true` (import, sync, ...).
+    Privileged(&'static str),
     /// A destructive operation on one category, or on every one.
     Destroy {
         what: &'static str,
@@ -482,6 +485,7 @@ mod requests {
         DeleteRequest => |r| Need::Destroy { what: "delete categories", category: Some(&r.category) };
         RestoreRequest => |r| Need::Destroy { what: "restore versions", category: Some(&r.category) };
         CompactRequest => |r| Need::Destroy { what: "compact history", category: r.category.as_deref() };
+        ImportRequest => |r| if r.dry_run { Need::Nothing } else { Need::Privileged("import history") };
         IngestRequest => |r| Need::Ingest(match &r.chunks {
             Some(chunks) => chunks.iter().map(|c| c.project.as_deref().unwrap_or("")).collect(),
             None => vec![r.project.as_deref().unwrap_or("")],
@@ -508,7 +512,8 @@ mod requests {
         DoctorResponse,
         VerifyResponse,
         ReindexResponse,
-        InitResponse
+        InitResponse,
+        ImportResponse
     );
 
     impl Visible for SearchResponse {

@@ -415,6 +415,9 @@ pub struct NewChunk {
     /// Original time (RFC 3339, date or epoch ms); default now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ts: Option<String>,
+    /// Dedupe key within the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
 }
 
 /// Parameters of an ingest: one chunk (`session_id`, `content`, ...) or a batch (`chunks`),
@@ -438,6 +441,9 @@ pub struct IngestRequest {
     /// Original time (RFC 3339, date or epoch ms); default now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ts: Option<String>,
+    /// Dedupe key within the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
     /// A batch instead of one chunk, saved all or nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<Vec<NewChunk>>,
@@ -699,6 +705,20 @@ pub struct Ingested {
     pub ts: String,
     /// Always true.
     pub ok: bool,
+    /// Its source_id was in the session: nothing saved; fields name the chunk holding it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
+}
+
+/// A batch chunk not saved: its source_id was in its session.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SkippedChunk {
+    /// Index in chunks.
+    pub index: usize,
+    pub session_id: String,
+    pub source_id: String,
+    /// The chunk holding the key.
+    pub chunk_id: String,
 }
 
 /// A saved batch.
@@ -708,8 +728,14 @@ pub struct IngestedBatch {
     pub ok: bool,
     /// Chunks saved.
     pub count: usize,
-    /// Each chunk, in request order.
+    /// Each saved chunk, in request order.
     pub chunks: Vec<Ingested>,
+    /// Chunks not saved: source_id already there.
+    #[serde(default)]
+    pub skipped: usize,
+    /// Which.
+    #[serde(default)]
+    pub skipped_chunks: Vec<SkippedChunk>,
 }
 
 /// `ingest`: one chunk, or a batch.
@@ -1311,4 +1337,49 @@ pub struct HealthResponse {
     pub ok: bool,
     /// memdir's version.
     pub version: String,
+}
+
+/// Parameters of an import of another tool's history.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ImportRequest {
+    /// The source: jsonl (memdir chunk lines), claude-code or codex.
+    pub format: String,
+    /// A file or directory of the source [default: where the tool keeps its data; jsonl:
+    /// required, "-" for stdin].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Count what would be imported (sessions, chunks, skips) and write nothing.
+    #[arg(long)]
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `import`: what was (or, with dry_run, would be) imported.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ImportResponse {
+    /// Always true.
+    pub ok: bool,
+    /// The source format.
+    pub format: String,
+    /// The file or directory read.
+    pub path: String,
+    /// Nothing was written.
+    pub dry_run: bool,
+    /// Files read.
+    pub files: usize,
+    /// Sessions with chunks in the source.
+    pub sessions: usize,
+    /// Chunks saved (with dry_run: that would be saved).
+    pub chunks: usize,
+    /// Chunks already imported (their source_id is in their session): not saved again.
+    pub existing: usize,
+    /// Categories written.
+    pub categories: usize,
+    /// Records left out, by reason (tool calls, thinking, harness text, malformed lines, ...).
+    pub skipped: BTreeMap<String, u64>,
+    /// The first malformed lines, as `file:line` (1-based).
+    pub bad_lines: Vec<String>,
+    /// Seconds taken.
+    pub seconds: f64,
 }

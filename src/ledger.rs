@@ -19,7 +19,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::model::CategoryStatus;
 
 /// The ledger's schema version; a different version is rebuilt from the files.
-pub const LEDGER_SCHEMA: i64 = 3;
+pub const LEDGER_SCHEMA: i64 = 4;
 
 /// Cached state of one category.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -73,6 +73,14 @@ pub struct SegmentRow {
     pub bad_lines: i64,
     /// The largest stamp in the segment: the next chunk appended to it sorts after it.
     pub max_hlc: String,
+}
+
+/// An idempotency key of a chunk: its session, its `source_id` and the chunk that holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceKey {
+    pub session_id: String,
+    pub source_id: String,
+    pub chunk_id: String,
 }
 
 /// SQLite errors at the boundary: busy is `busy`, anything else `unavailable`, with a hint
@@ -182,6 +190,10 @@ CREATE TABLE IF NOT EXISTS segment (
   project TEXT NOT NULL, title TEXT NOT NULL, first_ts TEXT NOT NULL, last_ts TEXT NOT NULL,
   bad_lines INTEGER NOT NULL, max_hlc TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS segment_session ON segment(session_id);
+CREATE TABLE IF NOT EXISTS source_key (
+  session_id TEXT NOT NULL, source_id TEXT NOT NULL, rel TEXT NOT NULL, chunk_id TEXT NOT NULL,
+  PRIMARY KEY (session_id, source_id, rel));
+CREATE INDEX IF NOT EXISTS source_key_rel ON source_key(rel);
 CREATE TABLE IF NOT EXISTS txn (
   id INTEGER PRIMARY KEY AUTOINCREMENT, txid TEXT NOT NULL, op TEXT NOT NULL,
   target TEXT NOT NULL, actor TEXT NOT NULL, at TEXT NOT NULL);
@@ -271,7 +283,7 @@ impl Ledger {
             // Another schema: everything here is derived, so drop it and rebuild from the files.
             ledger.conn.execute_batch(
                 "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS category; DROP TABLE IF EXISTS segment;
-                 DROP TABLE IF EXISTS change; DROP TABLE IF EXISTS txn;",
+                 DROP TABLE IF EXISTS source_key; DROP TABLE IF EXISTS change; DROP TABLE IF EXISTS txn;",
             )?;
             ledger.conn.execute_batch(SCHEMA)?;
         }
@@ -405,6 +417,42 @@ impl Ledger {
     pub fn remove_segment(&self, rel: &str) -> Result<()> {
         self.conn
             .execute("DELETE FROM segment WHERE rel = ?1", [rel])?;
+        self.replace_source_keys(rel, &[])
+    }
+
+    /// Replaces the idempotency keys (`source_id`s) a segment holds, read from its file.
+    pub fn replace_source_keys(&self, rel: &str, keys: &[SourceKey]) -> Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM source_key WHERE rel = ?1")?
+            .execute([rel])?;
+        self.add_source_keys(rel, keys)
+    }
+
+    /// Adds the idempotency keys of chunks appended to a segment.
+    pub fn add_source_keys(&self, rel: &str, keys: &[SourceKey]) -> Result<()> {
+        let mut st = self
+            .conn
+            .prepare_cached("INSERT OR IGNORE INTO source_key VALUES (?1, ?2, ?3, ?4)")?;
+        for k in keys {
+            st.execute(params![k.session_id, k.source_id, rel, k.chunk_id])?;
+        }
+        Ok(())
+    }
+
+    /// The chunk of a session that holds an idempotency key, if any.
+    pub fn source_key(&self, session_id: &str, source_id: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT chunk_id FROM source_key WHERE session_id = ?1 AND source_id = ?2 ORDER BY rel LIMIT 1",
+            )?
+            .query_row([session_id, source_id], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Forgets every idempotency key (before they are read again from all segments).
+    pub fn clear_source_keys(&self) -> Result<()> {
+        self.conn.execute("DELETE FROM source_key", [])?;
         Ok(())
     }
 

@@ -25,6 +25,7 @@ pub mod error;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod human;
+pub mod import;
 pub mod index;
 pub mod jsontext;
 pub mod ledger;

@@ -12,7 +12,7 @@
 //! method, its tests.
 //!
 //! Architecture Invariant: surfaces reach the engine only through [`call`] (the CLI's progress
-//! bar on `reindex` aside); no surface goes through another.
+//! bars on `reindex` and `import` aside); no surface goes through another.
 
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -480,6 +480,17 @@ fn build() -> Vec<Op> {
             flags: (false, false, true),
             examples: no_examples,
             typed: typed!(Empty, ReindexResponse, |m, _r| m.reindex(None)),
+        },
+        op! {
+            name: "import",
+            summary: "Import another tool's history",
+            description: "Import another tool's history (jsonl: memdir chunk lines; claude-code; codex) from a file or directory (default: where the tool keeps it). Every chunk carries a source_id, so running it again adds only what is new. dry_run counts without writing.",
+            cli: Some("import"),
+            mcp: None,
+            rest: None,
+            flags: (false, false, true),
+            examples: || vec![("dry-run", json!({"format": "jsonl", "path": "-", "dry_run": true}))],
+            typed: typed!(ImportRequest, ImportResponse, |m, r| crate::import::run(m, &r, &crate::config::process_env, None)),
         },
         op! {
             name: "init",

@@ -684,6 +684,8 @@ impl Memdir {
                 rebuilt_from_nothing: false,
             });
         }
+        // The ledger's index of idempotency keys is derived from the files too.
+        self.rebuild_source_keys()?;
         // A rebuild into the index as it is; when that index cannot even be read (a damaged
         // file), the index is derived, so it is thrown away and built from nothing.
         let rebuilt_from_nothing = match self.catch_up(true, progress) {

@@ -9,7 +9,7 @@ use crate::api::*;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::ChangeKind;
-use crate::ledger::SegmentRow;
+use crate::ledger::{SegmentRow, SourceKey};
 use crate::model::{ChunkRecord, SessionId, validate_project};
 use crate::store::lock::WriteLock;
 use crate::store::segment::{self, SegmentAppend};
@@ -125,7 +125,219 @@ pub fn order_chunks(mut chunks: Vec<ChunkRecord>) -> Vec<PositionedChunk> {
         .collect()
 }
 
+/// The metadata key that holds a chunk's idempotency key.
+pub const SOURCE_ID_KEY: &str = "source_id";
+
+/// Longest idempotency key, in bytes.
+pub const MAX_SOURCE_ID_BYTES: usize = 512;
+
+/// A chunk's idempotency key: a string `source_id` in its metadata.
+pub fn source_id_of(metadata: &Value) -> Option<&str> {
+    metadata
+        .get(SOURCE_ID_KEY)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The idempotency keys a segment holds.
+fn source_keys(seg: &segment::Segment) -> Vec<SourceKey> {
+    seg.chunks
+        .iter()
+        .filter_map(|c| {
+            source_id_of(&c.metadata).map(|k| SourceKey {
+                session_id: c.session_id.clone(),
+                source_id: k.to_string(),
+                chunk_id: c.chunk_id(),
+            })
+        })
+        .collect()
+}
+
+/// Checks an idempotency key: 1 to 512 bytes, no control characters.
+fn check_source_id(k: &str) -> Result<()> {
+    if k.is_empty() {
+        return Err(Error::invalid("source_id", "source_id must not be empty"));
+    }
+    if k.len() > MAX_SOURCE_ID_BYTES {
+        return Err(Error::too_large(
+            "source_id",
+            k.len(),
+            MAX_SOURCE_ID_BYTES,
+            "bytes",
+        ));
+    }
+    if k.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "source_id",
+            "source_id must not contain control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// A chunk checked and ready to write.
+struct Prepared {
+    id: SessionId,
+    ts: Option<i64>,
+    meta: Value,
+    key: Option<String>,
+}
+
+/// Checks one chunk of an ingest (`at` adds where it sits in a batch) without writing.
+fn prepare(c: &NewChunk, at: impl Fn(Error) -> Error) -> Result<Prepared> {
+    let id = SessionId::new(&c.session_id).map_err(&at)?;
+    if c.content.trim().is_empty() {
+        return Err(at(Error::invalid("content", "content must not be empty")));
+    }
+    if c.content.len() > limits::MAX_CHUNK_BYTES {
+        return Err(at(Error::too_large(
+            "content",
+            c.content.len(),
+            limits::MAX_CHUNK_BYTES,
+            "bytes",
+        )));
+    }
+    validate_project(c.project.as_deref().unwrap_or("")).map_err(&at)?;
+    if let Some(m) = &c.metadata {
+        if !m.is_object() && !m.is_null() {
+            return Err(at(Error::invalid(
+                "metadata",
+                format!(
+                    "metadata must be a JSON object, got {}",
+                    super::type_name(m)
+                ),
+            )));
+        }
+        super::check_depth("metadata", m).map_err(&at)?;
+    }
+    // The idempotency key is kept in the metadata, so it survives in the plain files
+    // and the ledger's key index can be rebuilt from them.
+    let mut meta = c
+        .metadata
+        .clone()
+        .filter(|m| !m.is_null())
+        .unwrap_or_else(|| json!({}));
+    if let Some(k) = c.source_id.as_deref() {
+        check_source_id(k).map_err(&at)?;
+        if meta
+            .get(SOURCE_ID_KEY)
+            .is_some_and(|v| v.as_str() != Some(k))
+        {
+            return Err(at(Error::invalid(
+                "source_id",
+                "source_id differs from metadata.source_id: give the key once",
+            )));
+        }
+        meta[SOURCE_ID_KEY] = Value::from(k);
+    }
+    let key = source_id_of(&meta).map(str::to_string);
+    if let Some(k) = &key {
+        check_source_id(k).map_err(&at)?;
+    }
+    let size = codec::to_compact(&meta).len();
+    if size > limits::MAX_METADATA_BYTES {
+        return Err(at(Error::too_large(
+            "metadata",
+            size,
+            limits::MAX_METADATA_BYTES,
+            "bytes",
+        )));
+    }
+    // An original time (an import's) is kept as the chunk's time; order and positions
+    // still follow ingest, through the clock stamp.
+    let ts = match c.ts.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            None => None,
+            Some(t) => Some(clock::parse_time(t).ok_or_else(|| {
+                at(Error::invalid(
+                    "ts",
+                    format!("ts {t:?} is not a time: use RFC 3339 (2026-11-29T10:00:00Z), a date (2026-11-29) or epoch milliseconds"),
+                ))
+            })?),
+        };
+    Ok(Prepared { id, ts, meta, key })
+}
+
+/// Checks a chunk as an ingest would, without writing anything: a caller streaming a large
+/// input can refuse a bad line before its first batch is saved.
+pub fn check_chunk(c: &NewChunk) -> Result<()> {
+    prepare(c, |e| e).map(|_| ())
+}
+
 impl Memdir {
+    /// Re-reads the segments of one session whose cached rows are stale (under the lock), so
+    /// its idempotency keys in the ledger match the files.
+    fn refresh_session(&self, inner: &Inner, id: &SessionId) -> Result<()> {
+        let layout = self.layout();
+        for f in store::list_segments(layout, &Layout::session_rel(id))? {
+            let rel = f.rel.to_string_lossy().into_owned();
+            if inner
+                .ledger
+                .segment(&rel)?
+                .is_some_and(|r| r.len == f.len as i64 && r.mtime_ns == f.mtime_ns)
+            {
+                continue;
+            }
+            let path = layout.root.join(&f.rel);
+            let mut seg = segment::read(&path)?;
+            if seg.tail_len > 0 && segment::repair_tail(&layout.root, &path, &seg)? {
+                seg = segment::read(&path)?;
+            }
+            let stat = store::stat(&path)?.unwrap_or((0, 0));
+            if let Some(max) = seg.chunks.iter().map(|c| c.hlc.as_str()).max() {
+                self.observe(inner, max)?;
+            }
+            let row = segment_row(&rel, id.as_str(), &f.replica, stat, &seg);
+            let keys = source_keys(&seg);
+            inner.ledger.atomically(|l| {
+                l.put_segment(&row)?;
+                l.replace_source_keys(&rel, &keys)?;
+                l.record_change(ChangeKind::Segment, &rel)?;
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Which of these `(session, source_id)` pairs a chunk already holds; writes nothing.
+    pub fn source_ids_known(&self, pairs: &[(String, String)]) -> Result<Vec<bool>> {
+        let mut guard = self.inner()?;
+        let Some(inner) = guard.as_mut() else {
+            return Ok(vec![false; pairs.len()]);
+        };
+        self.sync_sessions(inner, None)?;
+        pairs
+            .iter()
+            .map(|(s, k)| Ok(inner.ledger.source_key(s, k)?.is_some()))
+            .collect()
+    }
+
+    /// Reads every idempotency key again from the segments (under the lock): `reindex`
+    /// rebuilds the ledger's key index from the files with it.
+    pub(crate) fn rebuild_source_keys(&self) -> Result<()> {
+        if self.read_only().is_some() || !self.layout().exists() {
+            return Ok(());
+        }
+        self.with_write(|inner, _lock| {
+            let layout = self.layout();
+            let mut all = Vec::new();
+            for (_, dir_rel) in store::list_session_dirs(layout)? {
+                for f in store::list_segments(layout, &dir_rel)? {
+                    let Ok(seg) = segment::read(&layout.root.join(&f.rel)) else {
+                        continue;
+                    };
+                    all.push((f.rel.to_string_lossy().into_owned(), source_keys(&seg)));
+                }
+            }
+            inner.ledger.atomically(|l| {
+                l.clear_source_keys()?;
+                for (rel, keys) in &all {
+                    l.add_source_keys(rel, keys)?;
+                }
+                Ok(())
+            })
+        })
+    }
+
     /// Refreshes the cached rows of every session segment, repairing torn tails (under the
     /// lock). Records a change for every segment that changed behind memdir's back.
     pub(crate) fn sync_sessions(&self, inner: &Inner, lock: Option<&WriteLock>) -> Result<()> {
@@ -189,9 +401,11 @@ impl Memdir {
                     self.observe(inner, max)?;
                 }
                 let row = segment_row(&rel, &id, &f.replica, stat, &seg);
+                let keys = source_keys(&seg);
                 rows.remove(&rel);
                 inner.ledger.atomically(|l| {
                     l.put_segment(&row)?;
+                    l.replace_source_keys(&rel, &keys)?;
                     // New to the ledger, changed behind memdir's back, or written by a process
                     // that crashed before recording it: the index re-reads the whole segment.
                     l.record_change(ChangeKind::Segment, &rel)?;
@@ -230,6 +444,8 @@ impl Memdir {
         let mut total = 0usize;
         let mut ids = Vec::with_capacity(chunks.len());
         let mut times: Vec<Option<i64>> = Vec::with_capacity(chunks.len());
+        let mut metas: Vec<Value> = Vec::with_capacity(chunks.len());
+        let mut keys: Vec<Option<String>> = Vec::with_capacity(chunks.len());
         for (i, c) in chunks.iter().enumerate() {
             let at = |e: Error| {
                 if chunks.len() > 1 {
@@ -238,54 +454,12 @@ impl Memdir {
                     e
                 }
             };
-            let id = SessionId::new(&c.session_id).map_err(at)?;
-            if c.content.trim().is_empty() {
-                return Err(at(Error::invalid("content", "content must not be empty")));
-            }
-            if c.content.len() > limits::MAX_CHUNK_BYTES {
-                return Err(at(Error::too_large(
-                    "content",
-                    c.content.len(),
-                    limits::MAX_CHUNK_BYTES,
-                    "bytes",
-                )));
-            }
-            validate_project(c.project.as_deref().unwrap_or("")).map_err(at)?;
-            if let Some(m) = &c.metadata {
-                if !m.is_object() && !m.is_null() {
-                    return Err(at(Error::invalid(
-                        "metadata",
-                        format!(
-                            "metadata must be a JSON object, got {}",
-                            super::type_name(m)
-                        ),
-                    )));
-                }
-                super::check_depth("metadata", m).map_err(&at)?;
-                let size = codec::to_compact(m).len();
-                if size > limits::MAX_METADATA_BYTES {
-                    return Err(at(Error::too_large(
-                        "metadata",
-                        size,
-                        limits::MAX_METADATA_BYTES,
-                        "bytes",
-                    )));
-                }
-            }
-            // An original time (an import's) is kept as the chunk's time; order and positions
-            // still follow ingest, through the clock stamp.
-            let ts = match c.ts.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-                None => None,
-                Some(t) => Some(clock::parse_time(t).ok_or_else(|| {
-                    at(Error::invalid(
-                        "ts",
-                        format!("ts {t:?} is not a time: use RFC 3339 (2026-11-29T10:00:00Z), a date (2026-11-29) or epoch milliseconds"),
-                    ))
-                })?),
-            };
-            times.push(ts);
+            let p = prepare(c, at)?;
+            metas.push(p.meta);
+            keys.push(p.key);
+            times.push(p.ts);
             total += c.content.len();
-            ids.push(id);
+            ids.push(p.id);
         }
         if total > limits::MAX_BATCH_BYTES {
             return Err(Error::too_large(
@@ -308,7 +482,36 @@ impl Memdir {
             let mut single_positions: Vec<u64> = Vec::with_capacity(chunks.len());
             let mut last_hlc = None;
             let mut clock_state = self.last_hlc(inner)?;
-            for ((c, id), original) in chunks.iter().zip(&ids).zip(&times) {
+            // The ledger's rows (and keys) of the sessions written to must match their files.
+            let mut refreshed = std::collections::BTreeSet::new();
+            for id in &ids {
+                if refreshed.insert(id.as_str()) {
+                    self.refresh_session(inner, id)?;
+                }
+            }
+            let mut skipped: Vec<SkippedChunk> = Vec::new();
+            let mut batch_keys: std::collections::HashMap<(&str, &str), String> =
+                std::collections::HashMap::new();
+            let mut new_keys: BTreeMap<String, Vec<SourceKey>> = BTreeMap::new();
+            for (index, (((c, id), original), meta)) in
+                chunks.iter().zip(&ids).zip(&times).zip(&metas).enumerate()
+            {
+                let source_id = keys[index].as_deref();
+                if let Some(k) = source_id {
+                    let held = match batch_keys.get(&(id.as_str(), k)) {
+                        Some(chunk_id) => Some(chunk_id.clone()),
+                        None => inner.ledger.source_key(id.as_str(), k)?,
+                    };
+                    if let Some(chunk_id) = held {
+                        skipped.push(SkippedChunk {
+                            index,
+                            session_id: id.to_string(),
+                            source_id: k.to_string(),
+                            chunk_id,
+                        });
+                        continue;
+                    }
+                }
                 let rel = Layout::segment_rel(id, &replica);
                 let key = rel.to_string_lossy().into_owned();
                 if !state.contains_key(&key) {
@@ -382,13 +585,17 @@ impl Memdir {
                     hlc: hlc.to_string(),
                     ts: clock::rfc3339(original.unwrap_or(now)),
                     project: c.project.clone().unwrap_or_default(),
-                    metadata: c
-                        .metadata
-                        .clone()
-                        .filter(|m| !m.is_null())
-                        .unwrap_or_else(|| json!({})),
+                    metadata: meta.clone(),
                     content: String::new(),
                 };
+                if let Some(k) = source_id {
+                    batch_keys.insert((id.as_str(), k), rec.chunk_id());
+                    new_keys.entry(key.clone()).or_default().push(SourceKey {
+                        session_id: rec.session_id.clone(),
+                        source_id: k.to_string(),
+                        chunk_id: rec.chunk_id(),
+                    });
+                }
                 *next_seq += 1;
                 single_positions.push(row.chunks as u64);
                 append
@@ -410,6 +617,16 @@ impl Memdir {
                 }
                 last_hlc = Some(hlc);
                 out.push(rec);
+            }
+            if out.is_empty() {
+                // Every chunk was already there: nothing is written.
+                return Ok(IngestedBatch {
+                    ok: true,
+                    count: 0,
+                    chunks: Vec::new(),
+                    skipped: skipped.len(),
+                    skipped_chunks: skipped,
+                });
             }
             let appends: Vec<SegmentAppend> = order
                 .iter()
@@ -434,7 +651,7 @@ impl Memdir {
                 &layout.staging(),
                 &txid,
                 &appends,
-                chunks.len() > 1,
+                out.len() > 1,
             )?;
             crate::store::failpoint::hit("ledger.before_update");
             // Positions: the seq on a single-replica session; otherwise the rank over segments.
@@ -461,6 +678,9 @@ impl Memdir {
                     row.len = len as i64;
                     row.mtime_ns = m;
                     l.put_segment(&row)?;
+                    if let Some(keys) = new_keys.get(k) {
+                        l.add_source_keys(k, keys)?;
+                    }
                     if resync.contains(k) {
                         l.record_change(ChangeKind::Segment, k)?;
                     } else {
@@ -471,7 +691,7 @@ impl Memdir {
                 l.record_txn(
                     &txid,
                     "ingest",
-                    &format!("chunks:{}", chunks.len()),
+                    &format!("chunks:{}", out.len()),
                     &self.actor(),
                     &at,
                 )?;
@@ -487,19 +707,42 @@ impl Memdir {
                     hlc: r.hlc,
                     ts: r.ts,
                     ok: true,
+                    skipped: false,
                 })
                 .collect();
             Ok(IngestedBatch {
                 ok: true,
                 count: rows.len(),
                 chunks: rows,
+                skipped: skipped.len(),
+                skipped_chunks: skipped,
             })
         })
     }
 
     /// Ingests one chunk; the result has the compatibility shape `{session_id, position, ok}`.
+    /// A chunk whose `source_id` is already in its session is not saved again: the result
+    /// names the chunk that holds the key, with `skipped: true`.
     pub fn ingest_one(&self, chunk: NewChunk) -> Result<Ingested> {
         let v = self.ingest(std::slice::from_ref(&chunk))?;
+        if let Some(s) = v.skipped_chunks.into_iter().next() {
+            let held = self
+                .session_chunks(&s.session_id)?
+                .into_iter()
+                .find(|pc| pc.chunk.chunk_id() == s.chunk_id)
+                .ok_or_else(|| {
+                    Error::internal("invariant: a skipped chunk's key names a chunk on disk")
+                })?;
+            return Ok(Ingested {
+                session_id: s.session_id,
+                position: held.position,
+                chunk_id: s.chunk_id,
+                hlc: held.chunk.hlc,
+                ts: held.chunk.ts,
+                ok: true,
+                skipped: true,
+            });
+        }
         v.chunks
             .into_iter()
             .next()
@@ -515,10 +758,11 @@ impl Memdir {
                     || req.project.is_some()
                     || req.metadata.is_some()
                     || req.ts.is_some()
+                    || req.source_id.is_some()
                 {
                     return Err(Error::invalid(
                         "chunks",
-                        "a batch carries only chunks: put session_id, content, project, metadata and ts in each chunk",
+                        "a batch carries only chunks: put session_id, content, project, metadata, ts and source_id in each chunk",
                     ));
                 }
                 Ok(IngestResponse::Batch(self.ingest(&chunks)?))
@@ -539,6 +783,7 @@ impl Memdir {
                     project: req.project,
                     metadata: req.metadata,
                     ts: req.ts,
+                    source_id: req.source_id,
                 })?))
             }
         }

@@ -11,6 +11,7 @@ mod crash;
 mod format;
 mod handedit;
 mod hardening;
+mod import;
 mod mcp;
 mod mcp_framing;
 mod model;

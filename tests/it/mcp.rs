@@ -316,3 +316,33 @@ fn several_servers_ingesting_at_once_lose_nothing() {
     assert_eq!(fetched["total"], 4 * per);
     env.assert_clean();
 }
+
+/// Over MCP too, a chunk whose source_id is already in its session is skipped and named.
+#[test]
+fn ingest_skips_a_known_source_id() {
+    let env = TestEnv::new();
+    let mut s = Session::start(&env, &["serve"]);
+    s.initialize();
+    let args = json!({"session_id": "s", "content": "hello", "source_id": "m1"});
+    let a = s.call(2, "memory_ingest", args.clone());
+    let first = &a["result"]["structuredContent"];
+    assert_eq!(first["ok"], true, "{a}");
+    assert!(first.get("skipped").is_none(), "{a}");
+    let b = s.call(3, "memory_ingest", args);
+    assert_eq!(b["result"]["structuredContent"]["skipped"], true, "{b}");
+    assert_eq!(
+        b["result"]["structuredContent"]["chunk_id"],
+        first["chunk_id"]
+    );
+    let c = s.call(
+        4,
+        "memory_ingest",
+        json!({"chunks": [{"session_id": "s", "content": "hello", "source_id": "m1"}, {"session_id": "s", "content": "new", "source_id": "m2"}]}),
+    );
+    let sc = &c["result"]["structuredContent"];
+    assert_eq!(sc["count"], 1, "{c}");
+    assert_eq!(sc["skipped"], 1);
+    assert_eq!(sc["skipped_chunks"][0]["index"], 0);
+    assert_eq!(s.close(), 0);
+    assert_eq!(env.session_contents("s"), ["hello", "new"]);
+}

@@ -37,6 +37,7 @@ static STORE: LazyLock<Store> = LazyLock::new(|| {
             project: Some(if i % 2 == 0 { "web" } else { "db" }.to_string()),
             metadata: None,
             ts: None,
+            source_id: None,
         })
         .collect();
     memdir.ingest(&chunks).expect("ingest");

@@ -1853,3 +1853,18 @@ def test_idle_mcp_sessions_expire(http_server):
     assert received.startswith(b"HTTP/1.1 200"), received[:200]
     assert ended, f"the event stream of an idle session was still open after {time.monotonic() - start:.1f}s"
     assert mcp_notify(srv, sid).status == 404
+
+
+def test_ingest_skips_a_known_source_id(http_server):
+    srv = http_server()
+    one = {"session_id": "s", "content": "hello", "source_id": "m1"}
+    first = srv.post("/ingest", one)
+    assert "skipped" not in first
+    again = srv.post("/ingest", one)
+    assert again["skipped"] is True and again["chunk_id"] == first["chunk_id"]
+    batch = srv.post("/ingest", {"chunks": [one, {"session_id": "s", "content": "new", "source_id": "m2"}]})
+    assert (batch["count"], batch["skipped"]) == (1, 1)
+    assert batch["skipped_chunks"][0]["index"] == 0
+    fetched = srv.post("/fetch", {"session_id": "s"})
+    assert [c["content"] for c in fetched["chunks"]] == ["hello", "new"]
+    assert fetched["chunks"][1]["metadata"]["source_id"] == "m2"

@@ -428,3 +428,164 @@ fn original_times_are_kept_apart_from_ingest_order() {
     assert_eq!(env.snapshot(), before);
     env.assert_clean();
 }
+
+/// A chunk whose `source_id` is already in its session is skipped and reported (one chunk,
+/// a batch, a repeat inside one batch); the key lives in the chunk's metadata, and the
+/// ledger's key index comes back from the files after the ledger is deleted or a reindex.
+#[test]
+fn source_ids_make_a_second_ingest_add_nothing() {
+    let env = TestEnv::new();
+    let args = [
+        "ingest",
+        "--session-id",
+        "s",
+        "--source-id",
+        "msg-1",
+        "--text",
+        "first",
+    ];
+    let a = env.ok(&args);
+    assert!(a.get("skipped").is_none(), "{a}");
+    let again = env.ok(&args);
+    assert_eq!(again["skipped"], true);
+    assert_eq!(again["chunk_id"], a["chunk_id"]);
+    assert_eq!(again["position"], 0);
+    // The same key in another session is another chunk.
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "t",
+        "--source-id",
+        "msg-1",
+        "--text",
+        "x",
+    ]);
+    let lines = [
+        r#"{"session_id": "s", "content": "first", "source_id": "msg-1"}"#,
+        r#"{"session_id": "s", "content": "second", "source_id": "msg-2"}"#,
+        r#"{"session_id": "s", "content": "second again", "source_id": "msg-2"}"#,
+        r#"{"session_id": "s", "content": "no key"}"#,
+    ]
+    .join("\n");
+    let b = env.ok_stdin(&["ingest", "--jsonl", "-"], lines.as_bytes());
+    assert_eq!(b["count"], 2, "{b}");
+    assert_eq!(b["skipped"], 2);
+    let sk = b["skipped_chunks"].as_array().unwrap();
+    assert_eq!(sk[0]["line"], 1);
+    assert_eq!(sk[0]["source_id"], "msg-1");
+    assert_eq!(sk[0]["chunk_id"], a["chunk_id"]);
+    assert_eq!(sk[1]["line"], 3);
+    assert_eq!(sk[1]["chunk_id"], b["chunks"][0]["chunk_id"]);
+    assert_eq!(env.session_contents("s"), ["first", "second", "no key"]);
+    // The key is in the plain file, as metadata.
+    let f = env.ok(&["fetch", "s"]);
+    assert_eq!(f["chunks"][1]["metadata"]["source_id"], "msg-2");
+    // Derived state gone: the key index is rebuilt from the files.
+    std::fs::remove_file(env.path(".memdir/ledger.db")).unwrap();
+    let _ = std::fs::remove_file(env.path(".memdir/ledger.db-wal"));
+    let _ = std::fs::remove_file(env.path(".memdir/ledger.db-shm"));
+    let b2 = env.ok_stdin(&["ingest", "--jsonl", "-"], lines.as_bytes());
+    assert_eq!(
+        (b2["count"].clone(), b2["skipped"].clone()),
+        (json!(1), json!(3))
+    );
+    env.ok(&["reindex"]);
+    let c = env.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--source-id",
+        "msg-2",
+        "--text",
+        "z",
+    ]);
+    assert_eq!(c["skipped"], true);
+    // The chunk without a key was saved twice; every keyed one once.
+    assert_eq!(
+        env.session_contents("s"),
+        ["first", "second", "no key", "no key"]
+    );
+    env.assert_clean();
+}
+
+/// Bad keys are refused naming `source_id`, and nothing is written.
+#[test]
+fn bad_source_ids_are_refused() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "x"]);
+    let before = env.snapshot();
+    let long = "k".repeat(513);
+    for (key, meta) in [
+        ("", "{}"),
+        (long.as_str(), "{}"),
+        ("a\u{7}b", "{}"),
+        ("one", r#"{"source_id": "other"}"#),
+    ] {
+        let r = env.run(&[
+            "ingest",
+            "--session-id",
+            "s",
+            "--source-id",
+            key,
+            "--metadata",
+            meta,
+            "--text",
+            "y",
+        ]);
+        assert!(r.code == 3 || r.code == 9, "{key:?}: {}", r.stderr);
+        assert_eq!(r.error()["field"], "source_id", "{}", r.stderr);
+    }
+    let r = env.run_stdin(
+        &["ingest", "--jsonl", "-"],
+        br#"{"chunks": [], "source_id": "x"}"#,
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(env.snapshot(), before);
+}
+
+/// A JSONL file larger than one batch (the old 10,000-chunk limit) is streamed in batches;
+/// a bad line anywhere in a file is refused before anything is saved; run again, a file
+/// with keys adds nothing.
+#[test]
+fn large_jsonl_files_stream_in_batches() {
+    let env = TestEnv::new();
+    let path = env.tmp.path().join("big.jsonl");
+    let mut text = String::new();
+    for i in 0..12_345 {
+        text.push_str(&format!(
+            "{{\"session_id\": \"s{}\", \"content\": \"turn {i}\", \"source_id\": \"k{i}\"}}\n",
+            i % 3
+        ));
+    }
+    let mut bad = text.clone();
+    bad.push_str("{\"session_id\": \"s0\", \"content\": \"\"}\n");
+    std::fs::write(&path, &bad).unwrap();
+    let before = env.snapshot();
+    let r = env.run(&["ingest", "--jsonl", path.to_str().unwrap()]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(r.error()["line"], 12_346);
+    assert_eq!(env.snapshot(), before);
+    std::fs::write(&path, &text).unwrap();
+    let out = env.ok(&["ingest", "--jsonl", path.to_str().unwrap()]);
+    assert_eq!(out["count"], 12_345, "{out}");
+    assert_eq!(out["batches"], 13);
+    assert!(
+        out.get("chunks").is_none(),
+        "a streamed result lists no chunks"
+    );
+    let f = env.ok(&["fetch", "s1", "--position", "4114", "--limit", "1"]);
+    assert_eq!(f["total"], 4115);
+    assert_eq!(f["chunks"][0]["content"], "turn 12343");
+    let again = env.ok(&["ingest", "--jsonl", path.to_str().unwrap()]);
+    assert_eq!(again["count"], 0);
+    assert_eq!(again["skipped"], 12_345);
+    assert_eq!(again["skipped_chunks"].as_array().unwrap().len(), 1_000);
+    let o = env.ok(&["overview", "--days", "0"]);
+    let total: u64 = o["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["message_count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 12_345);
+}

@@ -1,0 +1,466 @@
+//! Importers: other tools' histories read into session memory.
+//!
+//! Each importer reads its source (never writing to it), turns every record worth keeping
+//! into a [`NewChunk`] with an idempotency key (`source_id`, e.g. `cc:<record uuid>`), and
+//! hands the chunks to a [`Sink`], which saves them through the engine's batch ingest in
+//! bounded batches. The key makes a second run add nothing: the engine skips a chunk whose key
+//! is already in its session. Nothing here writes a file of the store directly.
+//!
+//! The on-disk formats and what to keep are described in the design note on importers
+//! (fields quoted as the writers spell them); this module follows its defaults: messages
+//! and compaction summaries are kept; tool calls and results, thinking, harness-injected text
+//! and subagent transcripts are left out and counted.
+
+pub mod claude;
+pub mod codex;
+pub mod jsonl;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::api::{ImportRequest, ImportResponse, NewChunk};
+use crate::error::{Error, Result};
+use crate::service::{Memdir, Progress};
+
+/// Chunks per ingest batch (each batch is saved all or nothing).
+pub const BATCH_CHUNKS: usize = 1_000;
+/// Content bytes after which a batch is saved early.
+pub const BATCH_BYTES: usize = 8 * 1024 * 1024;
+/// Longest content kept; a longer message is cut with a marker.
+pub const MAX_CONTENT_BYTES: usize = 256 * 1024 - 64;
+/// Malformed lines named in the report (all are counted).
+const BAD_LINES_LISTED: usize = 100;
+/// Longest line read from a foreign file.
+const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The formats `import` reads.
+pub const FORMATS: &[&str] = &["jsonl", "claude-code", "codex"];
+
+/// Where a format's data lives by default; `env` looks up an environment variable.
+pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    match format {
+        "claude-code" => env("CLAUDE_CONFIG_DIR")
+            .and_then(|d| {
+                d.split(',')
+                    .map(str::trim)
+                    .find(|s| !s.is_empty())
+                    .map(PathBuf::from)
+            })
+            .or_else(|| home.map(|h| h.join(".claude"))),
+        "codex" => env("CODEX_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".codex"))),
+        _ => None,
+    }
+}
+
+/// What a run counts.
+#[derive(Default)]
+pub struct Report {
+    pub files: usize,
+    pub sessions: BTreeSet<String>,
+    pub chunks: usize,
+    pub existing: usize,
+    pub categories: usize,
+    pub skipped: BTreeMap<String, u64>,
+    pub bad_lines: Vec<String>,
+}
+
+impl Report {
+    /// Counts a record left out, by reason.
+    pub fn skip(&mut self, why: &str) {
+        *self.skipped.entry(why.to_string()).or_default() += 1;
+    }
+
+    /// Counts a malformed line (`line` 0-based) and names the first ones.
+    pub fn bad_line(&mut self, file: &str, line: usize) {
+        self.skip("malformed_line");
+        if self.bad_lines.len() < BAD_LINES_LISTED {
+            self.bad_lines.push(format!("{file}:{}", line + 1));
+        }
+    }
+}
+
+/// Where imported chunks go: batches through the engine's ingest, or (dry run) only counted.
+pub struct Sink<'a> {
+    memdir: &'a Memdir,
+    dry_run: bool,
+    batch: Vec<NewChunk>,
+    bytes: usize,
+    /// Keys seen in this dry run (a real run asks the engine).
+    seen: HashSet<(String, String)>,
+    pub report: Report,
+    progress: Option<Progress<'a>>,
+    done: u64,
+    total: u64,
+}
+
+impl<'a> Sink<'a> {
+    fn new(memdir: &'a Memdir, dry_run: bool, progress: Option<Progress<'a>>) -> Sink<'a> {
+        Sink {
+            memdir,
+            dry_run,
+            batch: Vec::new(),
+            bytes: 0,
+            seen: HashSet::new(),
+            report: Report::default(),
+            progress,
+            done: 0,
+            total: 0,
+        }
+    }
+
+    /// Adds a chunk; a full batch is saved.
+    pub fn push(&mut self, chunk: NewChunk) -> Result<()> {
+        self.report.sessions.insert(chunk.session_id.clone());
+        self.bytes += chunk.content.len();
+        self.batch.push(chunk);
+        if self.batch.len() >= BATCH_CHUNKS || self.bytes >= BATCH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Saves (or, in a dry run, counts) the pending batch.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        self.bytes = 0;
+        if self.dry_run {
+            let pairs: Vec<(String, String)> = batch
+                .iter()
+                .map(|c| {
+                    (
+                        c.session_id.clone(),
+                        c.source_id.clone().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            let known = self.memdir.source_ids_known(&pairs)?;
+            for (pair, known) in pairs.into_iter().zip(known) {
+                if known || !self.seen.insert(pair) {
+                    self.report.existing += 1;
+                } else {
+                    self.report.chunks += 1;
+                }
+            }
+            return Ok(());
+        }
+        let out = self.memdir.ingest(&batch)?;
+        self.report.chunks += out.count;
+        self.report.existing += out.skipped;
+        Ok(())
+    }
+
+    /// Moves the progress bar: `bytes` more of the source read.
+    pub fn advance(&mut self, bytes: u64) {
+        self.done += bytes;
+        if let Some(p) = self.progress {
+            p(self.done.min(self.total), self.total);
+        }
+    }
+}
+
+/// Runs an import.
+pub fn run(
+    memdir: &Memdir,
+    req: &ImportRequest,
+    env: &dyn Fn(&str) -> Option<String>,
+    progress: Option<Progress<'_>>,
+) -> Result<ImportResponse> {
+    let start = Instant::now();
+    let format = req.format.as_str();
+    if !FORMATS.contains(&format) {
+        return Err(Error::invalid(
+            "format",
+            format!(
+                "unknown import format {format:?}; one of: {}",
+                FORMATS.join(", ")
+            ),
+        ));
+    }
+    let path = match req.path.as_deref().filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => default_path(format, env).ok_or_else(|| {
+            Error::invalid(
+                "path",
+                format!("{format}: give the path of the file or directory to import"),
+            )
+        })?,
+    };
+    let stdin = path.as_os_str() == "-";
+    if !stdin && !path.exists() {
+        return Err(
+            Error::invalid("path", format!("{} does not exist", path.display()))
+                .detail("path", Value::from(path.display().to_string())),
+        );
+    }
+    if stdin && format != "jsonl" {
+        return Err(Error::invalid(
+            "path",
+            format!("{format} reads files: give a path, not stdin"),
+        ));
+    }
+    let mut sink = Sink::new(memdir, req.dry_run, progress);
+    match format {
+        "jsonl" => jsonl::import(&path, &mut sink)?,
+        "claude-code" => claude::import(&path, &mut sink)?,
+        "codex" => codex::import(&path, &mut sink)?,
+        _ => unreachable!("checked above"),
+    }
+    sink.flush()?;
+    let r = sink.report;
+    Ok(ImportResponse {
+        ok: true,
+        format: format.to_string(),
+        path: path.display().to_string(),
+        dry_run: req.dry_run,
+        files: r.files,
+        sessions: r.sessions.len(),
+        chunks: r.chunks,
+        existing: r.existing,
+        categories: r.categories,
+        skipped: r.skipped,
+        bad_lines: r.bad_lines,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Files under `root` (or `root` itself, when a file) whose name `keep` accepts, sorted; links
+/// are not followed.
+pub fn find_files(root: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    if root.is_file() {
+        return vec![root.to_path_buf()];
+    }
+    let mut out: Vec<PathBuf> = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file() && keep(e.path()))
+        .map(|e| e.into_path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// A path relative to the source root, for metadata (never the home directory).
+pub fn relative(root: &Path, file: &Path) -> String {
+    let rel = if root.is_file() {
+        file.file_name().map(Path::new).unwrap_or(file)
+    } else {
+        file.strip_prefix(root).unwrap_or(file)
+    };
+    rel.to_string_lossy().into_owned()
+}
+
+/// Reads a JSONL file written by someone else, calling `f(line number (0-based), text)` for
+/// each complete line. A last line without its newline is being written: it is left for the
+/// next run. Invalid UTF-8 becomes U+FFFD; a BOM and a trailing CR are dropped. A file that
+/// has disappeared is skipped.
+pub fn each_line(
+    file: &Path,
+    sink: &mut Sink<'_>,
+    mut f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<()>,
+) -> Result<()> {
+    let reader: Box<dyn Read> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        match std::fs::File::open(file) {
+            Ok(fh) => {
+                if let Ok(md) = fh.metadata() {
+                    sink.total += md.len();
+                }
+                Box::new(fh)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                sink.report.skip("vanished_file");
+                return Ok(());
+            }
+            Err(e) => {
+                return Err(Error::invalid(
+                    "path",
+                    format!("cannot read {}: {e}", file.display()),
+                ));
+            }
+        }
+    };
+    sink.report.files += 1;
+    let mut r = std::io::BufReader::with_capacity(1 << 16, reader);
+    let mut buf = Vec::new();
+    let mut n = 0usize;
+    loop {
+        buf.clear();
+        let got = r
+            .by_ref()
+            .take(MAX_LINE_BYTES)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Error::invalid("path", format!("reading {}: {e}", file.display())))?;
+        if got == 0 {
+            return Ok(());
+        }
+        sink.advance(got as u64);
+        if buf.last() != Some(&b'\n') {
+            if got as u64 >= MAX_LINE_BYTES {
+                // Longer than any line memdir reads: skip to its end.
+                sink.report.skip("oversized_line");
+                let mut rest = Vec::new();
+                let _ = r.read_until(b'\n', &mut rest);
+                n += 1;
+                continue;
+            }
+            sink.report.skip("unterminated_tail");
+            return Ok(());
+        }
+        let mut line: &[u8] = &buf[..buf.len() - 1];
+        if n == 0 {
+            line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        }
+        line = line.strip_suffix(b"\r").unwrap_or(line);
+        let text = String::from_utf8_lossy(line);
+        if !text.trim().is_empty() {
+            f(sink, n, &text)?;
+        }
+        n += 1;
+    }
+}
+
+/// Parses a line of JSON; a line cut inside a surrogate pair (a lone `\uD83D`, which
+/// JavaScript writers can leave) is parsed again with the lone half replaced by U+FFFD.
+pub fn parse_line(text: &str) -> Option<Value> {
+    match serde_json::from_str(text) {
+        Ok(v) => Some(v),
+        Err(_) if text.contains("\\u") => serde_json::from_str(&fix_surrogates(text)).ok(),
+        Err(_) => None,
+    }
+}
+
+/// Replaces `\uXXXX` escapes of unpaired UTF-16 surrogates with `\uFFFD`.
+fn fix_surrogates(text: &str) -> String {
+    let b = text.as_bytes();
+    let hex = |i: usize| -> Option<u32> {
+        let s = text.get(i + 2..i + 6)?;
+        u32::from_str_radix(s, 16).ok()
+    };
+    let is_esc = |i: usize| b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u');
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && b.get(i + 1) == Some(&b'\\') {
+            out.push_str("\\\\");
+            i += 2;
+            continue;
+        }
+        if is_esc(i)
+            && let Some(u) = hex(i)
+        {
+            if (0xD800..0xDC00).contains(&u)
+                && is_esc(i + 6)
+                && hex(i + 6).is_some_and(|l| (0xDC00..0xE000).contains(&l))
+            {
+                out.push_str(&text[i..i + 12]);
+                i += 12;
+                continue;
+            }
+            if (0xD800..0xE000).contains(&u) {
+                out.push_str("\\uFFFD");
+                i += 6;
+                continue;
+            }
+        }
+        let c = text[i..]
+            .chars()
+            .next()
+            .expect("invariant: i is a char boundary");
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+/// The last component of a working directory: the project name.
+pub fn project_of(cwd: &str) -> String {
+    let t = cwd.trim_end_matches(['/', '\\']);
+    t.rsplit(['/', '\\']).next().unwrap_or("").to_string()
+}
+
+/// Content cut to the largest size memdir keeps, with a marker; `None` when it fits.
+pub fn cap(content: &mut String) -> Option<usize> {
+    if content.len() <= MAX_CONTENT_BYTES {
+        return None;
+    }
+    let from = content.len();
+    let mut end = MAX_CONTENT_BYTES;
+    while !content.is_char_boundary(end) {
+        end -= 1;
+    }
+    content.truncate(end);
+    content.push_str("\n[… cut by memdir import]");
+    Some(from)
+}
+
+/// A chunk of an import: content capped, metadata with its import record.
+#[allow(clippy::too_many_arguments)]
+pub fn chunk(
+    session_id: String,
+    project: &str,
+    ts: Option<&str>,
+    mut content: String,
+    key: String,
+    mut metadata: Value,
+    import: Value,
+) -> NewChunk {
+    if let Some(from) = cap(&mut content) {
+        metadata["truncated_from"] = json!(from);
+    }
+    metadata["import"] = import;
+    NewChunk {
+        session_id,
+        content,
+        project: (!project.is_empty()).then(|| project.to_string()),
+        metadata: Some(metadata),
+        ts: ts
+            .filter(|t| crate::clock::parse_time(t).is_some())
+            .map(str::to_string),
+        source_id: Some(key),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let line = r#"{"a": "cut \ud83d", "b": "ok \ud83d\ude00", "c": "\\ud83d"}"#;
+        assert!(serde_json::from_str::<Value>(line).is_err());
+        let v = parse_line(line).unwrap();
+        assert_eq!(v["a"], "cut \u{FFFD}");
+        assert_eq!(v["b"], "ok 😀");
+        assert_eq!(v["c"], "\\ud83d");
+    }
+
+    #[test]
+    fn content_is_capped_on_a_char_boundary() {
+        let mut s = "é".repeat(MAX_CONTENT_BYTES);
+        let from = cap(&mut s).unwrap();
+        assert_eq!(from, MAX_CONTENT_BYTES * 2);
+        assert!(s.len() < MAX_CONTENT_BYTES + 64);
+        let mut short = "x".to_string();
+        assert_eq!(cap(&mut short), None);
+    }
+
+    #[test]
+    fn projects_are_basenames() {
+        assert_eq!(project_of("/home/dev/acme-widgets"), "acme-widgets");
+        assert_eq!(project_of("/home/dev/acme-widgets/"), "acme-widgets");
+        assert_eq!(project_of("C:\\src\\app"), "app");
+    }
+}
