@@ -34,6 +34,8 @@ pub mod ops;
 pub mod search;
 pub mod service;
 pub mod store;
+#[cfg(feature = "http")]
+pub mod viewer;
 
 pub use error::{Error, ErrorKind, Result};
 pub use service::Memdir;
