@@ -792,10 +792,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         }
         return Ok((Output::Nothing, 0));
     }
-    if let Command::Ui {
-        no_open, token, ..
-    } = &cli.command
-    {
+    if let Command::Ui { no_open, token, .. } = &cli.command {
         let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
         let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
         let open = !*no_open;

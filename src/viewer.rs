@@ -155,12 +155,7 @@ fn respond(
 }
 
 async fn page(headers: HeaderMap) -> Response {
-    respond(
-        &headers,
-        "text/html; charset=utf-8",
-        PAGE.as_bytes(),
-        false,
-    )
+    respond(&headers, "text/html; charset=utf-8", PAGE.as_bytes(), false)
 }
 
 async fn asset(
@@ -207,7 +202,14 @@ mod tests {
         for t in texts {
             // The SVG's xmlns is a name, not a request.
             let t = t.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
-            for bad in ["http://", "https://", "src=\"//", "href=\"//", "url(", "@import"] {
+            for bad in [
+                "http://",
+                "https://",
+                "src=\"//",
+                "href=\"//",
+                "url(",
+                "@import",
+            ] {
                 assert!(!t.contains(bad), "an asset contains {bad:?}");
             }
         }

@@ -220,7 +220,8 @@
         main.append(errorBox(e));
       }
     }
-    if (navigated && live() && !main.contains(document.activeElement) && login.hidden) {
+    const active = document.activeElement;
+    if (navigated && live() && (active === main || !main.contains(active)) && login.hidden) {
       const target = main.querySelector('[data-autofocus]') || main;
       target.focus({ preventScroll: target === main });
     }
