@@ -250,7 +250,7 @@
   }
 
   function stem(w) {
-    for (const s of ['ing', 'ed', 'es', 's']) if (w.length - s.length >= 3 && w.endsWith(s)) return w.slice(0, -s.length);
+    for (const s of ['ing', 'ed', 'es', 's']) if (w.length - s.length >= 4 && w.endsWith(s)) return w.slice(0, -s.length);
     return w;
   }
 

@@ -615,3 +615,16 @@ def test_a_token_is_asked_once_and_kept_for_the_tab(browser: Any, seeded: Path, 
     finally:
         browser.execute_script("sessionStorage.clear()")
         assert srv.stop() == 0
+
+
+def test_markup_in_a_memory_is_shown_as_text(page: Page, server: HttpServer):
+    evil = '<img src=x id=injected onerror="document.title=\'owned\'"><script>document.title="owned"</script> hostile'
+    ok(server.store, "ingest", "--session-id", "evil<b>", "--text", evil)
+    ok(server.store, "write", "evil_cat", "--data", json.dumps({"note": evil}))
+    for fragment, ready in [("#/search?q=hostile", "#hits li"), ("#/session/evil%3Cb%3E", "#chunks li"), ("#/category/evil_cat", "#category-json"), ("#/sessions?days=0", "#session-list li")]:
+        page.go(fragment)
+        page.css(ready)
+        # (A session's title is its first line, cut short: the markup is what every view shows.)
+        page.until(f"{fragment} shows the markup as text", lambda: "<img src=x" in page.text("#main"))
+        assert not page.all("#main img, #main script, #injected"), f"{fragment} turned a memory into markup"
+        assert page.d.title == "memdir"
