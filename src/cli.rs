@@ -293,6 +293,19 @@ pub enum Command {
         #[arg(long)]
         tools: Option<String>,
     },
+    /// Open the web viewer: serve it on a free loopback port, print its URL and open the
+    /// browser (`memdir ui --no-open` only prints the URL).
+    Ui {
+        /// Print the URL without opening a browser
+        #[arg(long)]
+        no_open: bool,
+        /// Port on 127.0.0.1 [default: a free one]
+        #[arg(long)]
+        port: Option<u16>,
+        /// Token the page must send (it asks for it once per tab)
+        #[arg(long, env = "MEMDIR_HTTP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
     /// The configuration: `config show` prints it with the source of every value, `config
     /// init` writes a commented example file, `config --client NAME` prints the snippet or
     /// command that registers memdir with an MCP client.
@@ -1016,6 +1029,11 @@ fn flags(cli: &Cli) -> config::Flags {
         f.body_limit = *body_limit;
         f.tools = tools.clone();
     }
+    if let Command::Ui { port, .. } = &cli.command {
+        // Always loopback: the viewer is for the person at this machine.
+        f.host = Some("127.0.0.1".to_string());
+        f.port = Some(port.unwrap_or(0));
+    }
     f
 }
 
@@ -1035,6 +1053,7 @@ fn serve_http(
     transport: &str,
     profile: crate::mcp::Profile,
     token: Option<String>,
+    on_listening: impl FnOnce(&str),
 ) -> Result<()> {
     use crate::http::{Limits, Options, Transport, parse_transport, serve};
     let Some(t) = parse_transport(transport)? else {
@@ -1064,8 +1083,39 @@ fn serve_http(
         |url| {
             eprintln!("{}", serving_line(dir));
             eprintln!("memdir: listening on {url}");
+            on_listening(url);
         },
     )
+}
+
+/// What `memdir ui` does once its server listens: prints the viewer's URL on stdout and, unless
+/// told not to, hands it to the desktop's opener (`open` on macOS, `xdg-open` elsewhere). A
+/// missing opener is a note on stderr, not an error: the URL is printed either way.
+fn open_viewer(url: &str, open: bool) {
+    let url = format!("{url}/");
+    println!("{url}");
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    if !open {
+        return;
+    }
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    match std::process::Command::new(opener)
+        .arg(&url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        // Reaped on its own thread, so the server never waits for the browser.
+        Ok(mut child) => {
+            std::thread::spawn(move || child.wait());
+        }
+        Err(e) => eprintln!("memdir: could not run {opener} ({e}); open {url} yourself"),
+    }
 }
 
 #[cfg(not(feature = "http"))]
@@ -1075,6 +1125,7 @@ fn serve_http(
     transport: &str,
     _: crate::mcp::Profile,
     _: Option<String>,
+    _: impl FnOnce(&str),
 ) -> Result<()> {
     Err(Error::invalid(
         "transport",
@@ -1198,8 +1249,17 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             eprintln!("{}", serving_line(dir));
             crate::mcp::serve_stdio(memdir, profile, cfg.caller())?;
         } else {
-            serve_http(&cfg, memdir, transport, profile, token.clone())?;
+            serve_http(&cfg, memdir, transport, profile, token.clone(), |_| {})?;
         }
+        return Ok((Output::Nothing, 0));
+    }
+    if let Command::Ui { no_open, token, .. } = &cli.command {
+        let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
+        let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
+        let open = !*no_open;
+        serve_http(&cfg, memdir, "http", profile, token.clone(), |url| {
+            open_viewer(url, open)
+        })?;
         return Ok((Output::Nothing, 0));
     }
     if let Command::VerifyStore = cli.command {
@@ -1326,6 +1386,7 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         | Command::Completions { .. }
         | Command::Man { .. }
         | Command::Serve { .. }
+        | Command::Ui { .. }
         | Command::Config(_) => {
             return Err(Error::internal(
                 "invariant: run handles this command itself",

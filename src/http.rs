@@ -821,7 +821,9 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
         .extensions()
         .get::<ConnectInfo<ConnHandle>>()
         .map(|c| c.0.0.enter());
-    let open = req.method() == Method::GET && req.uri().path() == "/health";
+    // Liveness and the viewer's files (which hold no data) need no token.
+    let open = (req.method() == Method::GET && req.uri().path() == "/health")
+        || (app.sessions.is_none() && crate::viewer::is_asset(req.method(), req.uri().path()));
     let headers = req.headers();
     let mut caller = app.local.clone();
     match app.auth.is_empty() {
@@ -1183,9 +1185,9 @@ async fn not_found(req: Request) -> Response {
 }
 
 /// The REST routes: the surface's own (`/health`, `/tools`, `/search` with its semantic
-/// switch), then every REST route of the operation table.
+/// switch, the web viewer at `/` and `/ui/`), then every REST route of the operation table.
 fn rest_router(app: App) -> Router {
-    let mut r = Router::new()
+    let mut r = crate::viewer::router()
         .route("/health", get(health))
         .route("/tools", get(tools))
         .route("/search", post(search));

@@ -37,6 +37,8 @@ pub mod progress;
 pub mod search;
 pub mod service;
 pub mod store;
+#[cfg(feature = "http")]
+pub mod viewer;
 
 pub use error::{Error, ErrorKind, Result};
 pub use service::Memdir;

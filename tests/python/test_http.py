@@ -909,8 +909,9 @@ def test_semantic_must_be_a_boolean(http_server):
 
 def test_unknown_path_is_404_json(http_server):
     srv = http_server("http")
+    # (`GET /` is the web viewer: test_viewer.py.)
     for method, path in [
-        ("GET", "/"),
+        ("GET", "/index.html"),
         ("GET", "/nope"),
         ("GET", "/health/"),
         ("POST", "/api/v1/nope"),

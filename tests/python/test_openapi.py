@@ -518,7 +518,8 @@ def test_other_methods_answer_405_with_the_spec_methods_in_allow(server: Rest):
 @pytest.mark.parametrize(
     "method,path",
     [
-        ("GET", "/"),
+        ("GET", "/index.html"),
+        ("GET", "/ui/"),
         ("GET", "/api"),
         ("GET", "/api/v1"),
         ("POST", "/api/v1/nope"),

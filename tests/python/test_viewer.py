@@ -1,0 +1,630 @@
+"""The web viewer (src/viewer.rs, assets/viewer/): served at `/` by `memdir serve --transport
+http` and by `memdir ui`, tested over plain HTTP and in a real browser.
+
+The HTTP tests check what the server promises about the page: content types, a strict
+Content-Security-Policy, cache headers and revalidation, the guard (no token for the page
+itself, which holds no data; the token for every API call; Host checks), the page weight and
+that nothing is loaded from elsewhere; and `memdir ui` (prints the URL, runs the opener).
+
+The browser tests drive headless Chromium from Debian (`chromium`) with Debian's
+`chromium-driver` through Selenium, offline: an explicit driver path and `SE_OFFLINE=true`, so
+Selenium never downloads a driver or a browser. They load the viewer, search as a user types,
+open a hit's session, read a category's history, diff two versions, restore with a stale hash
+(the conflict is shown and nothing changes) and then with the current one, ask for a token
+when the server has one, and check phone width and keyboard use. As in test_browser.py, a
+missing browser is installed when this runs as root; elsewhere the tests skip, and under
+CI=true they fail.
+
+`MEMDIR_SCREENSHOTS=DIR` saves screenshots of the main pages there (the README's come from
+`MEMDIR_SCREENSHOTS=docs/screenshots`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from conftest import MEMDIR_BIN, server_env, store_digest
+from test_browser import chromium
+from test_http import HttpServer, cli, start_server
+
+pytestmark = [pytest.mark.timeout(300)]
+
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+INSTALL_TIMEOUT_S = 600.0
+WAIT_S = 20.0
+START_TIMEOUT_S = 20.0
+PAGE_WEIGHT_LIMIT = 200 * 1024
+TOKEN = "viewer-test-token-0123456789"
+
+
+# --------------------------------------------------------------------------------------------
+# A store with something to look at
+# --------------------------------------------------------------------------------------------
+
+
+def ok(store: Path, *args: str) -> Any:
+    rc, out, err = cli(store, *args)
+    assert rc == 0, (args, err)
+    return out
+
+
+def seed(store: Path) -> None:
+    chunks = [
+        {"session_id": "deploy-notes", "project": "web", "content": "We deployed v2 to staging on Monday.", "metadata": {"role": "user", "title": "Deploying v2"}},
+        {"session_id": "deploy-notes", "project": "web", "content": "The postgres pool timed out under load.", "metadata": {"role": "assistant"}},
+        {"session_id": "deploy-notes", "project": "web", "content": "We raised max_size=10 and the timeouts stopped.", "metadata": {"role": "assistant"}},
+        {"session_id": "deploy-notes", "project": "web", "content": "Next: watch the connection pool metrics for a week.", "metadata": {"role": "user"}},
+        {"session_id": "garden", "project": "home", "content": "Tomatoes need staking before the first truss sets.", "metadata": {"role": "user", "title": "Garden plans"}},
+    ]
+    jsonl = store.parent / "seed.jsonl"
+    jsonl.write_text("".join(json.dumps(c) + "\n" for c in chunks))
+    ok(store, "ingest", "--jsonl", str(jsonl))
+    ok(store, "write", "base", "--data", json.dumps({"name": "Ada", "editor": "vim"}), "--reason", "first notes")
+    ok(store, "write", "base", "--merge", "--data", json.dumps({"editor": "helix"}), "--reason", "switched editor")
+    ok(store, "write", "base", "--merge", "--data", json.dumps({"shell": "fish"}))
+    ok(store, "append", "journal", "--data", json.dumps({"event": "deployed v2"}))
+
+
+# --------------------------------------------------------------------------------------------
+# Over HTTP
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def seeded(tmp_path: Path, memdir_bin: Path) -> Path:
+    store = tmp_path / "store"
+    seed(store)
+    return store
+
+
+@pytest.fixture
+def server(seeded: Path) -> Iterator[HttpServer]:
+    srv = start_server(seeded, "http")
+    yield srv
+    assert srv.stop() == 0, srv.stderr
+
+
+def assets_of(page: str) -> list[str]:
+    return re.findall(r'(?:src|href)="(/ui/[^"]+)"', page)
+
+
+def test_the_page_and_its_assets_have_types_csp_and_cache_headers(server: HttpServer):
+    r = server.request("GET", "/", check=False)
+    assert r.status == 200, r.describe()
+    assert r.header("Content-Type") == "text/html; charset=utf-8"
+    csp = r.header("Content-Security-Policy") or ""
+    for directive in ["default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'", "require-trusted-types-for 'script'"]:
+        assert directive in csp, csp
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    assert r.header("X-Content-Type-Options") == "nosniff"
+    assert r.header("Cache-Control") == "no-cache"
+    page = r.body.decode()
+    assert "<script>" not in page and "<style" not in page, "no inline script or style"
+    assets = assets_of(page)
+    types = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+    assert {Path(a.split("?")[0]).suffix for a in assets} == set(types), assets
+    weight = len(r.body)
+    for a in sorted(set(assets)):
+        ar = server.request("GET", a, check=False)
+        assert ar.status == 200, ar.describe()
+        assert ar.header("Content-Type") == types[Path(a.split("?")[0]).suffix]
+        assert ar.header("Content-Security-Policy") == csp
+        assert ar.header("X-Content-Type-Options") == "nosniff"
+        # Versioned URLs are cached for good; the same file under another version revalidates.
+        assert ar.header("Cache-Control") == "public, max-age=31536000, immutable", a
+        stale = server.request("GET", a.split("?")[0] + "?v=old", check=False)
+        assert stale.status == 200 and stale.header("Cache-Control") == "no-cache"
+        weight += len(ar.body)
+        # Nothing from elsewhere: no absolute URL in any asset (the SVG's xmlns is a name).
+        text = ar.body.decode().replace('xmlns="http://www.w3.org/2000/svg"', "")
+        assert not re.search(r"https?://|url\(|@import", text), f"{a} names an outside resource"
+    assert weight <= PAGE_WEIGHT_LIMIT, f"the viewer weighs {weight} bytes"
+    # Revalidation: the page's ETag answers 304 without a body.
+    etag = r.header("ETag")
+    assert etag
+    r304 = server.request("GET", "/", headers=[("If-None-Match", etag)], check=False)
+    assert r304.status == 304 and r304.body == b""
+    # HEAD works for the page like for every GET route.
+    assert server.request("HEAD", "/", check=False).status == 200
+
+
+def test_the_viewer_is_not_an_api_and_unknown_files_are_404(server: HttpServer):
+    for path in ["/ui/", "/ui/nope.js", "/ui/../status", "/index.html", "/ui/app.js/x"]:
+        r = server.request("GET", path)
+        assert r.status == 404, r.describe()
+        assert r.json["error"]["code"] == "not_found"
+    r = server.request("POST", "/", {})
+    assert r.status == 405, r.describe()
+    assert "GET" in (r.header("Allow") or "")
+
+
+def test_the_guard_applies_a_token_to_the_api_but_not_to_the_page(seeded: Path):
+    srv = start_server(seeded, "http", token=TOKEN)
+    try:
+        page = srv.request("GET", "/", check=False)
+        assert page.status == 200, page.describe()
+        for a in set(assets_of(page.body.decode())):
+            assert srv.request("GET", a, check=False).status == 200
+        # The data is behind the token, as for every client.
+        for method, path, body in [("GET", "/status", None), ("GET", "/overview", None), ("POST", "/search", {"query": "pool"})]:
+            r = srv.request(method, path, body)
+            assert r.status == 401, r.describe()
+            r = srv.request(method, path, body, [("Authorization", f"Bearer {TOKEN}")])
+            assert r.status == 200, r.describe()
+        # A write needs it too, however the page is reached.
+        r = srv.request("POST", "/api/v1/restore", {"category": "base", "version": "1"})
+        assert r.status == 401
+    finally:
+        assert srv.stop() == 0
+    # Without a token, the page obeys the Host and Origin checks like everything else.
+    srv = start_server(seeded, "http")
+    try:
+        r = srv.request("GET", "/", host="evil.example:80")
+        assert r.status == 403, r.describe()
+        r = srv.request("GET", "/ui/app.js", headers=[("Origin", "null")])
+        assert r.status == 403, r.describe()
+    finally:
+        assert srv.stop() == 0
+
+
+def test_the_mcp_transport_serves_no_viewer(seeded: Path):
+    srv = start_server(seeded, "mcp-http", token=TOKEN)
+    try:
+        r = srv.request("GET", "/", check=False)
+        # Not open on the MCP transport: the token comes first, then there is no such page.
+        assert r.status == 401, r.describe()
+        r = srv.request("GET", "/", headers=[("Authorization", f"Bearer {TOKEN}")])
+        assert r.status == 404, r.describe()
+    finally:
+        assert srv.stop() == 0
+
+
+def start_ui(store: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """Starts `memdir ui`; returns the process and the URL it prints on stdout."""
+    proc = subprocess.Popen(
+        [str(MEMDIR_BIN), "ui", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=server_env(store, **(env or {})),
+        text=True,
+    )
+    assert proc.stdout is not None
+    # The first line is the URL; readline returns at once if the process dies first.
+    line = proc.stdout.readline().strip()
+    if not line:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"memdir ui printed no URL (exit {proc.returncode})")
+    return proc, line
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError("memdir ui did not stop on SIGTERM")
+
+
+def fetch(url: str, token: str | None = None) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_ui_serves_the_viewer_on_a_free_loopback_port_and_prints_the_url(seeded: Path):
+    proc, url = start_ui(seeded, "--no-open")
+    try:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url), url
+        assert not url.endswith(":0/")
+        status, body = fetch(url)
+        assert status == 200 and b"/ui/app.js?v=" in body
+        status, body = fetch(url + "overview?days=0")
+        assert status == 200 and json.loads(body)["total"] == 2
+    finally:
+        stop(proc)
+
+
+def test_ui_opens_the_browser_with_the_url_and_keeps_a_token(seeded: Path, tmp_path: Path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    opened = tmp_path / "opened.txt"
+    for name in ("xdg-open", "open"):
+        opener = bin_dir / name
+        opener.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{opened}"\n')
+        opener.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "MEMDIR_HTTP_TOKEN": TOKEN}
+    proc, url = start_ui(seeded, env=env)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (opened.exists() and opened.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert opened.exists() and opened.read_text().splitlines() == [url], "the opener got the URL, once"
+        # The token is not in the URL (a command line other users may read); the page asks.
+        assert TOKEN not in url
+        assert fetch(url)[0] == 200
+        assert fetch(url + "status")[0] == 401
+        assert fetch(url + "status", TOKEN)[0] == 200
+    finally:
+        stop(proc)
+
+
+# --------------------------------------------------------------------------------------------
+# In a real browser
+# --------------------------------------------------------------------------------------------
+
+
+def chromedriver() -> Path:
+    """Debian's chromium-driver, installed first when missing and this is root (as in CI)."""
+    chromium()
+    if not CHROMEDRIVER.exists() and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium-driver"]):
+            subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=INSTALL_TIMEOUT_S, check=False)
+    if CHROMEDRIVER.exists():
+        return CHROMEDRIVER
+    how = "apt-get install chromium-driver failed" if os.geteuid() == 0 else "apt-get install chromium-driver needs root"
+    reason = f"{CHROMEDRIVER} is missing and cannot be installed here ({how})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; CI must run the viewer's browser tests (scripts/test installs it as root)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    driver_path = chromedriver()
+    # Selenium must not look for or download anything: the driver and the browser are given.
+    os.environ["SE_OFFLINE"] = "true"
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium())
+    for arg in [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1000,760",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ]:
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(driver_path), log_output=subprocess.DEVNULL), options=options)
+    driver.set_page_load_timeout(WAIT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Page:
+    """The viewer in the browser, on one server."""
+
+    def __init__(self, driver: Any, base: str):
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        self.d = driver
+        self.base = base
+        self.By = By
+        self.wait = WebDriverWait(driver, WAIT_S)
+
+    def open(self, fragment: str = "") -> None:
+        self.d.get(self.base + "/" + fragment)
+
+    def go(self, fragment: str) -> None:
+        self.d.execute_script("location.hash = arguments[0]", fragment)
+
+    def css(self, sel: str) -> Any:
+        return self.wait.until(lambda d: d.find_element(self.By.CSS_SELECTOR, sel))
+
+    def all(self, sel: str) -> list[Any]:
+        return self.d.find_elements(self.By.CSS_SELECTOR, sel)
+
+    def until(self, what: str, f: Any) -> Any:
+        try:
+            return self.wait.until(lambda d: f())
+        except Exception as e:
+            main = self.d.execute_script("return document.getElementById('main').innerText")
+            raise AssertionError(f"{what}: not within {WAIT_S}s; page: {main[:1500]!r}") from e
+
+    def text(self, sel: str) -> str:
+        return self.css(sel).text
+
+    def shot(self, name: str, out: Path) -> None:
+        target = Path(os.environ.get("MEMDIR_SCREENSHOTS") or out)
+        target.mkdir(parents=True, exist_ok=True)
+        assert self.d.save_screenshot(str(target / f"{name}.png"))
+
+    def console_errors(self) -> list[dict[str, Any]]:
+        """Script errors and CSP violations; an HTTP error the page handles (a 409 it shows)
+        is logged by the browser as a network error and is not one of them."""
+        return [l for l in self.d.get_log("browser") if l["level"] == "SEVERE" and l.get("source") != "network"]
+
+
+@pytest.fixture
+def page(browser: Any, server: HttpServer) -> Iterator[Page]:
+    p = Page(browser, f"http://{server.host_header}")
+    p.open()
+    browser.execute_script("sessionStorage.clear()")
+    browser.get_log("browser")  # forget the log of earlier tests
+    yield p
+    errors = p.console_errors()
+    assert not errors, f"the browser console reported errors: {errors}"
+
+
+def test_load_search_as_you_type_and_open_a_hits_session(page: Page, tmp_path: Path):
+    page.open()
+    page.until("the session catalog", lambda: len(page.all("#session-list li")) == 2)
+    titles = [a.text for a in page.all("#session-list .session-link")]
+    assert set(titles) == {"Deploying v2", "Garden plans"}, titles
+    page.shot("sessions", tmp_path)
+    # The catalog filters by project.
+    project = page.css("#f-project")
+    project.send_keys("home")
+    project.submit()
+    page.until("the project filter", lambda: [a.text for a in page.all("#session-list .session-link")] == ["Garden plans"])
+
+    page.go("#/search")
+    q = page.css("#q")
+    for ch in "pool":  # typed, one key at a time
+        q.send_keys(ch)
+    page.until("hits as you type", lambda: len(page.all("#hits > li")) >= 2)
+    summary = page.text("#search-summary")
+    assert "engine bm25" in summary, summary
+    marks = {m.text.lower() for m in page.all("#hits mark")}
+    assert marks == {"pool"}, marks
+    # Every hit shows its context: the neighbouring chunks of its session.
+    first = page.all("#hits > li")[0]
+    assert len(first.find_elements(page.By.CSS_SELECTOR, ".ctx li")) >= 2
+    # The explanation is there on demand.
+    why = first.find_element(page.By.CSS_SELECTOR, "details.explain")
+    assert not why.get_attribute("open")
+    why.find_element(page.By.CSS_SELECTOR, "summary").click()
+    assert "Engine: bm25" in why.text and "Matching words: pool" in why.text
+    page.shot("search", tmp_path)
+
+    # An identifier goes to exact search, and the literal is what is marked.
+    q.clear()
+    q.send_keys("max_size=10")
+    page.until("exact hits", lambda: "engine exact" in page.text("#search-summary"))
+    assert [m.text for m in page.all("#hits mark")] == ["max_size=10"]
+
+    # Filters: categories only.
+    q.clear()
+    q.send_keys("helix")
+    page.css("details summary").click()
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.css("#s-kind")).select_by_value("category")
+    page.until("category hits", lambda: page.all("#hits > li") and all(li.get_attribute("data-kind") == "category" for li in page.all("#hits > li")))
+    assert "base" in page.text("#hits .hit-link")
+    # The search is in the URL, so it survives a reload.
+    page.d.refresh()
+    page.until("the search after a reload", lambda: page.all("#hits > li[data-kind=category]"))
+    assert page.css("#q").get_attribute("value") == "helix"
+
+    # Open a hit's session: the page of the session around the hit, the hit marked.
+    Select(page.css("#s-kind")).select_by_value("chunk")
+    q = page.css("#q")
+    q.clear()
+    q.send_keys("timed out")
+    page.until("chunk hits", lambda: page.all("#hits > li[data-kind=chunk]"))
+    link = page.all("#hits .hit-link")[0]
+    assert link.text.startswith("deploy-notes #")
+    position = link.text.split("#")[1]
+    link.click()
+    hit = page.css(".chunk.hit")
+    assert hit.get_attribute("id") == f"c-{position}"
+    assert "timed out" in hit.text
+    assert len(page.all("#chunks li")) == 4
+    assert page.d.execute_script("return location.hash").startswith("#/session/deploy-notes")
+    page.shot("session", tmp_path)
+
+
+def test_history_diff_and_restore_with_a_stale_hash(page: Page, server: HttpServer, tmp_path: Path):
+    store = server.store
+    page.go("#/category/base?tab=history")
+    page.until("three versions", lambda: len(page.all("#history-table tbody tr")) == 3)
+    assert [r.get_attribute("data-version") for r in page.all("#history-table tbody tr")] == ["3", "2", "1"]
+    page.shot("history", tmp_path)
+
+    # The diff of the newest version against its parent.
+    page.css('#history-table tr[data-version="3"] a[href*="tab=diff"]').click()
+    page.until("the diff", lambda: page.all("#diff .add"))
+    assert [s.text for s in page.all("#diff .add")] == ['+  "name": "Ada",', '+  "shell": "fish"']
+    # Any two versions.
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.css("#diff-from")).select_by_value("1")
+    page.css("#diff-show").click()
+    page.until("the diff from version 1", lambda: "From version 1 to version 3" in page.text("#diff-out"))
+    assert '-  "editor": "vim",' in [s.text for s in page.all("#diff .del")]
+    page.shot("diff", tmp_path)
+
+    # Restore version 1, but the category changes after the page read it: a conflict.
+    page.go("#/category/base?tab=history")
+    page.css('#history-table tr[data-version="1"] button.restore').click()
+    expected = page.css("#restore-hash").get_attribute("value")
+    current = ok(store, "read", "base")["meta"]["hash"]
+    assert expected == current
+    ok(store, "write", "base", "--merge", "--data", json.dumps({"editor": "emacs"}), "--reason", "changed elsewhere")
+    before = store_digest(store)
+    page.css("#restore-reason").send_keys("back to the first notes")
+    page.css("#restore-submit").click()
+    alert = page.css('#restore-result .alert[data-code="conflict"]')
+    assert "Conflict" in alert.text
+    now = ok(store, "read", "base")
+    assert now["meta"]["hash"] in alert.text, "the conflict names the current hash"
+    assert store_digest(store) == before, "a stale restore changed nothing"
+    assert now["data"]["editor"] == "emacs"
+    page.shot("restore-conflict", tmp_path)
+
+    # Reload, review, restore against the current hash: a new version with the old content.
+    page.css("#restore-result button.secondary").click()
+    page.until("four versions", lambda: len(page.all("#history-table tbody tr")) == 4)
+    page.css('#history-table tr[data-version="1"] button.restore').click()
+    assert page.css("#restore-hash").get_attribute("value") == now["meta"]["hash"]
+    page.css("#restore-submit").click()
+    page.until("five versions", lambda: len(page.all("#history-table tbody tr")) == 5)
+    restored = ok(store, "read", "base")
+    assert restored["data"] == {"name": "Ada", "editor": "vim"}
+    newest = ok(store, "history", "base", "--limit", "1")["versions"][0]
+    assert newest["op"] == "restore" and newest["actor"] == "test", newest
+
+    # A log: its entries, and an append through the same API.
+    page.go("#/category/journal")
+    page.until("the log", lambda: len(page.all("#log-entries li")) == 1)
+    page.css("details.card summary").click()
+    page.css("#append-data").send_keys('{"event": "rolled back"}')
+    page.css("#append-data").submit()
+    page.until("two entries", lambda: len(page.all("#log-entries li")) == 2)
+    assert "rolled back" in page.all("#log-entries li")[0].text, "newest first"
+    assert [e["data"] for e in ok(store, "read", "journal")["data"]["entries"]][-1] == {"event": "rolled back"}
+    # Bad input: an error, and nothing appended.
+    before = store_digest(store)
+    page.css("details.card summary").click()
+    page.css("#append-data").send_keys("not json")
+    page.css("#append-data").submit()
+    page.until("the JSON error", lambda: "not JSON" in page.css("details.card").text)
+    assert store_digest(store) == before
+
+
+def test_status_shows_what_needs_attention_first(page: Page, server: HttpServer, tmp_path: Path):
+    page.go("#/status")
+    page.until("verify-store", lambda: "ok" in page.text("#verify"))
+    assert "Nothing" in page.text("#attention")
+    page.shot("status", tmp_path)
+    # A hand-broken category file comes first, with a link to its history.
+    (server.store / "categories" / "base.json").write_text("{not json")
+    page.d.refresh()
+    page.until("the malformed file", lambda: "base" in page.text("#attention") and page.all("#attention li.problem"))
+    first = page.all("#attention li")[0]
+    assert "does not parse" in first.text
+    assert first.find_element(page.By.TAG_NAME, "a").get_attribute("href").endswith("#/category/base?tab=history")
+    assert "problem" in page.text("#verify")
+
+
+def test_phone_width_and_keyboard(page: Page):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    d = page.d
+    d.set_window_size(390, 844)
+    try:
+        for fragment, ready in [
+            ("#/sessions", "#session-list li"),
+            ("#/search?q=pool", "#hits li"),
+            ("#/category/base?tab=history", "#history-table tr"),
+            ("#/category/base?tab=diff", "#diff"),
+            ("#/status", "#verify .badge"),
+        ]:
+            page.go(fragment)
+            page.css(ready)
+            overflow = d.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"{fragment} scrolls sideways by {overflow}px at phone width"
+    finally:
+        d.set_window_size(1000, 760)
+
+    # "/" from anywhere goes to the search box; Tab reaches the hits; Enter opens one.
+    page.go("#/sessions")
+    page.css("#session-list li")
+    d.find_element(page.By.TAG_NAME, "body").click()
+    ActionChains(d).send_keys("/").perform()
+    page.until("the search box has focus", lambda: d.switch_to.active_element.get_attribute("id") == "q")
+    ActionChains(d).send_keys("staking").perform()
+    page.until("a hit", lambda: page.all("#hits .hit-link"))
+    for _ in range(30):
+        ActionChains(d).send_keys(Keys.TAB).perform()
+        if "hit-link" in (d.switch_to.active_element.get_attribute("class") or ""):
+            break
+    else:
+        raise AssertionError("Tab never reached a hit")
+    ActionChains(d).send_keys(Keys.ENTER).perform()
+    page.until("the session by keyboard", lambda: page.all(".chunk.hit"))
+    assert "Tomatoes" in page.text(".chunk.hit")
+
+
+def test_nothing_is_loaded_from_elsewhere(page: Page):
+    page.open()
+    page.css("#session-list li")
+    origin = page.base
+    entries = page.d.execute_script(
+        "return performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))"
+        ".map(e => ({name: e.name, size: e.decodedBodySize, type: e.initiatorType}))"
+    )
+    outside = [e["name"] for e in entries if not e["name"].startswith(origin + "/")]
+    assert not outside, f"requests outside the server: {outside}"
+    weight = sum(e["size"] for e in entries if e["type"] in ("navigation", "script", "link", "img", "css"))
+    assert 0 < weight <= PAGE_WEIGHT_LIMIT, weight
+
+
+def test_a_token_is_asked_once_and_kept_for_the_tab(browser: Any, seeded: Path, tmp_path: Path):
+    srv = start_server(seeded, "http", token=TOKEN)
+    try:
+        page = Page(browser, f"http://{srv.host_header}")
+        page.open()
+        browser.execute_script("sessionStorage.clear()")
+        page.d.refresh()
+        page.until("the token prompt", lambda: page.css("#login").is_displayed())
+        assert page.d.switch_to.active_element.get_attribute("id") == "token"
+        assert "Token required" in page.text("#main")
+        page.shot("token", tmp_path)
+        # A wrong token is refused and not kept.
+        page.css("#token").send_keys("wrong-token")
+        page.css("#token").submit()
+        page.until("the refusal", lambda: page.css("#login-error").is_displayed())
+        assert "refused" in page.text("#login-error")
+        assert browser.execute_script("return sessionStorage.getItem('memdir.token')") is None
+        # The right one opens the memory, and the tab keeps it across reloads.
+        page.css("#token").send_keys(TOKEN)
+        page.css("#token").submit()
+        page.until("the catalog", lambda: len(page.all("#session-list li")) == 2)
+        assert not page.css("#login").is_displayed()
+        page.d.refresh()
+        page.until("the catalog after a reload", lambda: len(page.all("#session-list li")) == 2)
+        assert not page.css("#login").is_displayed()
+        # Forgetting it asks again.
+        page.css("#forget").click()
+        page.until("the prompt again", lambda: page.css("#login").is_displayed())
+        browser.get_log("browser")  # the refused requests are logged as console errors
+    finally:
+        browser.execute_script("sessionStorage.clear()")
+        assert srv.stop() == 0
+
+
+def test_markup_in_a_memory_is_shown_as_text(page: Page, server: HttpServer):
+    evil = '<img src=x id=injected onerror="document.title=\'owned\'"><script>document.title="owned"</script> hostile'
+    ok(server.store, "ingest", "--session-id", "evil<b>", "--text", evil)
+    ok(server.store, "write", "evil_cat", "--data", json.dumps({"note": evil}))
+    for fragment, ready in [("#/search?q=hostile", "#hits li"), ("#/session/evil%3Cb%3E", "#chunks li"), ("#/category/evil_cat", "#category-json"), ("#/sessions?days=0", "#session-list li")]:
+        page.go(fragment)
+        page.css(ready)
+        # (A session's title is its first line, cut short: the markup is what every view shows.)
+        page.until(f"{fragment} shows the markup as text", lambda: "<img src=x" in page.text("#main"))
+        assert not page.all("#main img, #main script, #injected"), f"{fragment} turned a memory into markup"
+        assert page.d.title == "memdir"
