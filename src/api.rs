@@ -356,6 +356,15 @@ pub struct SearchRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub explain: bool,
+    /// Token budget of the answer; the best hit always stays.
+    #[arg(long, value_parser = num::parse_usize, allow_negative_numbers = true)]
+    #[serde(
+        default,
+        deserialize_with = "num::opt_usize",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 50))]
+    pub max_tokens: Option<usize>,
     /// Weight of a match in the previous turn; not a surface parameter: benchmarks set it to
     /// measure ranking.
     #[arg(skip)]
@@ -380,6 +389,7 @@ impl SearchRequest {
             context: None,
             full: false,
             explain: false,
+            max_tokens: None,
             context_weight: None,
         }
     }
@@ -464,6 +474,15 @@ pub struct FetchRequest {
     #[serde(default = "defaults::fetch_limit", deserialize_with = "num::usize")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: usize,
+    /// Token budget of the page; it ends early, never before its first chunk.
+    #[arg(long, value_parser = num::parse_usize, allow_negative_numbers = true)]
+    #[serde(
+        default,
+        deserialize_with = "num::opt_usize",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 50))]
+    pub max_tokens: Option<usize>,
 }
 
 /// Parameters of the session catalog.
@@ -779,6 +798,9 @@ pub struct FetchResponse {
     pub next_position: Option<u64>,
     /// The page.
     pub chunks: Vec<FetchedChunk>,
+    /// What was left out to fit max_tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted: Option<Omitted>,
 }
 
 /// A session in the catalog.
@@ -1087,6 +1109,29 @@ pub struct ContextChunk {
     pub text: String,
 }
 
+/// What an answer left out to fit `max_tokens`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Omitted {
+    /// The budget, in estimated tokens (characters of the JSON / 4).
+    pub max_tokens: usize,
+    /// Hits left out, from the end.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hits: usize,
+    /// Context lines left out, farthest from their hit first.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_lines: usize,
+    /// Chunks left out of a page (its next_position says where to go on).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chunks: usize,
+    /// The first item's text was cut with `…` to fit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// How a hit's score was made (`explain`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Explain {
@@ -1186,6 +1231,9 @@ pub struct SearchResponse {
     /// Why a semantic search was answered by keywords.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What was left out to fit max_tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted: Option<Omitted>,
 }
 
 /// `status`: counts, sizes and health.

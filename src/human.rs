@@ -322,6 +322,20 @@ fn search(v: &Value, st: Style) -> String {
         )));
         out.push('\n');
     }
+    if let Some(o) = v.get("omitted").filter(|o| o.is_object()) {
+        out.push_str(&st.dim(&format!(
+            "left out to fit {} tokens: {} hits, {} context lines{}",
+            n(o, "max_tokens"),
+            o["hits"].as_u64().unwrap_or(0),
+            o["context_lines"].as_u64().unwrap_or(0),
+            if o["cut"] == Value::Bool(true) {
+                ", the best hit cut"
+            } else {
+                ""
+            }
+        )));
+        out.push('\n');
+    }
     if let Some(notes) = v["notes"].as_array() {
         for note in notes {
             out.push_str(&st.dim(&format!("note: {}", note.as_str().unwrap_or(""))));

@@ -17,6 +17,7 @@
 
 pub mod acl;
 pub mod api;
+pub mod budget;
 pub mod cli;
 pub mod client;
 pub mod clock;

@@ -41,8 +41,10 @@ Start a session with memory_list and memory_read of the categories you need; sea
 fn tool(op: &Op, t: ops::Tool) -> Tool {
     Tool::new(t.name, op.description, Arc::new(ops::input_schema(op)))
         .with_title(t.title)
+        // The title is the tool's own (MCP 2025-06-18); the annotations' copy of it, which
+        // older clients read, would only repeat it in every listing.
         .with_annotations(
-            ToolAnnotations::with_title(t.title)
+            ToolAnnotations::new()
                 .read_only(op.read_only)
                 .destructive(op.destructive)
                 .idempotent(op.idempotent)

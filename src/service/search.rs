@@ -19,6 +19,7 @@ trait Plan {
 impl Plan for SearchRequest {
     fn plan(&self) -> Result<search::Request> {
         check_limit("limit", self.limit)?;
+        crate::budget::check(self.max_tokens)?;
         let context = self.context.unwrap_or(search::DEFAULT_CONTEXT);
         if context > search::MAX_CONTEXT {
             return Err(Error::invalid(
@@ -135,6 +136,7 @@ impl Memdir {
                 mode: None,
                 notes: None,
                 note: None,
+                omitted: None,
             });
         }
         match self.refresh_index() {
@@ -149,7 +151,7 @@ impl Memdir {
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
         let outcome = search::run(idx, &plan)?;
-        Ok(SearchResponse {
+        let mut resp = SearchResponse {
             count: outcome.results.len(),
             results: outcome.results,
             engine: outcome.engine.into(),
@@ -157,7 +159,12 @@ impl Memdir {
             mode: Some(format!("{mode:?}").to_lowercase()),
             notes: (!outcome.notes.is_empty()).then_some(outcome.notes),
             note: None,
-        })
+            omitted: None,
+        };
+        if let Some(max) = req.max_tokens {
+            crate::budget::fit_search(&mut resp, max);
+        }
+        Ok(resp)
     }
 
     /// Searches by meaning. Until an embeddings provider is configured, BM25 answers, and the

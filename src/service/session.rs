@@ -811,6 +811,7 @@ impl Memdir {
     pub fn fetch(&self, req: &FetchRequest) -> Result<FetchResponse> {
         let (session_id, position, limit) = (req.session_id.as_str(), req.position, req.limit);
         check_limit("limit", limit)?;
+        crate::budget::check(req.max_tokens)?;
         let chunks = self.session_chunks(session_id)?;
         if chunks.is_empty() {
             return Err(Error::new(
@@ -828,13 +829,18 @@ impl Memdir {
             .map(PositionedChunk::to_fetched)
             .collect();
         let end = position + page.len() as u64;
-        Ok(FetchResponse {
+        let mut resp = FetchResponse {
             session_id: session_id.to_string(),
             total,
             position,
             next_position: (end < total).then_some(end),
             chunks: page,
-        })
+            omitted: None,
+        };
+        if let Some(max) = req.max_tokens {
+            crate::budget::fit_fetch(&mut resp, max);
+        }
+        Ok(resp)
     }
 
     /// The session catalog: sessions active within `days` (or all), newest first.

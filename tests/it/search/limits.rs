@@ -109,3 +109,94 @@ fn a_smaller_limit_returns_a_prefix_of_a_larger_one() {
         );
     }
 }
+
+#[test]
+fn max_tokens_cuts_the_answer_and_says_what_it_left_out() {
+    let env = fixture();
+    let est = |v: &serde_json::Value| {
+        serde_json::to_string(v)
+            .unwrap()
+            .chars()
+            .count()
+            .div_ceil(4)
+    };
+    let full = search(&env, &["canary_token", "--mode", "bm25", "--limit", "20"]);
+    assert!(
+        est(&full) > 400,
+        "the fixture answer is large enough: {}",
+        est(&full)
+    );
+    let cut = search(
+        &env,
+        &[
+            "canary_token",
+            "--mode",
+            "bm25",
+            "--limit",
+            "20",
+            "--max-tokens",
+            "400",
+        ],
+    );
+    assert!(est(&cut) <= 400, "{} tokens: {cut:#}", est(&cut));
+    let o = &cut["omitted"];
+    assert_eq!(o["max_tokens"], 400);
+    assert!(
+        o["context_lines"].as_u64().unwrap_or(0) + o["hits"].as_u64().unwrap_or(0) > 0,
+        "{o}"
+    );
+    // The best hit stays, first.
+    assert_eq!(rows(&cut)[0]["chunk_id"], rows(&full)[0]["chunk_id"]);
+    assert_eq!(cut["count"].as_u64().unwrap() as usize, rows(&cut).len());
+    // A budget the answer fits in changes nothing.
+    let roomy = search(
+        &env,
+        &[
+            "canary_token",
+            "--mode",
+            "bm25",
+            "--limit",
+            "20",
+            "--max-tokens",
+            "100000",
+        ],
+    );
+    assert_eq!(roomy, full);
+    let e = env.fail(&["search", "x", "--max-tokens", "10"], 3);
+    assert_eq!(e["field"], "max_tokens");
+}
+
+#[test]
+fn a_fetch_within_max_tokens_ends_early_and_says_where_to_go_on() {
+    let env = TestEnv::new();
+    for i in 0..40 {
+        env.ok(&[
+            "ingest",
+            "--session-id",
+            "long",
+            "--text",
+            &format!("turn {i}: {}", "words ".repeat(40)),
+        ]);
+    }
+    let page = env.ok(&["fetch", "long", "--limit", "40", "--max-tokens", "500"]);
+    let n = page["chunks"].as_array().unwrap().len();
+    assert!((1..40).contains(&n), "{n}");
+    assert_eq!(page["next_position"], n as u64);
+    assert_eq!(page["omitted"]["chunks"], 40 - n as u64);
+    let est = serde_json::to_string(&page)
+        .unwrap()
+        .chars()
+        .count()
+        .div_ceil(4);
+    assert!(est <= 500, "{est}");
+    // Going on from next_position reads the rest, nothing skipped.
+    let next = env.ok(&[
+        "fetch",
+        "long",
+        "--position",
+        &n.to_string(),
+        "--limit",
+        "1",
+    ]);
+    assert_eq!(next["chunks"][0]["position"], n as u64);
+}
