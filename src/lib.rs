@@ -34,6 +34,7 @@ pub mod ops;
 pub mod search;
 pub mod service;
 pub mod store;
+pub mod sync;
 
 pub use error::{Error, ErrorKind, Result};
 pub use service::Memdir;
