@@ -482,6 +482,8 @@ mod requests {
         DeleteRequest => |r| Need::Destroy { what: "delete categories", category: Some(&r.category) };
         RestoreRequest => |r| Need::Destroy { what: "restore versions", category: Some(&r.category) };
         CompactRequest => |r| Need::Destroy { what: "compact history", category: r.category.as_deref() };
+        SyncRequest => |r| Need::Destroy { what: "sync with a remote", category: None };
+        ResolveRequest => |r| Need::Write(&r.category);
         IngestRequest => |r| Need::Ingest(match &r.chunks {
             Some(chunks) => chunks.iter().map(|c| c.project.as_deref().unwrap_or("")).collect(),
             None => vec![r.project.as_deref().unwrap_or("")],
@@ -508,7 +510,9 @@ mod requests {
         DoctorResponse,
         VerifyResponse,
         ReindexResponse,
-        InitResponse
+        InitResponse,
+        SyncResponse,
+        ResolveResponse
     );
 
     impl Visible for SearchResponse {

@@ -123,6 +123,11 @@ pub enum Command {
     Delta(api::DeltaRequest),
     /// Check that files, history, ledger and index agree (read-only); exit 1 when not.
     VerifyStore,
+    /// Sync with the git remote: commit, fetch, merge with memdir's rules, push
+    /// (--init URL makes the memory directory a git work tree first).
+    Sync(api::SyncRequest),
+    /// Resolve a category a sync left in conflict: --pick VERSION or --data JSON.
+    Resolve(api::ResolveRequest),
     /// Search session chunks and categories (BM25, exact, or auto).
     Search(api::SearchRequest),
     /// Print the OpenAPI document of the REST API (schema/openapi.json is this output).
@@ -837,6 +842,8 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Context(r) => call(m, "context", &r)?,
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
+        Command::Sync(r) => call(m, "sync", &r)?,
+        Command::Resolve(r) => call(m, "resolve", &r)?,
         Command::VerifyStore
         | Command::Openapi
         | Command::Ops

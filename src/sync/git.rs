@@ -66,6 +66,11 @@ impl Git {
         }
     }
 
+    /// Adds a `-c key=value` to every later call.
+    pub fn add_config(&mut self, kv: String) {
+        self.config.push(kv);
+    }
+
     /// Whether `git` can be run at all.
     pub fn available() -> bool {
         Command::new("git")

@@ -16,3 +16,4 @@ mod mcp_framing;
 mod model;
 mod ops;
 mod search;
+mod sync;
