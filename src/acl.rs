@@ -369,6 +369,19 @@ impl Caller {
             Need::Read(c) => self.read(c),
             Need::Write(c) => self.write(c),
             Need::Ingest(projects) => projects.iter().try_for_each(|p| self.ingest(p)),
+            Need::Admin { what } => {
+                if self.unrestricted() {
+                    Ok(())
+                } else {
+                    self.deny(
+                        format!(
+                            "device {:?} may not {what}: that needs an admin device",
+                            self.device
+                        ),
+                        "acl.admin_devices",
+                    )
+                }
+            }
             Need::Destroy { what, category } => self.destroy(what).and_then(|()| match category {
                 Some(c) => self.write(c),
                 None if self.unrestricted() => Ok(()),
@@ -434,6 +447,11 @@ pub enum Need<'a> {
         what: &'static str,
         category: Option<&'a str>,
     },
+    /// An operation on the whole store that no rule can narrow (sync moves every category
+    /// and session both ways): admin devices only.
+    Admin {
+        what: &'static str,
+    },
 }
 
 /// A request that says what it needs.
@@ -482,7 +500,7 @@ mod requests {
         DeleteRequest => |r| Need::Destroy { what: "delete categories", category: Some(&r.category) };
         RestoreRequest => |r| Need::Destroy { what: "restore versions", category: Some(&r.category) };
         CompactRequest => |r| Need::Destroy { what: "compact history", category: r.category.as_deref() };
-        SyncRequest => |r| Need::Destroy { what: "sync with a remote", category: None };
+        SyncRequest => |r| Need::Admin { what: "sync the store with a remote" };
         ResolveRequest => |r| Need::Write(&r.category);
         IngestRequest => |r| Need::Ingest(match &r.chunks {
             Some(chunks) => chunks.iter().map(|c| c.project.as_deref().unwrap_or("")).collect(),

@@ -523,3 +523,26 @@ fn a_bad_conflict_strategy_in_the_config_names_the_key() {
         "{shown:#}"
     );
 }
+
+#[test]
+fn access_control_applies_to_sync_and_resolve() {
+    let mut e = TestEnv::new();
+    let cfg = e.tmp.path().join("cfg.toml");
+    std::fs::write(
+        &cfg,
+        "[acl]\nadmin_devices = [\"laptop\"]\n\n[[acl.rules]]\ndevice = \"phone\"\nwrite = [\"notes_*\"]\ndelete = true\n",
+    )
+    .unwrap();
+    e.set_env("MEMDIR_CONFIG", cfg.to_str().unwrap());
+    e.set_env("MEMDIR_DEVICE", "phone");
+    e.ok(&["write", "notes_a", "--data", "{}"]);
+    // A sync moves every category both ways: only an admin device may run it.
+    let err = e.fail(&["sync", "--init", "/nonexistent/remote.git"], 12);
+    assert!(err.to_string().contains("acl.admin_devices"), "{err}");
+    assert!(
+        !e.dir.join(".git").exists(),
+        "a refused sync changed nothing"
+    );
+    let err = e.fail(&["resolve", "base", "--data", "{}"], 12);
+    assert!(err.to_string().contains("acl."), "{err}");
+}
