@@ -546,3 +546,25 @@ fn access_control_applies_to_sync_and_resolve() {
     let err = e.fail(&["resolve", "base", "--data", "{}"], 12);
     assert!(err.to_string().contains("acl."), "{err}");
 }
+
+#[test]
+fn a_stale_git_index_lock_of_an_interrupted_sync_is_removed() {
+    let fleet = Fleet::new(1);
+    let a = &fleet.replicas[0];
+    a.ok(&["write", "doc", "--data", r#"{"a":1}"#]);
+    fleet.sync(0, &[]);
+    a.ok(&["write", "doc", "--data", r#"{"a":2}"#]);
+    // Someone else's git holds the index: sync waits, then says so and changes nothing.
+    std::fs::write(a.dir.join(".git/index.lock"), b"").unwrap();
+    let e = a.fail(&["sync"], 6);
+    assert!(e["message"].as_str().unwrap().contains("index.lock"), "{e}");
+    // A sync killed while its git held the lock leaves its marker: the lock is stale.
+    std::fs::write(a.dir.join(".memdir/sync-running"), b"1").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let v = fleet.sync(0, &[]);
+    assert!(v["reported"].to_string().contains("stale_lock"), "{v:#}");
+    assert!(!a.dir.join(".git/index.lock").exists());
+    assert!(!a.dir.join(".memdir/sync-running").exists());
+    let shown = git(&fleet.remote, &["show", "main:categories/doc.json"]);
+    assert!(shown.contains("\"a\": 2"));
+}
