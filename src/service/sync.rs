@@ -516,6 +516,9 @@ impl Memdir {
             None => BTreeSet::new(),
         };
         let mut touched: BTreeSet<CategoryName> = BTreeSet::new();
+        // Category files only the remote changed: a hand edit committed there with plain
+        // git has no history entry, and is adopted here instead of being derived away.
+        let mut their_files: Vec<String> = Vec::new();
         let mut take: Vec<String> = Vec::new();
         let mut both: Vec<String> = Vec::new();
         for rel in theirs_changed {
@@ -535,6 +538,9 @@ impl Memdir {
                 touched.insert(n);
             }
             if PathKind::of(&rel) == PathKind::Category {
+                if !ours_changed.contains(&rel) {
+                    their_files.push(rel);
+                }
                 continue;
             }
             if ours_changed.contains(&rel) {
@@ -599,10 +605,44 @@ impl Memdir {
         }
         // Categories: the file follows from the merged history.
         let mut index_only: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+        let their_bytes: BTreeMap<String, Option<Vec<u8>>> = their_files
+            .iter()
+            .cloned()
+            .zip(git.blobs(theirs, &their_files).map_err(git_err)?)
+            .collect();
         for name in &touched {
             let entries = self.all_history(name)?;
             let rel = Layout::category_rel(name);
             let rel_s = rel.to_string_lossy().into_owned();
+            if let Some(Some(bytes)) = their_bytes.get(&rel_s)
+                && store::parse_category(bytes.clone()).content.is_ok()
+            {
+                let hash = crate::model::content_hash(bytes);
+                if !entries
+                    .iter()
+                    .any(|e| e.hash.as_deref() == Some(hash.as_str()))
+                {
+                    let current = store::read_category(&layout, name)?;
+                    if !current.as_ref().is_some_and(|f| f.content.is_err()) {
+                        txn::commit(
+                            &layout.root,
+                            &layout.staging(),
+                            &format!("sync-edit-{}", &hash[..12]),
+                            &[txn::FileWrite {
+                                rel: rel.clone(),
+                                bytes: Some(bytes.clone()),
+                            }],
+                        )?;
+                        resp.categories.push(name.to_string());
+                        resp.reported.push(problem(
+                            "adopted",
+                            &rel_s,
+                            "changed on the remote without a version (a plain git commit); adopted as an external version",
+                        ));
+                        continue;
+                    }
+                }
+            }
             let mut files = Vec::new();
             let served: Option<Value> =
                 match merge::resolve(name.as_str(), &entries, strategy, &local_heads) {

@@ -568,3 +568,38 @@ fn a_stale_git_index_lock_of_an_interrupted_sync_is_removed() {
     let shown = git(&fleet.remote, &["show", "main:categories/doc.json"]);
     assert!(shown.contains("\"a\": 2"));
 }
+
+#[test]
+fn an_edit_pushed_with_plain_git_is_adopted_not_lost() {
+    let fleet = Fleet::new(2);
+    let a = &fleet.replicas[0];
+    a.ok(&["write", "doc", "--data", r#"{"a":1}"#]);
+    fleet.sync(0, &[]);
+    fleet.sync(1, &[]);
+    fleet.sync(0, &[]);
+    // On replica 0, someone edits the file and pushes with git alone.
+    a.write_file("categories/doc.json", "{\n  \"a\": \"by hand\"\n}\n");
+    let d = a.dir.clone();
+    git(
+        &d,
+        &[
+            "-c",
+            "user.name=x",
+            "-c",
+            "user.email=x@y",
+            "commit",
+            "-qam",
+            "hand",
+        ],
+    );
+    git(&d, &["push", "-q", "origin", "HEAD:main"]);
+    let v = fleet.sync(1, &[]);
+    assert!(v["reported"].to_string().contains("adopted"), "{v:#}");
+    assert_eq!(
+        fleet.replicas[1].category_data("doc"),
+        Some(json!({"a": "by hand"}))
+    );
+    fleet.converge();
+    fleet.assert_identical();
+    assert_eq!(a.category_data("doc"), Some(json!({"a": "by hand"})));
+}
