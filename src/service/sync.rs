@@ -623,7 +623,7 @@ impl Memdir {
                     .any(|e| e.hash.as_deref() == Some(hash.as_str()))
                 {
                     let current = store::read_category(&layout, name)?;
-                    if !current.as_ref().is_some_and(|f| f.content.is_err()) {
+                    if current.as_ref().is_none_or(|f| f.content.is_ok()) {
                         txn::commit(
                             &layout.root,
                             &layout.staging(),
