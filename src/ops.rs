@@ -489,7 +489,9 @@ fn build() -> Vec<Op> {
             mcp: None,
             rest: None,
             flags: (false, true, false),
-            examples: no_examples,
+            // A remote that cannot be reached: the store becomes a git work tree, commits
+            // locally and reports the push as pending.
+            examples: || vec![("offline", json!({"init": "../memory.git"}))],
             typed: typed!(SyncRequest, SyncResponse, |m, r| m.sync(&r)),
         },
         op! {
@@ -500,7 +502,7 @@ fn build() -> Vec<Op> {
             mcp: None,
             rest: None,
             flags: (false, false, false),
-            examples: no_examples,
+            examples: || vec![("pick", json!({"category": "base", "pick": "1"}))],
             typed: typed!(ResolveRequest, ResolveResponse, |m, r| m.resolve(&r)),
         },
         op! {
