@@ -60,6 +60,12 @@ while [ $i -lt 1000 ]; do
 done
 git -C "$T/remote.git" gc -q
 after=$(kib "$T/remote.git")
+# After compact: the trimmed history leaves the tree; git keeps the old blobs reachable.
+"$BIN" --dir "$A" compact --keep 5 >/dev/null
+"$BIN" --dir "$A" sync >/dev/null
+git -C "$T/remote.git" gc -q
+compacted=$(kib "$T/remote.git")
+tree_files=$(git -C "$T/remote.git" ls-tree -r --name-only main | wc -l)
 
-printf '{"push_10k_chunks_1k_versions_ms":%d,"pull_same_ms":%d,"noop_sync_ms":%d,"remote_kib_after_first":%d,"remote_kib_growth_per_1000_writes_after_gc":%d,"remote_kib_before":%d}\n' \
-  $((t1 - t0)) $((t2 - t1)) $best $git_after $((after - before)) $git_before
+printf '{"push_10k_chunks_1k_versions_ms":%d,"pull_same_ms":%d,"noop_sync_ms":%d,"remote_kib_before":%d,"remote_kib_after_first":%d,"remote_kib_growth_per_1000_writes_after_gc":%d,"remote_kib_after_compact":%d,"tree_files_after_compact":%d}\n' \
+  $((t1 - t0)) $((t2 - t1)) $best $git_before $git_after $((after - before)) $compacted $tree_files

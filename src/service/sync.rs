@@ -54,6 +54,27 @@ fn problem(kind: &str, path: &str, message: impl Into<String>) -> Problem {
     }
 }
 
+/// Paths under `dirs` that differ from HEAD in the work tree (untracked ones included).
+fn changed_paths(git: &Git, dirs: &[&str]) -> Result<Vec<String>> {
+    let mut args = vec!["status", "--porcelain", "-z", "--untracked-files=all", "--"];
+    args.extend(dirs);
+    let out = git.run(&args).map_err(git_err)?;
+    let mut paths = Vec::new();
+    let mut tokens = crate::sync::git::split_z(&out.stdout).into_iter();
+    while let Some(t) = tokens.next() {
+        if t.len() < 4 {
+            continue;
+        }
+        let (xy, path) = t.split_at(3);
+        // A rename or copy names its source next; the source is not in the work tree.
+        if xy.starts_with('R') || xy.starts_with('C') {
+            tokens.next();
+        }
+        paths.push(path.to_string());
+    }
+    Ok(paths)
+}
+
 /// The category named by a `categories/<stem>.json` or `history/<stem>/...` path.
 fn category_of(rel: &str) -> Option<CategoryName> {
     let stem = match PathKind::of(rel) {
@@ -166,7 +187,12 @@ impl Memdir {
                         return Ok(());
                     }
                 }
-                if let Some(theirs) = git.rev(&tracking).map_err(git_err)? {
+                let current = git.rev("HEAD").map_err(git_err)?;
+                if let Some(theirs) = git.rev(&tracking).map_err(git_err)?
+                    && !current.as_ref().is_some_and(|h| {
+                        h == &theirs || git.is_ancestor(&theirs, h).unwrap_or(false)
+                    })
+                {
                     let merged = self.with_write(|inner, lock| {
                         resp.committed +=
                             self.commit_local(inner, lock, &git, &mut resp.reported)? as usize;
@@ -355,36 +381,37 @@ impl Memdir {
         names.extend(store::list_history_names(&layout)?);
         names.sort();
         names.dedup();
-        let mut excluded = Vec::new();
         for name in &names {
             // Adoption makes a hand edit a version of its own before it is committed.
             let _ = self.sync_category(inner, name, Some(lock), Sync::Fast)?;
-            if let Some(f) = store::read_category(&layout, name)?
-                && let Err(why) = &f.content
-            {
-                let rel = format!("categories/{}.json", name.file_stem());
+        }
+        // Only what git sees changed can need leaving out: check those files parse.
+        let mut excluded = Vec::new();
+        for rel in changed_paths(git, &["categories", "history"])? {
+            let why = match PathKind::of(&rel) {
+                PathKind::Category => {
+                    match fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE)? {
+                        Some(b) => store::parse_category(b).content.err(),
+                        None => None,
+                    }
+                }
+                PathKind::History => {
+                    match fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE)? {
+                        Some(b) => store::read_history_bytes(&b).err(),
+                        None => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some(why) = why {
                 if !reported.iter().any(|p| p.path == rel) {
                     reported.push(problem(
                         "not_committed",
                         &rel,
-                        format!("malformed ({why}); left out of the commit until it is fixed"),
+                        format!("does not parse ({why}); left out of the commit until it is fixed"),
                     ));
                 }
                 excluded.push(rel);
-            }
-            for id in store::list_history_ids(&layout, name)? {
-                let h = store::read_history(&layout, name, &id)?;
-                if let Err(why) = h.entry {
-                    let rel = format!("history/{}/{id}.json", name.file_stem());
-                    if !reported.iter().any(|p| p.path == rel) {
-                        reported.push(problem(
-                            "not_committed",
-                            &rel,
-                            format!("malformed history entry ({why}); left out of the commit"),
-                        ));
-                    }
-                    excluded.push(rel);
-                }
             }
         }
         self.sync_sessions(inner, Some(lock))?;
@@ -766,12 +793,11 @@ impl Memdir {
     ) -> Result<()> {
         let layout = self.layout();
         let mut excluded = Vec::new();
-        for name in store::list_category_files(layout)?.0 {
-            if let Some(f) = store::read_category(layout, &name)?
-                && let Err(why) = &f.content
+        for rel in changed_paths(git, &["categories"])? {
+            if let Some(b) = fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE)?
+                && let Err(why) = store::parse_category(b).content
             {
-                let rel = format!("categories/{}.json", name.file_stem());
-                reported.push(problem("not_committed", &rel, why.clone()));
+                reported.push(problem("not_committed", &rel, why));
                 excluded.push(rel);
             }
         }
