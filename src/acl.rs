@@ -370,6 +370,19 @@ impl Caller {
             Need::Write(c) => self.write(c),
             Need::Ingest(projects) => projects.iter().try_for_each(|p| self.ingest(p)),
             Need::Privileged(what) => self.destroy(what),
+            Need::Admin { what } => {
+                if self.unrestricted() {
+                    Ok(())
+                } else {
+                    self.deny(
+                        format!(
+                            "device {:?} may not {what}: that needs an admin device",
+                            self.device
+                        ),
+                        "acl.admin_devices",
+                    )
+                }
+            }
             Need::Destroy { what, category } => self.destroy(what).and_then(|()| match category {
                 Some(c) => self.write(c),
                 None if self.unrestricted() => Ok(()),
@@ -437,6 +450,11 @@ pub enum Need<'a> {
         what: &'static str,
         category: Option<&'a str>,
     },
+    /// An operation on the whole store that no rule can narrow (sync moves every category
+    /// and session both ways): admin devices only.
+    Admin {
+        what: &'static str,
+    },
 }
 
 /// A request that says what it needs.
@@ -486,6 +504,8 @@ mod requests {
         RestoreRequest => |r| Need::Destroy { what: "restore versions", category: Some(&r.category) };
         CompactRequest => |r| Need::Destroy { what: "compact history", category: r.category.as_deref() };
         ImportRequest => |r| if r.dry_run { Need::Nothing } else { Need::Privileged("import history") };
+        SyncRequest => |r| Need::Admin { what: "sync the store with a remote" };
+        ResolveRequest => |r| Need::Write(&r.category);
         IngestRequest => |r| Need::Ingest(match &r.chunks {
             Some(chunks) => chunks.iter().map(|c| c.project.as_deref().unwrap_or("")).collect(),
             None => vec![r.project.as_deref().unwrap_or("")],
@@ -513,7 +533,9 @@ mod requests {
         VerifyResponse,
         ReindexResponse,
         InitResponse,
-        ImportResponse
+        ImportResponse,
+        SyncResponse,
+        ResolveResponse
     );
 
     impl Visible for SearchResponse {

@@ -1288,6 +1288,9 @@ pub struct StatusResponse {
     /// Access control as it applies to the caller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<AccessInfo>,
+    /// Conflicts a sync decided that are still open (see `resolve`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<OpenConflict>,
 }
 
 /// Access control as it applies to a caller.
@@ -1333,6 +1336,10 @@ pub struct VerifyResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Map<String, Value>>")]
     pub index: Option<Value>,
+    /// Conflicts a sync decided that are still open: the served value is the sync's pick,
+    /// every other value is in history and in the record (see `resolve`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<OpenConflict>,
 }
 
 /// `doctor`: where the memory is, and a full check.
@@ -1430,4 +1437,115 @@ pub struct ImportResponse {
     pub bad_lines: Vec<String>,
     /// Seconds taken.
     pub seconds: f64,
+}
+
+/// Parameters of a sync with the memory directory's git remote.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct SyncRequest {
+    /// Make the memory directory a git work tree with this remote URL first (a bare
+    /// repository path, ssh or https URL).
+    #[arg(long = "init", value_name = "URL")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<String>,
+    /// The git remote to sync with (default `origin`).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// How concurrent versions are resolved in this run: `last_write_wins`, `merge`,
+    /// `manual`, `local_wins` or `remote_wins` (default: `[sync] conflict_strategy`).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+}
+
+/// `sync`: what was committed, merged and pushed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SyncResponse {
+    /// The remote.
+    pub remote: String,
+    /// The branch.
+    pub branch: String,
+    /// The strategy that resolved concurrent versions.
+    pub strategy: String,
+    /// Local commits made for local changes.
+    pub committed: usize,
+    /// Whether the remote's commits were merged (or fast-forwarded).
+    pub merged: bool,
+    /// Files taken from the remote.
+    pub files_received: usize,
+    /// Categories whose current file the merge changed.
+    pub categories: Vec<String>,
+    /// Conflict records opened by this sync (`conflicts/<name>/<file>`).
+    pub conflicts: Vec<String>,
+    /// Whether the remote now holds this replica's commit.
+    pub pushed: bool,
+    /// Commits not on the remote yet (offline, or the push failed).
+    pub push_pending: bool,
+    /// Why the remote could not be reached, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline: Option<String>,
+    /// Fetch-merge-push rounds (a rejected push goes back to fetch).
+    pub rounds: usize,
+    /// Files left out of the commit or merged by a fallback rule, and why.
+    pub reported: Vec<Problem>,
+    /// The commit this replica is at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+}
+
+/// Parameters of a conflict resolution.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveRequest {
+    /// The conflicted category.
+    pub category: String,
+    /// The version to keep: its number or id (every head is listed by `status`).
+    #[arg(long, conflicts_with = "data", required_unless_present = "data")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<VersionRef>,
+    /// The resolved content, a JSON object.
+    #[arg(long, value_parser = parse_json_arg)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// Why, kept in the history.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `resolve`: the version that closed the conflict.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ResolveResponse {
+    pub category: String,
+    /// The conflict records it closed.
+    pub resolved: Vec<String>,
+    /// The new version's id.
+    pub version_id: String,
+    /// Its number.
+    pub version: u64,
+    /// Its hash (`null` when the pick was a delete).
+    pub hash: Option<String>,
+}
+
+/// An open conflict: a category served by a sync's automatic pick.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct OpenConflict {
+    pub category: String,
+    /// `edit-edit`, `delete-edit` or `keys`.
+    pub kind: String,
+    pub strategy: String,
+    /// The record, relative to the memory directory.
+    pub record: String,
+    /// The version served.
+    pub merged: String,
+    /// Every concurrent head, by id.
+    pub heads: Vec<String>,
+    /// Keys decided by last-write-wins (strategy `merge`).
+    pub keys: Vec<String>,
+}
+
+/// A JSON value given as a command-line argument.
+fn parse_json_arg(s: &str) -> std::result::Result<Value, String> {
+    serde_json::from_str(s).map_err(|e| format!("not JSON: {e}"))
 }

@@ -232,6 +232,11 @@ pub enum Command {
     #[command(after_help = "Examples:\n  memdir verify-store
   memdir verify-store --json > report.json")]
     VerifyStore,
+    /// Sync with the git remote: commit, fetch, merge with memdir's rules, push
+    /// (--init URL makes the memory directory a git work tree first).
+    Sync(api::SyncRequest),
+    /// Resolve a category a sync left in conflict: --pick VERSION or --data JSON.
+    Resolve(api::ResolveRequest),
     /// Search session chunks and categories (BM25, exact, or auto).
     #[command(after_help = "Examples:\n  memdir search \"connection pool timeout\"
   memdir search 'ECONNREFUSED 127.0.0.1:5432' --mode exact
@@ -1380,6 +1385,8 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Context(r) => call(m, "context", &r)?,
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
+        Command::Sync(r) => call(m, "sync", &r)?,
+        Command::Resolve(r) => call(m, "resolve", &r)?,
         Command::VerifyStore
         | Command::Openapi
         | Command::Ops

@@ -126,6 +126,8 @@ pub struct Config {
     pub log_max_entries: Setting<u64>,
     /// The MCP tool profile (`default` or `full`), on stdio and over HTTP.
     pub tools: Setting<String>,
+    /// `[sync] conflict_strategy`: how a sync resolves concurrent versions of a category.
+    pub conflict_strategy: Setting<String>,
     pub http: HttpConfig,
     /// The access-control policy: `None` without an `[acl]` section (everything allowed).
     pub acl: Option<std::sync::Arc<crate::acl::Acl>>,
@@ -169,6 +171,8 @@ struct FileConfig {
     mcp: FileMcp,
     #[serde(default)]
     http: FileHttp,
+    #[serde(default)]
+    sync: FileSync,
     /// Access control.
     acl: Option<FileAcl>,
 }
@@ -262,6 +266,31 @@ struct FileSearch {
 #[serde(deny_unknown_fields)]
 struct FileLogs {
     max_entries: Option<Ranged<1, { limits::MAX_LOG_ENTRIES }>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSync {
+    conflict_strategy: Option<ConflictStrategy>,
+}
+
+#[derive(Debug)]
+struct ConflictStrategy(String);
+
+impl<'de> Deserialize<'de> for ConflictStrategy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            let s = s.trim();
+            if crate::sync::merge::Strategy::CONFIGURABLE.contains(&s) {
+                Ok(ConflictStrategy(s.to_string()))
+            } else {
+                Err(format!(
+                    "unknown conflict strategy {s:?}; one of: {} (local_wins and remote_wins are flags of one sync run)",
+                    crate::sync::merge::Strategy::CONFIGURABLE.join(", ")
+                ))
+            }
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -809,6 +838,13 @@ impl Config {
                 &path,
                 "default".to_string(),
             ),
+            conflict_strategy: pick(
+                None,
+                None,
+                f.sync.conflict_strategy.map(|c| c.0),
+                &path,
+                "last_write_wins".to_string(),
+            ),
             http: HttpConfig {
                 host: pick(
                     flags.host.clone().map(|x| (x, "--host")),
@@ -943,6 +979,7 @@ impl Config {
             scan_interval: Duration::from_millis(self.scan_interval_ms.value),
             analyzer: AnalyzerConfig::parse(&self.analyzer.value)?,
             log_max_entries: self.log_max_entries.value,
+            conflict_strategy: self.conflict_strategy.value.clone(),
         })
     }
 
@@ -970,6 +1007,7 @@ impl Config {
             ("search.analyzer", entry(&self.analyzer)),
             ("logs.max_entries", entry(&self.log_max_entries)),
             ("mcp.tools", entry(&self.tools)),
+            ("sync.conflict_strategy", entry(&self.conflict_strategy)),
             ("http.host", entry(&h.host)),
             ("http.port", entry(&h.port)),
             ("http.body_limit", entry(&h.body_limit)),

@@ -38,6 +38,7 @@ pub mod progress;
 pub mod search;
 pub mod service;
 pub mod store;
+pub mod sync;
 #[cfg(feature = "http")]
 pub mod viewer;
 

@@ -342,6 +342,8 @@ pub enum VersionOp {
     Restore,
     /// A change made behind memdir's back, adopted.
     External,
+    /// The content chosen for a category a sync left in conflict.
+    Resolve,
 }
 
 impl VersionOp {
@@ -354,6 +356,7 @@ impl VersionOp {
             VersionOp::Delete => "delete",
             VersionOp::Restore => "restore",
             VersionOp::External => "external",
+            VersionOp::Resolve => "resolve",
         }
     }
 
@@ -366,6 +369,7 @@ impl VersionOp {
             "delete" => Some(VersionOp::Delete),
             "restore" => Some(VersionOp::Restore),
             "external" => Some(VersionOp::External),
+            "resolve" => Some(VersionOp::Resolve),
             _ => None,
         }
     }
@@ -512,6 +516,7 @@ mod tests {
             VersionOp::Delete,
             VersionOp::Restore,
             VersionOp::External,
+            VersionOp::Resolve,
         ] {
             assert_eq!(VersionOp::parse(op.as_str()), Some(op));
         }

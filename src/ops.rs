@@ -493,6 +493,30 @@ fn build() -> Vec<Op> {
             typed: typed!(ImportRequest, ImportResponse, |m, r| crate::import::run(m, &r, &crate::config::process_env, None)),
         },
         op! {
+            name: "sync",
+            summary: "Sync with the git remote",
+            description: "Commit local changes, fetch, merge with memdir's rules (concurrent versions resolved by the conflict strategy, losers kept in history and conflict records), then push. Offline, commits locally and reports the push as pending.",
+            cli: Some("sync"),
+            mcp: None,
+            rest: None,
+            flags: (false, true, false),
+            // A remote that cannot be reached: the store becomes a git work tree, commits
+            // locally and reports the push as pending.
+            examples: || vec![("offline", json!({"init": "../memory.git"}))],
+            typed: typed!(SyncRequest, SyncResponse, |m, r| m.sync(&r)),
+        },
+        op! {
+            name: "resolve",
+            summary: "Resolve a sync conflict",
+            description: "Write the resolved content of a category a sync left in conflict: pick one of its versions, or give the data. Closes its open conflicts.",
+            cli: Some("resolve"),
+            mcp: None,
+            rest: None,
+            flags: (false, false, false),
+            examples: || vec![("pick", json!({"category": "base", "pick": "1"}))],
+            typed: typed!(ResolveRequest, ResolveResponse, |m, r| m.resolve(&r)),
+        },
+        op! {
             name: "init",
             summary: "Create the memory directory",
             description: "Create the memory directory with its format file, .gitignore and .gitattributes.",

@@ -15,6 +15,7 @@ mod log;
 mod search;
 mod session;
 mod status;
+mod sync;
 mod verify;
 mod version;
 
@@ -126,6 +127,9 @@ pub struct Settings {
     pub analyzer: crate::index::AnalyzerConfig,
     /// The retention, in entries, of a log created without `max_entries`.
     pub log_max_entries: u64,
+    /// How a sync resolves concurrent versions of a category (`last_write_wins`, `merge`,
+    /// `manual`).
+    pub conflict_strategy: String,
 }
 
 thread_local! {
@@ -162,6 +166,7 @@ impl Default for Settings {
             scan_interval: DEFAULT_SCAN_INTERVAL,
             analyzer: crate::index::AnalyzerConfig::default(),
             log_max_entries: limits::DEFAULT_LOG_ENTRIES,
+            conflict_strategy: "last_write_wins".to_string(),
         }
     }
 }

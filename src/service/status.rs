@@ -48,6 +48,7 @@ impl Memdir {
                 read_only: self.read_only(),
                 notices: self.notices(),
                 access: None,
+                conflicts: Vec::new(),
             });
         };
         self.scan(inner)?;
@@ -96,6 +97,7 @@ impl Memdir {
             read_only: self.read_only(),
             notices: self.notices(),
             access: None,
+            conflicts: self.open_conflicts()?,
         })
     }
 

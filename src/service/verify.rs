@@ -270,6 +270,7 @@ impl Memdir {
                 "segments": n_segments, "chunks": n_chunks, "ledger": ledger.is_some(),
             },
             "files_hash": files_fingerprint(layout)?,
+            "conflicts": self.open_conflicts()?,
         });
         // A damaged index is a finding, not a failure of verify-store.
         if let Err(e) = self.verify_index(&mut report) {
@@ -292,7 +293,8 @@ pub fn files_fingerprint(layout: &Layout) -> Result<String> {
     let mut h = blake3::Hasher::new();
     let mut paths: Vec<_> = walkdir::WalkDir::new(&layout.root)
         .into_iter()
-        .filter_entry(|e| e.file_name() != ".memdir")
+        // The git repository of a synced store is not memory: only its work tree is.
+        .filter_entry(|e| e.file_name() != ".memdir" && e.file_name() != ".git")
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_file())
         .map(|e| e.into_path())

@@ -17,3 +17,4 @@ mod mcp_framing;
 mod model;
 mod ops;
 mod search;
+mod sync;
