@@ -694,6 +694,9 @@ pub struct Ingested {
     pub ts: String,
     /// Always true.
     pub ok: bool,
+    /// Spans redacted before saving, by kind (absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redacted: BTreeMap<String, u64>,
 }
 
 /// A saved batch.
@@ -705,6 +708,9 @@ pub struct IngestedBatch {
     pub count: usize,
     /// Each chunk, in request order.
     pub chunks: Vec<Ingested>,
+    /// Spans redacted before saving, by kind, over the batch (absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redacted: BTreeMap<String, u64>,
 }
 
 /// `ingest`: one chunk, or a batch.
@@ -840,6 +846,9 @@ pub struct WriteResponse {
     /// write or merge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<String>,
+    /// Spans redacted before saving, by kind (absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redacted: BTreeMap<String, u64>,
 }
 
 /// `append`: the new entry and the log after retention.
@@ -863,6 +872,9 @@ pub struct AppendResponse {
     pub version: u64,
     /// When it was written.
     pub timestamp: String,
+    /// Spans redacted before saving, by kind (absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redacted: BTreeMap<String, u64>,
 }
 
 /// A category in the list.

@@ -125,6 +125,17 @@ pub struct Config {
     /// The MCP tool profile (`default` or `full`), on stdio and over HTTP.
     pub tools: Setting<String>,
     pub http: HttpConfig,
+    pub redaction: RedactionConfig,
+}
+
+/// What is redacted before anything is stored (`[redaction]`).
+#[derive(Clone, Debug)]
+pub struct RedactionConfig {
+    pub enabled: Setting<bool>,
+    /// Extra patterns: (kind, regular expression).
+    pub patterns: Setting<Vec<(String, String)>>,
+    /// Exceptions: a candidate one of these matches is kept.
+    pub allow: Setting<Vec<String>>,
 }
 
 /// The settings of `memdir serve --transport http|mcp-http`.
@@ -163,6 +174,8 @@ struct FileConfig {
     mcp: FileMcp,
     #[serde(default)]
     http: FileHttp,
+    #[serde(default)]
+    redaction: FileRedaction,
     /// Access control: refused while it is read.
     #[allow(dead_code)]
     acl: Option<Unsupported>,
@@ -201,6 +214,49 @@ struct FileHttp {
     /// Per-device tokens (access control): refused while they are read.
     #[allow(dead_code)]
     tokens: Option<Unsupported>,
+}
+
+/// `[redaction]`: the switch, extra patterns and exceptions.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRedaction {
+    enabled: Option<bool>,
+    allow: Option<Vec<Pattern>>,
+    patterns: Option<Vec<FilePattern>>,
+}
+
+/// `[[redaction.patterns]]`: a kind name and its regular expression.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePattern {
+    kind: Kind,
+    pattern: Pattern,
+}
+
+/// A redaction kind name (`a-z 0-9 _`).
+#[derive(Debug)]
+struct Kind(String);
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            crate::redact::check_kind(s).map(|_| Kind(s.to_string()))
+        })
+    }
+}
+
+/// A regular expression that compiles.
+#[derive(Debug)]
+struct Pattern(String);
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            crate::redact::check_pattern(s)
+                .map(|_| Pattern(s.to_string()))
+                .map_err(|e| format!("not a regular expression: {e}"))
+        })
+    }
 }
 
 /// Deserializes a string and checks it with `check`, which says what is wrong.
@@ -656,7 +712,26 @@ impl Config {
             Ok(env_int(env, name, lo, hi)?.map(|n| (n, name)))
         };
         let h = f.http;
+        let r = f.redaction;
         Ok(Config {
+            redaction: RedactionConfig {
+                enabled: pick(None, None, r.enabled, &path, true),
+                patterns: pick(
+                    None,
+                    None,
+                    r.patterns
+                        .map(|v| v.into_iter().map(|p| (p.kind.0, p.pattern.0)).collect()),
+                    &path,
+                    Vec::new(),
+                ),
+                allow: pick(
+                    None,
+                    None,
+                    r.allow.map(|v| v.into_iter().map(|p| p.0).collect()),
+                    &path,
+                    Vec::new(),
+                ),
+            },
             dir,
             device,
             lock_timeout_ms: pick(
@@ -787,6 +862,14 @@ impl Config {
             scan_interval: Duration::from_millis(self.scan_interval_ms.value),
             analyzer: AnalyzerConfig::parse(&self.analyzer.value)?,
             log_max_entries: self.log_max_entries.value,
+            redaction: std::sync::Arc::new(
+                crate::redact::Redactor::new(
+                    self.redaction.enabled.value,
+                    &self.redaction.patterns.value,
+                    &self.redaction.allow.value,
+                )
+                .map_err(|e| Error::invalid("redaction", e))?,
+            ),
         })
     }
 
@@ -823,9 +906,19 @@ impl Config {
             ("http.max_connections", entry(&h.max_connections)),
             ("http.max_sessions", entry(&h.max_sessions)),
             ("http.session_idle_ms", entry(&h.session_idle_ms)),
+            ("redaction.enabled", entry(&self.redaction.enabled)),
         ] {
             settings.insert(key.into(), v);
         }
+        let r = &self.redaction;
+        settings.insert(
+            "redaction.patterns".into(),
+            json!({
+                "value": r.patterns.value.iter().map(|(k, p)| json!({"kind": k, "pattern": p})).collect::<Vec<_>>(),
+                "source": r.patterns.source.label(),
+            }),
+        );
+        settings.insert("redaction.allow".into(), entry(&r.allow));
         json!({
             "file": {
                 "path": self.file.path.as_ref().map(|p| p.display().to_string()),
@@ -893,6 +986,16 @@ mod tests {
         assert_eq!(key("[http]\nx = 1"), "http.x");
         assert_eq!(key("[http]\nport = true"), "http.port");
         assert_eq!(key("[logs]\nmax_entries = 1000000"), "logs.max_entries");
+        assert_eq!(key("[redaction]\nx = 1"), "redaction.x");
+        assert_eq!(
+            key("[[redaction.patterns]]\nkind = \"k\"\npattern = \"(\""),
+            "redaction.patterns[0].pattern"
+        );
+        assert_eq!(
+            key("[[redaction.patterns]]\nkind = \"K K\"\npattern = \"x\""),
+            "redaction.patterns[0].kind"
+        );
+        assert_eq!(key("[redaction]\nallow = [\"[\"]"), "redaction.allow[0]");
     }
 
     #[test]

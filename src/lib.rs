@@ -30,6 +30,7 @@ pub mod mcp;
 pub mod model;
 pub mod openapi;
 pub mod ops;
+pub mod redact;
 pub mod search;
 pub mod service;
 pub mod store;

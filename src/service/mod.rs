@@ -12,6 +12,7 @@ mod adoption;
 mod category;
 mod indexer;
 mod log;
+mod redaction;
 mod search;
 mod session;
 mod status;
@@ -126,6 +127,8 @@ pub struct Settings {
     pub analyzer: crate::index::AnalyzerConfig,
     /// The retention, in entries, of a log created without `max_entries`.
     pub log_max_entries: u64,
+    /// What is redacted before anything is stored (`crate::redact`).
+    pub redaction: std::sync::Arc<crate::redact::Redactor>,
 }
 
 /// The default scan interval.
@@ -142,6 +145,7 @@ impl Default for Settings {
             scan_interval: DEFAULT_SCAN_INTERVAL,
             analyzer: crate::index::AnalyzerConfig::default(),
             log_max_entries: limits::DEFAULT_LOG_ENTRIES,
+            redaction: std::sync::Arc::new(crate::redact::Redactor::default()),
         }
     }
 }

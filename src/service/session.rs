@@ -227,6 +227,9 @@ impl Memdir {
                 "chunks",
             ));
         }
+        // Redaction comes first: what is validated, stored and indexed is the redacted text.
+        let (chunks, redacted) = self.redact_chunks(chunks);
+        let chunks: &[NewChunk] = &chunks;
         let mut total = 0usize;
         let mut ids = Vec::with_capacity(chunks.len());
         let mut times: Vec<Option<i64>> = Vec::with_capacity(chunks.len());
@@ -487,12 +490,14 @@ impl Memdir {
                     hlc: r.hlc,
                     ts: r.ts,
                     ok: true,
+                    redacted: BTreeMap::new(),
                 })
                 .collect();
             Ok(IngestedBatch {
                 ok: true,
                 count: rows.len(),
                 chunks: rows,
+                redacted,
             })
         })
     }
@@ -500,9 +505,11 @@ impl Memdir {
     /// Ingests one chunk; the result has the compatibility shape `{session_id, position, ok}`.
     pub fn ingest_one(&self, chunk: NewChunk) -> Result<Ingested> {
         let v = self.ingest(std::slice::from_ref(&chunk))?;
+        let redacted = v.redacted;
         v.chunks
             .into_iter()
             .next()
+            .map(|c| Ingested { redacted, ..c })
             .ok_or_else(|| Error::internal("invariant: a one-chunk ingest returns one chunk"))
     }
 

@@ -14,4 +14,5 @@ mod mcp;
 mod mcp_framing;
 mod model;
 mod ops;
+mod redaction;
 mod search;
