@@ -1278,3 +1278,81 @@ pub struct HealthResponse {
     /// memdir's version.
     pub version: String,
 }
+
+/// Parameters of a forget: chunks of one session (`session_id` with `chunk_ids`), a whole
+/// session (`session_id` alone), the chunk hits of a query (`query`), or one version of a
+/// category (`category` with `version`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetRequest {
+    /// The session: alone, every chunk of it; with chunk_ids, those chunks.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Chunk ids (`<replica>:<seq>`, as fetch and search show them) in session_id.
+    #[arg(long = "chunk-id", value_name = "ID")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_ids: Option<Vec<String>>,
+    /// Forget the chunk hits of this search query.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// With query: only hits in this project.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// With query: at most this many hits (default 20).
+    #[arg(long, value_parser = num::parse_usize, allow_negative_numbers = true)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// A category whose old version to forget (with version).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// With category: the version (number or history id); not the current one.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<VersionRef>,
+    /// Only list what would be forgotten.
+    #[arg(long)]
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// A chunk forgotten (or, in a dry run, to be forgotten).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ForgottenChunk {
+    /// Its session.
+    pub session_id: String,
+    /// Its handle.
+    pub chunk_id: String,
+    /// Its position, which stays taken by the tombstone.
+    pub position: u64,
+    /// The first line of its text (dry runs only: a forget never echoes what it removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+}
+
+/// A category version forgotten (or to be).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ForgottenVersion {
+    /// The category.
+    pub category: String,
+    /// The version number.
+    pub version: u64,
+    /// Its history id.
+    pub id: String,
+}
+
+/// `forget`: what was replaced by tombstones.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ForgetResponse {
+    /// True when nothing was changed (a dry run).
+    pub dry_run: bool,
+    /// Chunks and versions forgotten (or to be).
+    pub count: usize,
+    /// The chunks.
+    pub chunks: Vec<ForgottenChunk>,
+    /// The category versions.
+    pub versions: Vec<ForgottenVersion>,
+}

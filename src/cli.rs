@@ -121,6 +121,17 @@ pub enum Command {
     Context(api::ContextRequest),
     /// Whether a category changed since a hash: unchanged, changed (with data) or deleted.
     Delta(api::DeltaRequest),
+    /// Forget chunks (by --session-id with --chunk-id, a whole --session-id, or the hits of
+    /// --query) or an old category version (--category with --version): each is replaced by a
+    /// tombstone that keeps its place. On a terminal it shows what goes and asks first;
+    /// otherwise it needs --yes.
+    Forget {
+        #[command(flatten)]
+        req: api::ForgetRequest,
+        /// Forget without asking
+        #[arg(long)]
+        yes: bool,
+    },
     /// Check that files, history, ledger and index agree (read-only); exit 1 when not.
     VerifyStore,
     /// Search session chunks and categories (BM25, exact, or auto).
@@ -812,6 +823,7 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
         Command::Context(r) => call(m, "context", &r)?,
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
+        Command::Forget { req, yes } => forget(m, req, yes)?,
         Command::VerifyStore
         | Command::Openapi
         | Command::Ops
@@ -844,6 +856,89 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
         }
     };
     Ok(out)
+}
+
+/// `forget`: with --yes or --dry-run as asked; on a terminal, after showing what would go and
+/// a yes; otherwise refused. What was shown is what goes: a query's hits are forgotten by
+/// their chunk ids, not by running the query again.
+fn forget(m: &Memdir, req: api::ForgetRequest, yes: bool) -> Result<Value> {
+    if req.dry_run || yes {
+        return call(m, "forget", &req);
+    }
+    let tty = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !tty {
+        return Err(Error::invalid(
+            "yes",
+            "forget removes memories for good and there is no terminal to ask on: pass --yes (or --dry-run to see what would go); nothing was forgotten",
+        ));
+    }
+    let plan = call(
+        m,
+        "forget",
+        &api::ForgetRequest {
+            dry_run: true,
+            ..req.clone()
+        },
+    )?;
+    let plan: api::ForgetResponse = service::from_args(plan)?;
+    if plan.count == 0 {
+        return serde_json::to_value(&plan)
+            .map_err(|e| Error::internal(format!("forget result: {e}")));
+    }
+    for c in &plan.chunks {
+        eprintln!(
+            "  {} #{} ({}): {}",
+            c.session_id,
+            c.position,
+            c.chunk_id,
+            c.preview.as_deref().unwrap_or("")
+        );
+    }
+    for v in &plan.versions {
+        eprintln!("  {} version {} ({})", v.category, v.version, v.id);
+    }
+    eprint!("Forget these {}? This cannot be undone [y/N] ", plan.count);
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| Error::new(ErrorKind::Unavailable, format!("reading the answer: {e}")))?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+        return Err(Error::invalid(
+            "yes",
+            "not confirmed: nothing was forgotten",
+        ));
+    }
+    if !plan.versions.is_empty() {
+        return call(m, "forget", &req);
+    }
+    let mut by_session: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for c in &plan.chunks {
+        by_session
+            .entry(c.session_id.clone())
+            .or_default()
+            .push(c.chunk_id.clone());
+    }
+    let mut done = api::ForgetResponse {
+        dry_run: false,
+        count: 0,
+        chunks: Vec::new(),
+        versions: Vec::new(),
+    };
+    for (session_id, chunk_ids) in by_session {
+        let r = call(
+            m,
+            "forget",
+            &api::ForgetRequest {
+                session_id: Some(session_id),
+                chunk_ids: Some(chunk_ids),
+                ..api::ForgetRequest::default()
+            },
+        )?;
+        let r: api::ForgetResponse = service::from_args(r)?;
+        done.count += r.count;
+        done.chunks.extend(r.chunks);
+    }
+    serde_json::to_value(&done).map_err(|e| Error::internal(format!("forget result: {e}")))
 }
 
 /// Prints an error as JSON on stderr and returns its exit code.

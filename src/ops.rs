@@ -413,6 +413,17 @@ fn build() -> Vec<Op> {
             typed: typed!(RestoreRequest, RestoreResponse, |m, r| m.restore(&r)),
         },
         op! {
+            name: "forget",
+            summary: "Forget chunks or an old category version",
+            description: "Replace chunks by tombstones (session_id with chunk_ids, a whole session, or the hits of query) or remove an old category version's content (category with version); positions and the version chain stay. dry_run lists what would go.",
+            cli: Some("forget"),
+            mcp: tool("memory_forget", "Forget memories", Profile::Full),
+            rest: post("/api/v1/forget", "forget", &["sessions", "categories"], &[400, 404, 409, 413, 500, 503]),
+            flags: (false, true, true),
+            examples: || vec![("dry_run", json!({"query": "connection pool", "dry_run": true}))],
+            typed: typed!(ForgetRequest, ForgetResponse, |m, r| m.forget(&r)),
+        },
+        op! {
             name: "doctor",
             summary: "Health report",
             description: "Paths, configuration source, and a full check of files, history, ledger and index.",

@@ -10,6 +10,7 @@
 
 mod adoption;
 mod category;
+mod forget;
 mod indexer;
 mod log;
 mod redaction;

@@ -7,6 +7,7 @@ mod cli;
 mod concurrency;
 mod config;
 mod crash;
+mod forget;
 mod format;
 mod handedit;
 mod hardening;
