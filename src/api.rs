@@ -53,6 +53,9 @@ pub mod defaults {
     pub(crate) fn keep_versions() -> usize {
         KEEP_VERSIONS
     }
+    pub(crate) fn export_format() -> String {
+        "jsonl".to_string()
+    }
 }
 
 /// Lenient number input: exact non-negative integers, also sent as floats without a fraction.
@@ -1355,4 +1358,94 @@ pub struct ForgetResponse {
     pub chunks: Vec<ForgottenChunk>,
     /// The category versions.
     pub versions: Vec<ForgottenVersion>,
+}
+
+/// Parameters of a snapshot.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotRequest {
+    /// Where to write it: a new or empty directory outside the store.
+    pub dest: String,
+}
+
+/// `snapshot`: the verified copy.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SnapshotResponse {
+    /// The snapshot's directory.
+    pub dest: String,
+    /// Files copied.
+    pub files: usize,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// When it was taken.
+    pub created: String,
+    /// Always true: every file was read back and matched its hash before this answer.
+    pub verified: bool,
+}
+
+/// Parameters of a restore from a snapshot.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreSnapshotRequest {
+    /// The snapshot's directory (with its memdir-snapshot.json).
+    pub src: String,
+}
+
+/// `restore-snapshot`: what replaced what.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RestoreSnapshotResponse {
+    /// The memory directory, now holding the snapshot's files.
+    pub dir: String,
+    /// The snapshot.
+    pub restored_from: String,
+    /// When the snapshot was taken.
+    pub snapshot_created: String,
+    /// Files restored.
+    pub files: usize,
+    /// Where the previous store was moved (kept; delete it when no longer needed); null when
+    /// there was none.
+    pub parked: Option<String>,
+}
+
+/// Parameters of an export.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ExportRequest {
+    /// jsonl (chunk lines that `memdir ingest --jsonl` loads) or markdown (sessions and
+    /// categories for people).
+    #[arg(long, default_value = "jsonl")]
+    #[serde(default = "defaults::export_format")]
+    #[schemars(extend("enum" = ["jsonl", "markdown"]))]
+    pub format: String,
+    /// Only sessions of this project (categories are left out).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Only chunks (and categories) from this time on: RFC 3339, a date or epoch ms.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Write to this file (which must not exist) instead of returning the text.
+    #[arg(long, short = 'o')]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// `export`: what was written.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ExportResponse {
+    /// jsonl or markdown.
+    pub format: String,
+    /// Sessions exported.
+    pub sessions: usize,
+    /// Chunks exported (forgotten ones are left out).
+    pub chunks: usize,
+    /// Categories exported (markdown only).
+    pub categories: usize,
+    /// The file written, when output was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// The export, when no output was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }

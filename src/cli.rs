@@ -132,6 +132,15 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Write a verified copy of the store to DEST (a new or empty directory), with a manifest
+    /// of blake3 hashes; the ledger and index are not copied (they are rebuilt).
+    Snapshot(api::SnapshotRequest),
+    /// Check the snapshot SRC against its manifest, then make it the store; the previous store
+    /// is moved aside to `<dir>.before-restore-<time>` (the result names it).
+    RestoreSnapshot(api::RestoreSnapshotRequest),
+    /// Export sessions as jsonl (loadable by `ingest --jsonl`) or sessions and categories as
+    /// markdown, to stdout or --output FILE.
+    Export(api::ExportRequest),
     /// Check that files, history, ledger and index agree (read-only); exit 1 when not.
     VerifyStore,
     /// Search session chunks and categories (BM25, exact, or auto).
@@ -743,6 +752,14 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         return Ok((Output::Json(report), code));
     }
     let m = Memdir::open_with(dir.value.clone(), settings)?;
+    if let Command::Export(r) = &cli.command {
+        // Without --output, the export is its text, printed as it is.
+        let mut v = call(&m, "export", r)?;
+        return Ok(match v.get_mut("text").map(Value::take) {
+            Some(Value::String(t)) => (Output::Text(t), 0),
+            _ => (Output::Json(v), 0),
+        });
+    }
     let out = run_command(&m, cli.command);
     let notices = m.notices();
     match out {
@@ -824,7 +841,10 @@ fn run_command(m: &Memdir, command: Command) -> Result<Value> {
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
         Command::Forget { req, yes } => forget(m, req, yes)?,
+        Command::Snapshot(r) => call(m, "snapshot", &r)?,
+        Command::RestoreSnapshot(r) => call(m, "restore_snapshot", &r)?,
         Command::VerifyStore
+        | Command::Export(_)
         | Command::Openapi
         | Command::Ops
         | Command::Serve { .. }

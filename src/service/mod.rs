@@ -10,12 +10,14 @@
 
 mod adoption;
 mod category;
+mod export;
 mod forget;
 mod indexer;
 mod log;
 mod redaction;
 mod search;
 mod session;
+mod snapshot;
 mod status;
 mod verify;
 mod version;

@@ -17,3 +17,4 @@ mod model;
 mod ops;
 mod redaction;
 mod search;
+mod snapshot;
