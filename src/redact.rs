@@ -44,7 +44,9 @@ struct Rule {
     value_check: bool,
 }
 
-/// The built-in patterns: (kind, pattern, needs_digit, value_check).
+/// The built-in patterns: (kind, pattern, needs_digit, value_check). Word boundaries are
+/// ASCII (`(?-u:\b)`): secrets are ASCII, and a Unicode boundary would keep the fast engine
+/// off any text with a non-ASCII character.
 const BUILTIN: &[(&str, &str, bool, bool)] = &[
     (
         "private_key",
@@ -54,67 +56,67 @@ const BUILTIN: &[(&str, &str, bool, bool)] = &[
     ),
     (
         "aws_access_key",
-        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b",
+        r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|APKA)[A-Z0-9]{16}(?-u:\b)",
         false,
         false,
     ),
     (
         "aws_secret_key",
-        r#"(?i)aws_?secret_?(?:access_?)?key["']?\s*[:=]\s*["']?(?P<s>[A-Za-z0-9/+=]{40})\b"#,
+        r#"(?i)aws_?secret_?(?:access_?)?key["']?\s*[:=]\s*["']?(?P<s>[A-Za-z0-9/+=]{40})(?-u:\b)"#,
         false,
         false,
     ),
     (
         "github_token",
-        r"\b(?:(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
+        r"(?-u:\b)(?:(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})(?-u:\b)",
         false,
         false,
     ),
     (
         "gitlab_token",
-        r"\bgl(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas)-[A-Za-z0-9_\-]{20,}",
+        r"(?-u:\b)gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas)-[A-Za-z0-9_\-]{20,}",
         false,
         false,
     ),
     (
         "slack_token",
-        r"\bxox[abposre]-[A-Za-z0-9\-]{10,}|https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+",
+        r"(?-u:\b)xox[abposre]-[A-Za-z0-9\-]{10,}|https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+",
         false,
         false,
     ),
     (
         "anthropic_api_key",
-        r"\bsk-ant-(?:api|admin)?[0-9]*-?[A-Za-z0-9_\-]{20,}",
+        r"(?-u:\b)sk-ant-(?:api|admin)?[0-9]*-?[A-Za-z0-9_\-]{20,}",
         false,
         false,
     ),
     (
         "openai_api_key",
-        r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{32,}",
+        r"(?-u:\b)sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{32,}",
         true,
         false,
     ),
     (
         "jwt",
-        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
+        r"(?-u:\b)eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
         false,
         false,
     ),
     (
         "url_password",
-        r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@]{1,128}:(?P<s>[^\s/@]{1,256})@",
+        r"(?-u:\b)[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@]{1,128}:(?P<s>[^\s/@]{1,256})@",
         false,
         true,
     ),
     (
         "password",
-        r#"(?i)\b(?:password|passwd|pwd|passphrase)["']?\s*(?:=|:)\s*(?:"(?P<s>[^"\n]{3,200})"|'(?P<s2>[^'\n]{3,200})'|(?P<s3>[^\s"'`,;()\[\]{}<>]{3,}))"#,
+        r#"(?i)(?-u:\b)(?:password|passwd|pwd|passphrase)["']?\s*(?:=|:)\s*(?:"(?P<s>[^"\n]{3,200})"|'(?P<s2>[^'\n]{3,200})'|(?P<s3>[^\s"'`,;()\[\]{}<>]{3,}))"#,
         false,
         true,
     ),
     (
         "secret",
-        r#"(?i)\b(?:secret|client_secret|secret_key|api_key|apikey|access_key|access_token|auth_token|private_key)["']?\s*(?:=|:)\s*(?:"(?P<s>[^"\n]{8,200})"|'(?P<s2>[^'\n]{8,200})'|(?P<s3>[^\s"'`,;()\[\]{}<>]{8,}))"#,
+        r#"(?i)(?-u:\b)(?:secret|client_secret|secret_key|api_key|apikey|access_key|access_token|auth_token|private_key)["']?\s*(?:=|:)\s*(?:"(?P<s>[^"\n]{8,200})"|'(?P<s2>[^'\n]{8,200})'|(?P<s3>[^\s"'`,;()\[\]{}<>]{8,}))"#,
         false,
         true,
     ),
@@ -249,12 +251,22 @@ impl Redactor {
         let mut spans: Vec<(usize, usize, usize)> = Vec::new();
         for i in matched.iter() {
             let rule = &self.rules[i];
-            for caps in rule.re.captures_iter(&private) {
-                let m = ["s", "s2", "s3"]
-                    .iter()
-                    .find_map(|g| caps.name(g))
-                    .or_else(|| caps.get(0))
-                    .expect("invariant: group 0 always matches");
+            for whole in rule.re.find_iter(&private) {
+                // The fast search finds the match; groups are resolved on it alone (a capture
+                // search over a whole large text costs far more).
+                let m = if rule.re.captures_len() > 1 {
+                    let caps = rule
+                        .re
+                        .captures_at(&private[..whole.end()], whole.start())
+                        .expect("invariant: a found match matches again at its start");
+                    ["s", "s2", "s3"]
+                        .iter()
+                        .find_map(|g| caps.name(g))
+                        .or_else(|| caps.get(0))
+                        .expect("invariant: group 0 always matches")
+                } else {
+                    whole
+                };
                 let found = m.as_str();
                 if found.is_empty()
                     || (rule.needs_digit && !found.bytes().any(|b| b.is_ascii_digit()))
@@ -356,7 +368,10 @@ impl Redactor {
 /// `<password>`, `***`) or a type (`Option<String>`) is left alone.
 fn looks_secret(v: &str) -> bool {
     let v = v.trim_matches(|c| c == '"' || c == '\'');
-    if v.starts_with(['$', '%', '<', '{', '*', '?']) || v.contains("{{") || v.contains("${") {
+    if v.starts_with(['$', '%', '<', '{', '*', '?', '/', '='])
+        || v.contains("{{")
+        || v.contains("${")
+    {
         return false;
     }
     if v.eq_ignore_ascii_case("null")
@@ -447,6 +462,7 @@ mod tests {
             "let secret = self.secret.clone();",
             "password: Option<String>,",
             "PASSWORD=${DB_PASSWORD}",
+            "become [REDACTED:kind]: password=/secret= assignments",
             "the task-runner script sk-learn-models",
             "https://example.com:8080/path?x=1",
             "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
