@@ -73,3 +73,26 @@ def test_rest_ingest_and_write_redact(tmp_path):
     finally:
         srv.stop()
     assert_nowhere(store)
+
+
+def test_rest_forget_leaves_no_trace(tmp_path):
+    """A forget over REST: the chunk's text is gone from every file and from search; its
+    position stays taken."""
+    store = tmp_path / "store"
+    word = "wallaby" + "secretword"
+    srv = start_server(store, "http")
+    try:
+        srv.post("/ingest", {"chunks": [{"session_id": "f", "content": f"the {word} is here"}, {"session_id": "f", "content": "next"}]})
+        hit = srv.post("/search", {"query": word})["results"][0]
+        plan = srv.post("/api/v1/forget", {"query": word, "dry_run": True})
+        assert plan["count"] == 1 and plan["chunks"][0]["chunk_id"] == hit["chunk_id"]
+        out = srv.post("/api/v1/forget", {"session_id": "f", "chunk_ids": [hit["chunk_id"]]})
+        assert out["count"] == 1 and "preview" not in out["chunks"][0]
+        assert srv.post("/search", {"query": word})["results"] == []
+        f = srv.post("/fetch", {"session_id": "f"})
+        assert [c["content"] for c in f["chunks"]] == ["", "next"]
+    finally:
+        srv.stop()
+    for p in store.rglob("*"):
+        if p.is_file():
+            assert word.encode() not in p.read_bytes(), f"{word} is still in {p}"
