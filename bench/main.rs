@@ -7,6 +7,7 @@
 //! cargo run --release --example memdir-bench -- recall
 //! cargo run --release --example memdir-bench -- http [--chunks 100000] [--seconds 30]
 //! cargo run --release --example memdir-bench -- fresh [--chunks 100000]
+//! cargo run --release --example memdir-bench -- redact
 //! ```
 //!
 //! Every run works in a fresh temporary directory (or `--dir`, reused when it already holds a
@@ -1170,6 +1171,152 @@ fn bench_import(args: &[String]) -> Result<Value> {
     )
 }
 
+/// Base64 of `bytes` (standard alphabet, padded): the body of a data-URL image.
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len() * 4 / 3 + 4);
+    for c in bytes.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Redaction: cost per MB on several corpora, and what it redacts in text that holds no
+/// secret (false positives): the repository's own sources and docs, git hashes, UUIDs,
+/// base64 images and synthetic prose. Run from the repository root.
+fn bench_redact(_args: &[String]) -> Result<Value> {
+    let r = memdir::redact::Redactor::default();
+    let mut rng = Rng(0x5eed);
+    let vocab = Vocab::new(5000);
+    let mut corpora: Vec<(&str, Vec<String>)> = Vec::new();
+    // The repository's sources and docs, one text per file (tests, the redactor and this
+    // benchmark left out: they hold fake secrets on purpose).
+    let mut repo = Vec::new();
+    for root in ["src", "bench", "examples", "schema"] {
+        for e in walkdir::WalkDir::new(root).into_iter().flatten() {
+            let p = e.path();
+            if e.file_type().is_file()
+                && !p.ends_with("redact.rs")
+                && !p.ends_with("bench/main.rs")
+                && p.extension()
+                    .is_some_and(|x| ["rs", "md", "toml", "json"].contains(&&*x.to_string_lossy()))
+                && let Ok(t) = std::fs::read_to_string(p)
+            {
+                repo.push(t);
+            }
+        }
+    }
+    for f in [
+        "README.md",
+        "ARCHITECTURE.md",
+        "STORAGE.md",
+        "SECURITY.md",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
+        if let Ok(t) = std::fs::read_to_string(f) {
+            repo.push(t);
+        }
+    }
+    corpora.push(("repository sources and docs", repo));
+    let hex = |rng: &mut Rng, n: usize| -> String {
+        (0..n)
+            .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap())
+            .collect()
+    };
+    corpora.push((
+        "git hashes (40 hex)",
+        (0..20_000)
+            .map(|_| format!("commit {} fixed it", hex(&mut rng, 40)))
+            .collect(),
+    ));
+    corpora.push((
+        "UUIDs",
+        (0..20_000)
+            .map(|_| {
+                format!(
+                    "id {}-{}-4{}-a{}-{}",
+                    hex(&mut rng, 8),
+                    hex(&mut rng, 4),
+                    hex(&mut rng, 3),
+                    hex(&mut rng, 3),
+                    hex(&mut rng, 12)
+                )
+            })
+            .collect(),
+    ));
+    corpora.push((
+        "base64 images",
+        (0..200)
+            .map(|_| {
+                let bytes: Vec<u8> = (0..6000).map(|_| rng.below(256) as u8).collect();
+                format!("![x](data:image/png;base64,{})", base64(&bytes))
+            })
+            .collect(),
+    ));
+    corpora.push((
+        "prose",
+        (0..20_000).map(|_| vocab.sentence(&mut rng, 30)).collect(),
+    ));
+    let mut out = serde_json::Map::new();
+    for (name, texts) in &corpora {
+        let bytes: usize = texts.iter().map(String::len).sum();
+        let mut counts = memdir::redact::Counts::new();
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            counts.clear();
+            let t = Instant::now();
+            for s in texts {
+                std::hint::black_box(r.text(s, &mut counts));
+            }
+            times.push(ms(t));
+        }
+        let best = times.iter().cloned().fold(f64::MAX, f64::min);
+        let mb = bytes as f64 / 1_048_576.0;
+        out.insert(
+            name.to_string(),
+            json!({
+                "texts": texts.len(),
+                "mb": round(mb),
+                "ms_per_mb": round(best / mb),
+                "redacted": counts,
+                "redacted_per_mb": round(counts.values().sum::<u64>() as f64 / mb),
+            }),
+        );
+    }
+    // Text dense with secrets: the cost when there is much to replace.
+    let secret_text: Vec<String> = (0..20_000)
+        .map(|i| {
+            format!(
+                "{} key AKIA{} and PASSWORD=hunter{i} end",
+                vocab.sentence(&mut rng, 10),
+                hex(&mut rng, 16).to_uppercase()
+            )
+        })
+        .collect();
+    let bytes: usize = secret_text.iter().map(String::len).sum();
+    let mut counts = memdir::redact::Counts::new();
+    let t = Instant::now();
+    for s in &secret_text {
+        std::hint::black_box(r.text(s, &mut counts));
+    }
+    let mb = bytes as f64 / 1_048_576.0;
+    out.insert(
+        "two secrets per line".into(),
+        json!({"mb": round(mb), "ms_per_mb": round(ms(t) / mb), "redacted": counts}),
+    );
+    Ok(Value::Object(out))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let what = args.first().map(String::as_str).unwrap_or("store");
@@ -1182,9 +1329,10 @@ fn main() {
         "http" => bench_http(&args),
         "fresh" => bench_fresh(&args),
         "import" => bench_import(&args),
+        "redact" => bench_redact(&args),
         other => {
             eprintln!(
-                "unknown benchmark {other:?}: use store, search, mcp, recall, http, fresh or import"
+                "unknown benchmark {other:?}: use store, search, mcp, recall, http, fresh, import or redact"
             );
             std::process::exit(2);
         }

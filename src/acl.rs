@@ -504,6 +504,13 @@ mod requests {
         RestoreRequest => |r| Need::Destroy { what: "restore versions", category: Some(&r.category) };
         CompactRequest => |r| Need::Destroy { what: "compact history", category: r.category.as_deref() };
         ImportRequest => |r| if r.dry_run { Need::Nothing } else { Need::Privileged("import history") };
+        ForgetRequest => |r| match &r.category {
+            Some(c) => Need::Destroy { what: "forget versions", category: Some(c) },
+            None => Need::Privileged("forget session memory"),
+        };
+        SnapshotRequest => |r| Need::ReadAll;
+        ExportRequest => |r| Need::ReadAll;
+        RestoreSnapshotRequest => |r| Need::Admin { what: "replace the store with a snapshot" };
         SyncRequest => |r| Need::Admin { what: "sync the store with a remote" };
         ResolveRequest => |r| Need::Write(&r.category);
         IngestRequest => |r| Need::Ingest(match &r.chunks {
@@ -535,7 +542,11 @@ mod requests {
         InitResponse,
         ImportResponse,
         SyncResponse,
-        ResolveResponse
+        ResolveResponse,
+        ForgetResponse,
+        SnapshotResponse,
+        RestoreSnapshotResponse,
+        ExportResponse
     );
 
     impl Visible for SearchResponse {

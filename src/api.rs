@@ -53,6 +53,9 @@ pub mod defaults {
     pub(crate) fn keep_versions() -> usize {
         KEEP_VERSIONS
     }
+    pub(crate) fn export_format() -> String {
+        "jsonl".to_string()
+    }
 }
 
 /// Lenient number input: exact non-negative integers, also sent as floats without a fraction.
@@ -727,6 +730,9 @@ pub struct Ingested {
     /// Its source_id was in the session: nothing saved; fields name the chunk holding it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skipped: bool,
+    /// Spans redacted before saving, by kind (absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redacted: BTreeMap<String, u64>,
 }
 
 /// A batch chunk not saved: its source_id was in its session.
@@ -755,6 +761,9 @@ pub struct IngestedBatch {
     /// Which.
     #[serde(default)]
     pub skipped_chunks: Vec<SkippedChunk>,
+    /// Spans redacted before saving, by kind, over the batch (absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redacted: BTreeMap<String, u64>,
 }
 
 /// `ingest`: one chunk, or a batch.
@@ -893,6 +902,9 @@ pub struct WriteResponse {
     /// write or merge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<String>,
+    /// Spans redacted before saving, by kind (absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redacted: BTreeMap<String, u64>,
 }
 
 /// `append`: the new entry and the log after retention.
@@ -916,6 +928,9 @@ pub struct AppendResponse {
     pub version: u64,
     /// When it was written.
     pub timestamp: String,
+    /// Spans redacted before saving, by kind (absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redacted: BTreeMap<String, u64>,
 }
 
 /// A category in the list.
@@ -1410,6 +1425,46 @@ pub struct ImportRequest {
     pub dry_run: bool,
 }
 
+/// Parameters of a forget: chunks of one session (`session_id` with `chunk_ids`), a whole
+/// session (`session_id` alone), the chunk hits of a query (`query`), or one version of a
+/// category (`category` with `version`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetRequest {
+    /// The session: alone, every chunk of it; with chunk_ids, those chunks.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Chunk ids (`<replica>:<seq>`, as fetch and search show them) in session_id.
+    #[arg(long = "chunk-id", value_name = "ID")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_ids: Option<Vec<String>>,
+    /// Forget the chunk hits of this search query.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// With query: only hits in this project.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// With query: at most this many hits (default 20).
+    #[arg(long, value_parser = num::parse_usize, allow_negative_numbers = true)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// A category whose old version to forget (with version).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// With category: the version (number or history id); not the current one.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<VersionRef>,
+    /// Only list what would be forgotten.
+    #[arg(long)]
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
 /// `import`: what was (or, with dry_run, would be) imported.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ImportResponse {
@@ -1548,4 +1603,132 @@ pub struct OpenConflict {
 /// A JSON value given as a command-line argument.
 fn parse_json_arg(s: &str) -> std::result::Result<Value, String> {
     serde_json::from_str(s).map_err(|e| format!("not JSON: {e}"))
+}
+
+/// A chunk forgotten (or, in a dry run, to be forgotten).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ForgottenChunk {
+    /// Its session.
+    pub session_id: String,
+    /// Its handle.
+    pub chunk_id: String,
+    /// Its position, which stays taken by the tombstone.
+    pub position: u64,
+    /// The first line of its text (dry runs only: a forget never echoes what it removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+}
+
+/// A category version forgotten (or to be).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ForgottenVersion {
+    /// The category.
+    pub category: String,
+    /// The version number.
+    pub version: u64,
+    /// Its history id.
+    pub id: String,
+}
+
+/// `forget`: what was replaced by tombstones.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ForgetResponse {
+    /// True when nothing was changed (a dry run).
+    pub dry_run: bool,
+    /// Chunks and versions forgotten (or to be).
+    pub count: usize,
+    /// The chunks.
+    pub chunks: Vec<ForgottenChunk>,
+    /// The category versions.
+    pub versions: Vec<ForgottenVersion>,
+}
+
+/// Parameters of a snapshot.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotRequest {
+    /// Where to write it: a new or empty directory outside the store.
+    pub dest: String,
+}
+
+/// `snapshot`: the verified copy.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SnapshotResponse {
+    /// The snapshot's directory.
+    pub dest: String,
+    /// Files copied.
+    pub files: usize,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// When it was taken.
+    pub created: String,
+    /// Always true: every file was read back and matched its hash before this answer.
+    pub verified: bool,
+}
+
+/// Parameters of a restore from a snapshot.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreSnapshotRequest {
+    /// The snapshot's directory (with its memdir-snapshot.json).
+    pub src: String,
+}
+
+/// `restore-snapshot`: what replaced what.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RestoreSnapshotResponse {
+    /// The memory directory, now holding the snapshot's files.
+    pub dir: String,
+    /// The snapshot.
+    pub restored_from: String,
+    /// When the snapshot was taken.
+    pub snapshot_created: String,
+    /// Files restored.
+    pub files: usize,
+    /// Where the previous store was moved (kept; delete it when no longer needed); null when
+    /// there was none.
+    pub parked: Option<String>,
+}
+
+/// Parameters of an export.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ExportRequest {
+    /// jsonl (chunk lines that `memdir ingest --jsonl` loads) or markdown (sessions and
+    /// categories for people).
+    #[arg(long, default_value = "jsonl")]
+    #[serde(default = "defaults::export_format")]
+    #[schemars(extend("enum" = ["jsonl", "markdown"]))]
+    pub format: String,
+    /// Only sessions of this project (categories are left out).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Only chunks (and categories) from this time on: RFC 3339, a date or epoch ms.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Write to this file (which must not exist) instead of returning the text.
+    #[arg(long, short = 'o')]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// `export`: what was written.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ExportResponse {
+    /// jsonl or markdown.
+    pub format: String,
+    /// Sessions exported.
+    pub sessions: usize,
+    /// Chunks exported (forgotten ones are left out).
+    pub chunks: usize,
+    /// Categories exported (markdown only).
+    pub categories: usize,
+    /// The file written, when output was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// The export, when no output was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }

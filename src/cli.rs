@@ -228,6 +228,26 @@ pub enum Command {
     /// Whether a category changed since a hash: unchanged, changed (with data) or deleted.
     #[command(after_help = "Examples:\n  memdir delta base --since-hash <hash you last saw>")]
     Delta(api::DeltaRequest),
+    /// Forget chunks (by --session-id with --chunk-id, a whole --session-id, or the hits of
+    /// --query) or an old category version (--category with --version): each is replaced by a
+    /// tombstone that keeps its place. On a terminal it shows what goes and asks first;
+    /// otherwise it needs --yes.
+    Forget {
+        #[command(flatten)]
+        req: api::ForgetRequest,
+        /// Forget without asking
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Write a verified copy of the store to DEST (a new or empty directory), with a manifest
+    /// of blake3 hashes; the ledger and index are not copied (they are rebuilt).
+    Snapshot(api::SnapshotRequest),
+    /// Check the snapshot SRC against its manifest, then make it the store; the previous store
+    /// is moved aside to `<dir>.before-restore-<time>` (the result names it).
+    RestoreSnapshot(api::RestoreSnapshotRequest),
+    /// Export sessions as jsonl (loadable by `ingest --jsonl`) or sessions and categories as
+    /// markdown, to stdout or --output FILE.
+    Export(api::ExportRequest),
     /// Check that files, history, ledger and index agree (read-only); exit 1 when not.
     #[command(after_help = "Examples:\n  memdir verify-store
   memdir verify-store --json > report.json")]
@@ -1283,6 +1303,14 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         memdir: &m,
         caller: cfg.caller(),
     };
+    if let Command::Export(r) = &cli.command {
+        // Without --output, the export is its text, printed as it is.
+        let mut v = call(&ctx, "export", r)?;
+        return Ok(match v.get_mut("text").map(Value::take) {
+            Some(Value::String(t)) => (Output::Text(t), 0),
+            _ => (Output::Json(v), 0),
+        });
+    }
     let op = op_of(&cli.command);
     let out = run_command(&ctx, cli.command);
     let notices = m.notices();
@@ -1387,7 +1415,11 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Search(r) => call(m, "search", &r)?,
         Command::Sync(r) => call(m, "sync", &r)?,
         Command::Resolve(r) => call(m, "resolve", &r)?,
+        Command::Forget { req, yes } => forget(m, req, yes)?,
+        Command::Snapshot(r) => call(m, "snapshot", &r)?,
+        Command::RestoreSnapshot(r) => call(m, "restore_snapshot", &r)?,
         Command::VerifyStore
+        | Command::Export(_)
         | Command::Openapi
         | Command::Ops
         | Command::Completions { .. }
@@ -1410,6 +1442,89 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         }
     };
     Ok(out)
+}
+
+/// `forget`: with --yes or --dry-run as asked; on a terminal, after showing what would go and
+/// a yes; otherwise refused. What was shown is what goes: a query's hits are forgotten by
+/// their chunk ids, not by running the query again.
+fn forget(m: &Ctx, req: api::ForgetRequest, yes: bool) -> Result<Value> {
+    if req.dry_run || yes {
+        return call(m, "forget", &req);
+    }
+    let tty = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !tty {
+        return Err(Error::invalid(
+            "yes",
+            "forget removes memories for good and there is no terminal to ask on: pass --yes (or --dry-run to see what would go); nothing was forgotten",
+        ));
+    }
+    let plan = call(
+        m,
+        "forget",
+        &api::ForgetRequest {
+            dry_run: true,
+            ..req.clone()
+        },
+    )?;
+    let plan: api::ForgetResponse = service::from_args(plan)?;
+    if plan.count == 0 {
+        return serde_json::to_value(&plan)
+            .map_err(|e| Error::internal(format!("forget result: {e}")));
+    }
+    for c in &plan.chunks {
+        eprintln!(
+            "  {} #{} ({}): {}",
+            c.session_id,
+            c.position,
+            c.chunk_id,
+            c.preview.as_deref().unwrap_or("")
+        );
+    }
+    for v in &plan.versions {
+        eprintln!("  {} version {} ({})", v.category, v.version, v.id);
+    }
+    eprint!("Forget these {}? This cannot be undone [y/N] ", plan.count);
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| Error::new(ErrorKind::Unavailable, format!("reading the answer: {e}")))?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+        return Err(Error::invalid(
+            "yes",
+            "not confirmed: nothing was forgotten",
+        ));
+    }
+    if !plan.versions.is_empty() {
+        return call(m, "forget", &req);
+    }
+    let mut by_session: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for c in &plan.chunks {
+        by_session
+            .entry(c.session_id.clone())
+            .or_default()
+            .push(c.chunk_id.clone());
+    }
+    let mut done = api::ForgetResponse {
+        dry_run: false,
+        count: 0,
+        chunks: Vec::new(),
+        versions: Vec::new(),
+    };
+    for (session_id, chunk_ids) in by_session {
+        let r = call(
+            m,
+            "forget",
+            &api::ForgetRequest {
+                session_id: Some(session_id),
+                chunk_ids: Some(chunk_ids),
+                ..api::ForgetRequest::default()
+            },
+        )?;
+        let r: api::ForgetResponse = service::from_args(r)?;
+        done.count += r.count;
+        done.chunks.extend(r.chunks);
+    }
+    serde_json::to_value(&done).map_err(|e| Error::internal(format!("forget result: {e}")))
 }
 
 /// Prints an error on stderr (JSON, or one line and its hints for people) and returns its

@@ -131,6 +131,17 @@ pub struct Config {
     pub http: HttpConfig,
     /// The access-control policy: `None` without an `[acl]` section (everything allowed).
     pub acl: Option<std::sync::Arc<crate::acl::Acl>>,
+    pub redaction: RedactionConfig,
+}
+
+/// What is redacted before anything is stored (`[redaction]`).
+#[derive(Clone, Debug)]
+pub struct RedactionConfig {
+    pub enabled: Setting<bool>,
+    /// Extra patterns: (kind, regular expression).
+    pub patterns: Setting<Vec<(String, String)>>,
+    /// Exceptions: a candidate one of these matches is kept.
+    pub allow: Setting<Vec<String>>,
 }
 
 /// The settings of `memdir serve --transport http|mcp-http`.
@@ -173,6 +184,8 @@ struct FileConfig {
     http: FileHttp,
     #[serde(default)]
     sync: FileSync,
+    #[serde(default)]
+    redaction: FileRedaction,
     /// Access control.
     acl: Option<FileAcl>,
 }
@@ -314,6 +327,49 @@ struct FileHttp {
     /// Per-device tokens.
     #[serde(default)]
     tokens: Vec<FileToken>,
+}
+
+/// `[redaction]`: the switch, extra patterns and exceptions.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRedaction {
+    enabled: Option<bool>,
+    allow: Option<Vec<Regex>>,
+    patterns: Option<Vec<FilePattern>>,
+}
+
+/// `[[redaction.patterns]]`: a kind name and its regular expression.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePattern {
+    kind: Kind,
+    pattern: Regex,
+}
+
+/// A redaction kind name (`a-z 0-9 _`).
+#[derive(Debug)]
+struct Kind(String);
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            crate::redact::check_kind(s).map(|_| Kind(s.to_string()))
+        })
+    }
+}
+
+/// A regular expression that compiles.
+#[derive(Debug)]
+struct Regex(String);
+
+impl<'de> Deserialize<'de> for Regex {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            crate::redact::check_pattern(s)
+                .map(|_| Regex(s.to_string()))
+                .map_err(|e| format!("not a regular expression: {e}"))
+        })
+    }
 }
 
 /// Deserializes a string and checks it with `check`, which says what is wrong.
@@ -799,8 +855,27 @@ impl Config {
                 source,
             });
         }
+        let r = f.redaction;
         Ok(Config {
             acl,
+            redaction: RedactionConfig {
+                enabled: pick(None, None, r.enabled, &path, true),
+                patterns: pick(
+                    None,
+                    None,
+                    r.patterns
+                        .map(|v| v.into_iter().map(|p| (p.kind.0, p.pattern.0)).collect()),
+                    &path,
+                    Vec::new(),
+                ),
+                allow: pick(
+                    None,
+                    None,
+                    r.allow.map(|v| v.into_iter().map(|p| p.0).collect()),
+                    &path,
+                    Vec::new(),
+                ),
+            },
             dir,
             device,
             lock_timeout_ms: pick(
@@ -980,6 +1055,14 @@ impl Config {
             analyzer: AnalyzerConfig::parse(&self.analyzer.value)?,
             log_max_entries: self.log_max_entries.value,
             conflict_strategy: self.conflict_strategy.value.clone(),
+            redaction: std::sync::Arc::new(
+                crate::redact::Redactor::new(
+                    self.redaction.enabled.value,
+                    &self.redaction.patterns.value,
+                    &self.redaction.allow.value,
+                )
+                .map_err(|e| Error::invalid("redaction", e))?,
+            ),
         })
     }
 
@@ -1017,6 +1100,7 @@ impl Config {
             ("http.max_connections", entry(&h.max_connections)),
             ("http.max_sessions", entry(&h.max_sessions)),
             ("http.session_idle_ms", entry(&h.session_idle_ms)),
+            ("redaction.enabled", entry(&self.redaction.enabled)),
         ] {
             settings.insert(key.into(), v);
         }
@@ -1049,6 +1133,15 @@ impl Config {
                 }
             })
             .collect();
+        let r = &self.redaction;
+        settings.insert(
+            "redaction.patterns".into(),
+            json!({
+                "value": r.patterns.value.iter().map(|(k, p)| json!({"kind": k, "pattern": p})).collect::<Vec<_>>(),
+                "source": r.patterns.source.label(),
+            }),
+        );
+        settings.insert("redaction.allow".into(), entry(&r.allow));
         json!({
             "file": {
                 "path": self.file.path.as_ref().map(|p| p.display().to_string()),
@@ -1148,6 +1241,16 @@ mod tests {
         assert_eq!(key("[http]\nx = 1"), "http.x");
         assert_eq!(key("[http]\nport = true"), "http.port");
         assert_eq!(key("[logs]\nmax_entries = 1000000"), "logs.max_entries");
+        assert_eq!(key("[redaction]\nx = 1"), "redaction.x");
+        assert_eq!(
+            key("[[redaction.patterns]]\nkind = \"k\"\npattern = \"(\""),
+            "redaction.patterns[0].pattern"
+        );
+        assert_eq!(
+            key("[[redaction.patterns]]\nkind = \"K K\"\npattern = \"x\""),
+            "redaction.patterns[0].kind"
+        );
+        assert_eq!(key("[redaction]\nallow = [\"[\"]"), "redaction.allow[0]");
     }
 
     #[test]

@@ -806,6 +806,37 @@ impl Part {
     }
 }
 
+impl Part {
+    /// Merges away every deleted document now, whatever the segments' sizes, and removes the
+    /// files no longer used: after a forget, no index file keeps the forgotten text.
+    pub fn purge_deleted(&self, timeout: Duration) -> Result<()> {
+        let mut writer = self.writer(1, 32_000_000, timeout)?;
+        let ids: Vec<_> = self
+            .index
+            .searchable_segment_metas()
+            .map_err(|e| tantivy_err("segments", e))?
+            .iter()
+            .filter(|m| m.num_deleted_docs() > 0)
+            .map(|m| m.id())
+            .collect();
+        if !ids.is_empty() {
+            writer
+                .merge(&ids)
+                .wait()
+                .map_err(|e| tantivy_err("merge", e))?;
+        }
+        writer
+            .garbage_collect_files()
+            .wait()
+            .map_err(|e| tantivy_err("garbage collection", e))?;
+        writer
+            .wait_merging_threads()
+            .map_err(|e| tantivy_err("merge", e))?;
+        self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
+        Ok(())
+    }
+}
+
 /// Both indexes.
 pub struct SearchIndex {
     pub cfg: AnalyzerConfig,
@@ -870,9 +901,12 @@ impl SearchIndex {
     ) -> TantivyDocument {
         let f = &self.chunk_fields;
         let mut d = TantivyDocument::default();
-        d.add_text(f.content, &c.content);
-        if let Some(p) = prev {
-            d.add_text(f.context, p);
+        // A forgotten chunk keeps its place (position, identity) and no text: nothing finds it.
+        if !c.is_tombstone() {
+            d.add_text(f.content, &c.content);
+            if let Some(p) = prev {
+                d.add_text(f.context, p);
+            }
         }
         d.add_text(f.session, &c.session_id);
         d.add_text(f.seg, rel);

@@ -35,6 +35,7 @@ pub mod model;
 pub mod openapi;
 pub mod ops;
 pub mod progress;
+pub mod redact;
 pub mod search;
 pub mod service;
 pub mod store;

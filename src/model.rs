@@ -255,7 +255,16 @@ impl ChunkRecord {
     pub fn chunk_id(&self) -> String {
         format!("{}:{}", self.replica, self.seq)
     }
+
+    /// Whether this line is a forgotten chunk's tombstone: empty content and a `forgotten`
+    /// time in its metadata, its `seq`, `hlc` and `ts` kept so positions stay stable.
+    pub fn is_tombstone(&self) -> bool {
+        self.content.is_empty() && self.metadata.get(TOMBSTONE_KEY).is_some()
+    }
 }
+
+/// The metadata key of a chunk tombstone: the time the chunk was forgotten.
+pub const TOMBSTONE_KEY: &str = "forgotten";
 
 /// Kinds of category content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -391,8 +400,13 @@ pub struct HistoryEntry {
     #[serde(default)]
     pub reason: Option<String>,
     pub ts: String,
-    /// The category content of this version; `null` for a delete tombstone.
+    /// The category content of this version; `null` for a delete tombstone and a forgotten
+    /// version.
     pub content: Value,
+    /// When this version's content was forgotten (`memdir forget --category`): its content
+    /// is null, its hash and place in the chain stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forgotten: Option<String>,
 }
 
 impl HistoryEntry {

@@ -129,6 +129,18 @@ impl Memdir {
 
     /// Replaces or merges a category, with compare-and-swap.
     pub fn write(&self, req: &WriteRequest) -> Result<WriteResponse> {
+        let (data, reason, redacted) = self.redact_data(&req.data, req.reason.as_deref());
+        let redacted_req;
+        let req = if data.is_some() || reason.is_some() {
+            redacted_req = WriteRequest {
+                data: data.unwrap_or_else(|| req.data.clone()),
+                reason: reason.or_else(|| req.reason.clone()),
+                ..req.clone()
+            };
+            &redacted_req
+        } else {
+            req
+        };
         let name = CategoryName::new(&req.category)?;
         let data = check_object("data", &req.data)?;
         if data.contains_key("_kind") {
@@ -190,6 +202,7 @@ impl Memdir {
                     version_id: None,
                     timestamp: st.row.updated_at.clone(),
                     op: None,
+                    redacted,
                 });
             }
             let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
@@ -203,6 +216,7 @@ impl Memdir {
                 version_id: Some(c.id),
                 timestamp: c.ts,
                 op: Some(op.as_str().to_string()),
+                redacted,
             })
         })
     }

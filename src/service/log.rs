@@ -41,6 +41,18 @@ pub fn check_log_shape(content: &Value) -> std::result::Result<(), String> {
 impl Memdir {
     /// Appends an entry to a log category, creating it, and applies retention.
     pub fn append(&self, req: &AppendRequest) -> Result<AppendResponse> {
+        let (data, reason, redacted) = self.redact_data(&req.data, req.reason.as_deref());
+        let redacted_req;
+        let req = if data.is_some() || reason.is_some() {
+            redacted_req = AppendRequest {
+                data: data.unwrap_or_else(|| req.data.clone()),
+                reason: reason.or_else(|| req.reason.clone()),
+                ..req.clone()
+            };
+            &redacted_req
+        } else {
+            req
+        };
         let name = CategoryName::new(&req.category)?;
         check_object("data", &req.data)?;
         let size = serde_json::to_vec(&req.data).map(|v| v.len()).unwrap_or(0);
@@ -149,6 +161,7 @@ impl Memdir {
                 new_hash: c.hash,
                 version: c.version,
                 timestamp: c.ts,
+                redacted,
             })
         })
     }

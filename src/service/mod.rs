@@ -10,10 +10,14 @@
 
 mod adoption;
 mod category;
+mod export;
+mod forget;
 mod indexer;
 mod log;
+mod redaction;
 mod search;
 mod session;
+mod snapshot;
 mod status;
 mod sync;
 mod verify;
@@ -130,6 +134,8 @@ pub struct Settings {
     /// How a sync resolves concurrent versions of a category (`last_write_wins`, `merge`,
     /// `manual`).
     pub conflict_strategy: String,
+    /// What is redacted before anything is stored (`crate::redact`).
+    pub redaction: std::sync::Arc<crate::redact::Redactor>,
 }
 
 thread_local! {
@@ -167,6 +173,7 @@ impl Default for Settings {
             analyzer: crate::index::AnalyzerConfig::default(),
             log_max_entries: limits::DEFAULT_LOG_ENTRIES,
             conflict_strategy: "last_write_wins".to_string(),
+            redaction: std::sync::Arc::new(crate::redact::Redactor::default()),
         }
     }
 }

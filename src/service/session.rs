@@ -441,6 +441,9 @@ impl Memdir {
                 "chunks",
             ));
         }
+        // Redaction comes first: what is validated, stored and indexed is the redacted text.
+        let (chunks, redacted) = self.redact_chunks(chunks);
+        let chunks: &[NewChunk] = &chunks;
         let mut total = 0usize;
         let mut ids = Vec::with_capacity(chunks.len());
         let mut times: Vec<Option<i64>> = Vec::with_capacity(chunks.len());
@@ -626,6 +629,7 @@ impl Memdir {
                     chunks: Vec::new(),
                     skipped: skipped.len(),
                     skipped_chunks: skipped,
+                    redacted,
                 });
             }
             let appends: Vec<SegmentAppend> = order
@@ -708,6 +712,7 @@ impl Memdir {
                     ts: r.ts,
                     ok: true,
                     skipped: false,
+                    redacted: BTreeMap::new(),
                 })
                 .collect();
             Ok(IngestedBatch {
@@ -716,6 +721,7 @@ impl Memdir {
                 chunks: rows,
                 skipped: skipped.len(),
                 skipped_chunks: skipped,
+                redacted,
             })
         })
     }
@@ -725,6 +731,7 @@ impl Memdir {
     /// names the chunk that holds the key, with `skipped: true`.
     pub fn ingest_one(&self, chunk: NewChunk) -> Result<Ingested> {
         let v = self.ingest(std::slice::from_ref(&chunk))?;
+        let redacted = v.redacted;
         if let Some(s) = v.skipped_chunks.into_iter().next() {
             let held = self
                 .session_chunks(&s.session_id)?
@@ -741,11 +748,13 @@ impl Memdir {
                 ts: held.chunk.ts,
                 ok: true,
                 skipped: true,
+                redacted,
             });
         }
         v.chunks
             .into_iter()
             .next()
+            .map(|c| Ingested { redacted, ..c })
             .ok_or_else(|| Error::internal("invariant: a one-chunk ingest returns one chunk"))
     }
 

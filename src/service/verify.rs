@@ -76,7 +76,15 @@ impl Memdir {
                 let h = store::read_history(layout, name, &id)?;
                 match h.entry {
                     Ok(e) => {
-                        if e.is_tombstone() != e.content.is_null() {
+                        if e.forgotten.is_some() {
+                            if !e.content.is_null() {
+                                p.add(
+                                    "history",
+                                    &h.path,
+                                    "a forgotten version must have null content",
+                                );
+                            }
+                        } else if e.is_tombstone() != e.content.is_null() {
                             p.add("history", &h.path, "a delete tombstone must have null content, and only a tombstone may");
                         }
                         if !e.is_tombstone() && e.hash.is_none() {

@@ -125,6 +125,7 @@ impl Memdir {
             reason,
             ts: ts.clone(),
             content,
+            forgotten: None,
         };
         let version = entry.ordinal();
         let entry_bytes = codec::to_pretty(
@@ -355,6 +356,15 @@ impl Memdir {
         )?;
         self.with_write(|inner, lock| {
             let entry = self.find_version(inner, &name, version)?;
+            if entry.forgotten.is_some() {
+                return Err(Error::invalid(
+                    "version",
+                    format!(
+                        "version {} was forgotten: its content is gone; pick another version",
+                        entry.ordinal()
+                    ),
+                ));
+            }
             if entry.is_tombstone() {
                 return Err(Error::invalid(
                     "version",

@@ -284,6 +284,7 @@ pub fn resolve(
         reason: Some(reason),
         ts: lww.ts.clone(),
         content: content.clone(),
+        forgotten: None,
     };
     // Lost: a head whose value is not what is served (for a per-key merge: a key changed
     // differently on several heads).
@@ -542,6 +543,7 @@ mod tests {
             reason: None,
             ts: "2026-01-01T00:00:00.000Z".into(),
             content,
+            forgotten: None,
         }
     }
 

@@ -45,6 +45,7 @@ fn entry() -> impl Strategy<Value = HistoryEntry> {
                 reason,
                 ts,
                 content,
+                forgotten: None,
             },
         )
 }
@@ -228,6 +229,7 @@ fn a_version_vector_summing_past_u64_max_is_not_a_panic() {
         reason: None,
         ts: "2025-11-29T11:02:03.004Z".into(),
         content: Value::Null,
+        forgotten: None,
     };
     let _ = std::panic::catch_unwind(|| e.ordinal()).expect("ordinal does not panic");
 }

@@ -76,6 +76,7 @@ FULL_ONLY_TOOLS = [
     "memory_delta",
     "memory_compact",
     "memory_restore",
+    "memory_forget",
     "memory_doctor",
 ]
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")

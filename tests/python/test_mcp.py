@@ -46,6 +46,7 @@ FULL_ONLY_TOOLS = [
     "memory_delta",
     "memory_compact",
     "memory_restore",
+    "memory_forget",
     "memory_doctor",
 ]
 ALL_TOOLS = DEFAULT_TOOLS + FULL_ONLY_TOOLS
@@ -85,6 +86,7 @@ VALID_ARGS: dict[str, dict[str, Any]] = {
     "memory_delta": {"category": "base", "since_hash": ZERO_HASH},
     "memory_compact": {},
     "memory_restore": {"category": "base", "version": "1"},
+    "memory_forget": {"query": "alpha", "dry_run": True},
     "memory_doctor": {},
 }
 
@@ -299,6 +301,7 @@ async def test_tool_annotations(store, mcp_server, profile):
     assert by_name["memory_delete"].annotations.destructive_hint is True
     if profile == "full":
         assert by_name["memory_compact"].annotations.destructive_hint is True
+        assert by_name["memory_forget"].annotations.destructive_hint is True
 
 
 def test_valid_args_conform_to_schemas(store):
@@ -943,6 +946,20 @@ INVALID_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"category": "base", "version": 99}, "not_found"),
         ({"category": "nope", "version": 1}, "not_found"),
         ({"category": "base", "version": 1, "expected_hash": ZERO_HASH}, "conflict"),
+    ],
+    "memory_forget": [
+        ({}, "invalid"),
+        ({"bogus": 1}, "invalid"),
+        ({"session_id": "s1", "query": "alpha"}, "invalid"),
+        ({"chunk_ids": ["x:0"]}, "invalid"),
+        ({"session_id": "s1", "chunk_ids": []}, "invalid"),
+        ({"session_id": "s1", "chunk_ids": ["nope:0"]}, "not_found"),
+        ({"session_id": "nope"}, "not_found"),
+        ({"query": ""}, "invalid"),
+        ({"query": "alpha", "limit": 0}, "invalid"),
+        ({"category": "base"}, "invalid"),
+        ({"category": "base", "version": 99}, "not_found"),
+        *[({"session_id": h}, "invalid") for h in HOSTILE if h in ("", "a\x00b")],
     ],
     "memory_doctor": [
         ({"bogus": 1}, "invalid"),

@@ -103,8 +103,24 @@ def cli_argv(op: dict, args: dict) -> tuple[list[str], bytes]:
     return argv, stdin
 
 
+def beside(store: Path, op: dict, args: dict) -> dict:
+    """Examples that name paths outside the store (snapshot, restore, export) run against paths
+    beside the test's store; a restore gets a snapshot of the seeded store to restore."""
+    args = dict(args)
+    if op["name"] == "snapshot":
+        args["dest"] = str(store.parent / "snapshot-example")
+    elif op["name"] == "restore_snapshot":
+        src = store.parent / "snapshot-source"
+        p = memdir(store, "snapshot", str(src))
+        assert p.returncode == 0, p.stderr
+        args["src"] = str(src)
+    elif op["name"] == "export":
+        args["output"] = str(store.parent / "export-example")
+    return args
+
+
 def run_cli(store: Path, op: dict, args: dict) -> Any:
-    argv, stdin = cli_argv(op, args)
+    argv, stdin = cli_argv(op, beside(store, op, args))
     p = memdir(store, *argv, stdin=stdin)
     if p.returncode not in (0, 1):
         return {"error": json.loads(p.stderr)["error"]["code"]}
