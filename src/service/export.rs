@@ -119,6 +119,14 @@ impl Memdir {
                         line.insert("metadata".into(), ch.metadata.clone());
                     }
                     line.insert("ts".into(), Value::from(ch.ts.clone()));
+                    // A key that makes loading the export twice add nothing: the chunk's own
+                    // source_id, else its chunk id.
+                    let key = ch
+                        .metadata
+                        .get("source_id")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| format!("memdir:{}", ch.chunk_id()), str::to_string);
+                    line.insert("source_id".into(), Value::from(key));
                     text.push_str(&codec::to_compact(&Value::Object(line)));
                     text.push('\n');
                 }

@@ -326,13 +326,20 @@ fn export_writes_jsonl_that_ingest_loads_and_markdown_that_people_read() {
         "forgotten chunks are left out: {}",
         r.stdout
     );
+    let s1 = env.ok(&["fetch", "s1"])["chunks"][0]["chunk_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(
         lines[0],
-        json!({"session_id": "s1", "content": "the pool timed out", "project": "web", "metadata": {"role": "user"}, "ts": "2026-01-02T10:00:00.000Z"})
+        json!({"session_id": "s1", "content": "the pool timed out", "project": "web", "metadata": {"role": "user"}, "ts": "2026-01-02T10:00:00.000Z", "source_id": format!("memdir:{s1}")})
     );
-    // Another store loads it, with the original times.
+    // Another store loads it, with the original times; loading it again adds nothing.
     let copy = TestEnv::new();
     copy.ok_stdin(&["ingest", "--jsonl", "-"], r.stdout.as_bytes());
+    assert_eq!(copy.session_contents("s1"), env.session_contents("s1"));
+    let again = copy.ok_stdin(&["ingest", "--jsonl", "-"], r.stdout.as_bytes());
+    assert_eq!(again["skipped"], 3, "{again}");
     assert_eq!(copy.session_contents("s1"), env.session_contents("s1"));
     assert_eq!(
         copy.ok(&["fetch", "s2"])["chunks"][0]["ts"],
