@@ -61,12 +61,12 @@ pub struct Cli {
     /// else `device` in the config file, else the host name]
     #[arg(long, global = true, value_name = "NAME")]
     pub device: Option<String>,
-    /// Print JSON, as when stdout is not a terminal (same as --format json)
-    #[arg(long, global = true)]
+    /// Print JSON, as when stdout is not a terminal
+    #[arg(long, global = true, conflicts_with = "human")]
     pub json: bool,
-    /// Output: auto (for people on a terminal, JSON otherwise), human or json
-    #[arg(long, global = true, value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "human", "json"])]
-    pub format: String,
+    /// Print for people, as on a terminal, wherever stdout goes
+    #[arg(long, global = true)]
+    pub human: bool,
     /// Colour in output for people: auto (on a terminal, unless NO_COLOR is set), always or
     /// never
     #[arg(long, global = true, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "always", "never"])]
@@ -91,7 +91,13 @@ impl Printing {
     /// The choice for `cli` in this process's environment.
     pub fn of(cli: &Cli) -> Printing {
         Printing::decide(
-            if cli.json { "json" } else { &cli.format },
+            if cli.json {
+                "json"
+            } else if cli.human {
+                "human"
+            } else {
+                "auto"
+            },
             &cli.color,
             std::io::stdout().is_terminal(),
             std::io::stderr().is_terminal(),
@@ -144,6 +150,9 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Import another tool's history: jsonl (memdir chunk lines), claude-code or codex. A
     /// second run adds only what is new.
+    #[command(
+        after_help = "Examples:\n  memdir import claude-code --dry-run\n  memdir import claude-code\n  memdir import codex ~/.codex/sessions\n  memdir export > all.jsonl && memdir --dir ~/other import jsonl all.jsonl"
+    )]
     Import(api::ImportRequest),
     /// Read a session's chunks, page by page.
     #[command(after_help = "Examples:\n  memdir fetch demo
@@ -232,6 +241,9 @@ pub enum Command {
     /// --query) or an old category version (--category with --version): each is replaced by a
     /// tombstone that keeps its place. On a terminal it shows what goes and asks first;
     /// otherwise it needs --yes.
+    #[command(
+        after_help = "Examples:\n  memdir forget --session-id demo --chunk-id <replica>:<seq> --yes\n  memdir forget --session-id demo --dry-run\n  memdir forget --query \"api key\" --project web      # shows the hits, asks first\n  memdir forget --category base --version 3 --yes"
+    )]
     Forget {
         #[command(flatten)]
         req: api::ForgetRequest,
@@ -241,12 +253,17 @@ pub enum Command {
     },
     /// Write a verified copy of the store to DEST (a new or empty directory), with a manifest
     /// of blake3 hashes; the ledger and index are not copied (they are rebuilt).
+    #[command(after_help = "Examples:\n  memdir snapshot /backups/memdir-2026-11-30")]
     Snapshot(api::SnapshotRequest),
     /// Check the snapshot SRC against its manifest, then make it the store; the previous store
     /// is moved aside to `<dir>.before-restore-<time>` (the result names it).
+    #[command(after_help = "Examples:\n  memdir restore-snapshot /backups/memdir-2026-11-30")]
     RestoreSnapshot(api::RestoreSnapshotRequest),
     /// Export sessions as jsonl (loadable by `ingest --jsonl`) or sessions and categories as
     /// markdown, to stdout or --output FILE.
+    #[command(
+        after_help = "Examples:\n  memdir export > memory.jsonl\n  memdir export --format markdown --project web --since 2026-11-01 --output web.md"
+    )]
     Export(api::ExportRequest),
     /// Check that files, history, ledger and index agree (read-only); exit 1 when not.
     #[command(after_help = "Examples:\n  memdir verify-store
@@ -254,8 +271,14 @@ pub enum Command {
     VerifyStore,
     /// Sync with the git remote: commit, fetch, merge with memdir's rules, push
     /// (--init URL makes the memory directory a git work tree first).
+    #[command(
+        after_help = "Examples:\n  memdir sync --init git@example.com:me/memory.git   # first time, on each machine\n  memdir sync\n  memdir sync --strategy merge"
+    )]
     Sync(api::SyncRequest),
     /// Resolve a category a sync left in conflict: --pick VERSION or --data JSON.
+    #[command(
+        after_help = "Examples:\n  memdir status      # lists open conflicts\n  memdir resolve base --pick 7\n  memdir resolve base --data '{\"editor\": \"helix\"}'"
+    )]
     Resolve(api::ResolveRequest),
     /// Search session chunks and categories (BM25, exact, or auto).
     #[command(after_help = "Examples:\n  memdir search \"connection pool timeout\"
@@ -320,6 +343,7 @@ pub enum Command {
     },
     /// Open the web viewer: serve it on a free loopback port, print its URL and open the
     /// browser (`memdir ui --no-open` only prints the URL).
+    #[command(after_help = "Examples:\n  memdir ui\n  memdir ui --no-open --port 8799")]
     Ui {
         /// Print the URL without opening a browser
         #[arg(long)]
@@ -933,6 +957,12 @@ fn op_of(c: &Command) -> Option<&'static str> {
         Command::VerifyStore => "verify_store",
         Command::Search(_) => "search",
         Command::Reindex => "reindex",
+        Command::Import(_) => "import",
+        Command::Forget { .. } => "forget",
+        Command::Snapshot(_) => "snapshot",
+        Command::RestoreSnapshot(_) => "restore_snapshot",
+        Command::Sync(_) => "sync",
+        Command::Resolve(_) => "resolve",
         _ => return None,
     })
 }
@@ -1193,13 +1223,8 @@ pub fn parse() -> std::result::Result<Cli, i32> {
             let why = std::error::Error::source(&e)
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| e.kind().to_string());
-            // The command line did not parse: its own --json/--format are read from the words.
-            let words: Vec<String> = std::env::args().collect();
-            let json = words.iter().enumerate().any(|(i, w)| {
-                w == "--json"
-                    || w == "--format=json"
-                    || (w == "--format" && words.get(i + 1).is_some_and(|x| x == "json"))
-            });
+            // The command line did not parse: its own --json is read from the words.
+            let json = std::env::args().any(|w| w == "--json");
             let printing = Printing::decide(
                 if json { "json" } else { "auto" },
                 "auto",

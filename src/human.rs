@@ -214,6 +214,53 @@ pub fn render(op: &str, v: &Value, st: Style) -> String {
         "reindex" => reindexed(v, st),
         "verify_store" => verified(v, st),
         "context" => context(v, st),
+        "sync" => synced(v, st),
+        "import" => format!(
+            "{}{} chunks in {} sessions from {} files ({} already there){}\n",
+            if v["dry_run"] == Value::Bool(true) {
+                "would import "
+            } else {
+                "imported "
+            },
+            n(v, "chunks"),
+            n(v, "sessions"),
+            n(v, "files"),
+            n(v, "existing"),
+            v["seconds"]
+                .as_f64()
+                .map(|x| format!(" in {x:.1} s"))
+                .unwrap_or_default()
+        ),
+        "forget" => format!(
+            "{} {} chunks and {} versions\n",
+            if v["dry_run"] == Value::Bool(true) {
+                "would forget"
+            } else {
+                "forgot"
+            },
+            v["chunks"].as_array().map_or(0, Vec::len),
+            v["versions"].as_array().map_or(0, Vec::len)
+        ),
+        "snapshot" => format!(
+            "snapshot of {} files ({} bytes) in {}{}\n",
+            n(v, "files"),
+            n(v, "bytes"),
+            s(v, "dest"),
+            if v["verified"] == Value::Bool(true) {
+                st.green(", verified")
+            } else {
+                String::new()
+            }
+        ),
+        "restore_snapshot" => format!(
+            "restored {} files from {}{}\n",
+            n(v, "files"),
+            s(v, "restored_from"),
+            v["parked"]
+                .as_str()
+                .map(|p| format!("; the previous store is at {p}"))
+                .unwrap_or_default()
+        ),
         "delta" => delta(v, st),
         "init" => format!(
             "{} {}\n",
@@ -279,38 +326,33 @@ fn search(v: &Value, st: Style) -> String {
         out.push_str(&head);
         out.push('\n');
         explained(h, st, &mut out);
-        let pos = h["position"].as_u64();
+        let pos = h["position"].as_u64().unwrap_or(0);
         let context = h["context"].as_array().cloned().unwrap_or_default();
+        let hit_line = format!(
+            "  {} {}\n",
+            st.bold("▶"),
+            highlight(&one_line(s(h, "content")), &terms, st)
+        );
         let mut shown_hit = false;
         for c in &context {
+            let p = c["position"].as_u64().unwrap_or(0);
+            if p == pos {
+                continue;
+            }
+            if p > pos && !shown_hit {
+                out.push_str(&hit_line);
+                shown_hit = true;
+            }
             let text = c
-                .get("content")
-                .or_else(|| c.get("text"))
+                .get("text")
+                .or_else(|| c.get("content"))
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let is_hit = c["hit"] == Value::Bool(true) || c["position"].as_u64() == pos;
-            if is_hit {
-                shown_hit = true;
-                out.push_str(&format!(
-                    "  {} {}\n",
-                    st.bold("▶"),
-                    highlight(&one_line(s(h, "content")), &terms, st)
-                ));
-            } else {
-                out.push_str(&st.dim(&format!(
-                    "    {:>3} {}",
-                    n(c, "position"),
-                    cut(&one_line(text), 160)
-                )));
-                out.push('\n');
-            }
+            out.push_str(&st.dim(&format!("    {p:>3} {}", cut(&one_line(text), 160))));
+            out.push('\n');
         }
         if !shown_hit {
-            out.push_str(&format!(
-                "  {} {}\n",
-                st.bold("▶"),
-                highlight(&one_line(s(h, "content")), &terms, st)
-            ));
+            out.push_str(&hit_line);
         }
     }
     if !hits.is_empty() {
@@ -703,6 +745,36 @@ fn context(v: &Value, st: Style) -> String {
         .collect();
     if !missing.is_empty() {
         out.push_str(&st.dim(&format!("missing: {}", missing.join(", "))));
+        out.push('\n');
+    }
+    out
+}
+
+fn synced(v: &Value, st: Style) -> String {
+    let mut out = format!(
+        "synced with {} ({}): {} committed, {} files received{}\n",
+        s(v, "remote"),
+        s(v, "branch"),
+        n(v, "committed"),
+        n(v, "files_received"),
+        if v["pushed"] == Value::Bool(true) {
+            ", pushed"
+        } else {
+            ""
+        }
+    );
+    if v["push_pending"] == Value::Bool(true) {
+        out.push_str(&st.yellow(&format!(
+            "push pending: {}",
+            v["offline"].as_str().unwrap_or("the remote could not be reached")
+        )));
+        out.push('\n');
+    }
+    for c in v["conflicts"].as_array().into_iter().flatten() {
+        out.push_str(&st.yellow(&format!(
+            "conflict: {} (`memdir resolve`)",
+            c.as_str().unwrap_or("")
+        )));
         out.push('\n');
     }
     out

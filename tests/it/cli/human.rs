@@ -1,4 +1,4 @@
-//! Output for people (`--format human`, what a terminal gets by default), colour rules,
+//! Output for people (`--human`, what a terminal gets by default), colour rules,
 //! `--json`, the confirmation of destructive commands without a target, completions and the
 //! man page. (A real terminal, through a pty: tests/python/test_terminal.py.)
 
@@ -38,7 +38,7 @@ fn seeded() -> TestEnv {
 }
 
 fn human(env: &TestEnv, args: &[&str]) -> String {
-    let mut all = vec!["--format", "human", "--color", "never"];
+    let mut all = vec!["--human", "--color", "never"];
     all.extend_from_slice(args);
     let r = env.run(&all);
     assert_eq!(r.code, 0, "{}: {}", r.cmd, r.stderr);
@@ -63,7 +63,13 @@ fn commands_print_for_people_with_human_format() {
         "{out}"
     );
     assert!(out.contains("      1 then the deploy finished"), "{out}");
-    assert!(out.contains("hits · bm25"), "{out}");
+    assert!(out.contains(" · bm25"), "{out}");
+    // Context lines before the hit, the hit, then those after, in session order.
+    let hit_at = out.find("▶").unwrap();
+    assert!(
+        out.find("      1 then the deploy").unwrap() > hit_at,
+        "{out}"
+    );
     assert!(out.lines().count() < 12, "compact: {out}");
 
     let out = human(&env, &["overview"]);
@@ -98,6 +104,21 @@ fn commands_print_for_people_with_human_format() {
     assert!(out.starts_with("wrote notes v1 "), "{out}");
     let out = human(&env, &["ingest", "--session-id", "s3", "--text", "x"]);
     assert!(out.starts_with("ingested into s3 at position 0"), "{out}");
+    let export = env.tmp.path().join("all.jsonl");
+    env.ok(&["export", "--output", export.to_str().unwrap()]);
+    let out = human(
+        &env,
+        &["import", "jsonl", export.to_str().unwrap(), "--dry-run"],
+    );
+    assert!(
+        out.starts_with("would import 4 chunks in 3 sessions from 1 files"),
+        "{out}"
+    );
+    let out = human(&env, &["forget", "--session-id", "s2", "--dry-run"]);
+    assert!(
+        out.starts_with("would forget 1 chunks and 0 versions"),
+        "{out}"
+    );
     let out = human(&env, &["verify-store"]);
     assert!(
         out.starts_with("ok: files, history, ledger and index agree"),
@@ -108,13 +129,13 @@ fn commands_print_for_people_with_human_format() {
 #[test]
 fn colour_follows_the_color_flag_and_no_color() {
     let mut env = seeded();
-    let r = env.run(&["--format", "human", "--color", "always", "diff", "base"]);
+    let r = env.run(&["--human", "--color", "always", "diff", "base"]);
     assert!(r.stdout.contains("\x1b[31m-"), "{}", r.stdout);
     assert!(r.stdout.contains("\x1b[32m+"), "{}", r.stdout);
-    let r = env.run(&["--format", "human", "search", "pool"]);
+    let r = env.run(&["--human", "search", "pool"]);
     assert!(!r.stdout.contains('\x1b'), "auto colour off a terminal");
     env.set_env("NO_COLOR", "1");
-    let r = env.run(&["--format", "human", "--color", "always", "search", "pool"]);
+    let r = env.run(&["--human", "--color", "always", "search", "pool"]);
     assert!(
         r.stdout.contains('\x1b'),
         "--color always wins over NO_COLOR"
@@ -125,9 +146,9 @@ fn colour_follows_the_color_flag_and_no_color() {
 fn json_is_unchanged_off_a_terminal_and_with_json() {
     let env = seeded();
     let plain = env.run(&["search", "pool"]).stdout;
-    let forced = env
-        .run(&["--format", "human", "--json", "search", "pool"])
-        .stdout;
+    let forced = env.run(&["--json", "search", "pool"]).stdout;
+    // Asking for both is a usage error, not a guess.
+    assert_eq!(env.run(&["--human", "--json", "search", "pool"]).code, 2);
     let a: serde_json::Value = serde_json::from_str(&plain).unwrap();
     let b: serde_json::Value = serde_json::from_str(&forced).unwrap();
     assert_eq!(a["results"][0]["session_id"], "s1");
@@ -137,7 +158,7 @@ fn json_is_unchanged_off_a_terminal_and_with_json() {
 #[test]
 fn errors_for_people_are_one_line_and_the_hint() {
     let env = seeded();
-    let r = env.run(&["--format", "human", "--color", "never", "read", "nope"]);
+    let r = env.run(&["--human", "--color", "never", "read", "nope"]);
     assert_eq!(r.code, 4);
     let lines: Vec<&str> = r.stderr.lines().collect();
     assert!(
