@@ -133,7 +133,11 @@ impl Memdir {
             context_weight: Some(0.0),
             ..from_args(args)?
         };
-        let found = self.search(&search)?;
+        // Nor may a neighbour lifted by the match beside it go: plain BM25 order, no spreading.
+        let found = self.search_tuned(&search, |plan| {
+            plan.neighbour_share = 0.0;
+            plan.session_share = 0.0;
+        })?;
         for hit in found.results {
             if let SearchHit::Chunk {
                 session_id,

@@ -467,7 +467,7 @@ fn reindex_repairs_a_corrupt_index_and_verify_store_reports_it() {
         "reindex must rebuild a damaged index: {}",
         r.stderr
     );
-    let v = env.ok(&["search", "alpha", "--limit", "50"]);
+    let v = env.ok(&["search", "alpha", "--limit", "50", "--context", "0"]);
     assert_eq!(v["results"].as_array().map(Vec::len), Some(20), "{v}");
     env.assert_clean();
 }

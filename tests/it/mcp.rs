@@ -325,21 +325,18 @@ fn ingest_skips_a_known_source_id() {
     s.initialize();
     let args = json!({"session_id": "s", "content": "hello", "source_id": "m1"});
     let a = s.call(2, "memory_ingest", args.clone());
-    let first = &a["result"]["structuredContent"];
+    let first = tool_json(&a);
     assert_eq!(first["ok"], true, "{a}");
     assert!(first.get("skipped").is_none(), "{a}");
     let b = s.call(3, "memory_ingest", args);
-    assert_eq!(b["result"]["structuredContent"]["skipped"], true, "{b}");
-    assert_eq!(
-        b["result"]["structuredContent"]["chunk_id"],
-        first["chunk_id"]
-    );
+    assert_eq!(tool_json(&b)["skipped"], true, "{b}");
+    assert_eq!(tool_json(&b)["chunk_id"], first["chunk_id"]);
     let c = s.call(
         4,
         "memory_ingest",
         json!({"chunks": [{"session_id": "s", "content": "hello", "source_id": "m1"}, {"session_id": "s", "content": "new", "source_id": "m2"}]}),
     );
-    let sc = &c["result"]["structuredContent"];
+    let sc = &tool_json(&c);
     assert_eq!(sc["count"], 1, "{c}");
     assert_eq!(sc["skipped"], 1);
     assert_eq!(sc["skipped_chunks"][0]["index"], 0);
