@@ -432,6 +432,7 @@
       if (v.session) body.session_id = v.session;
       if (v.context !== '') body.context = Number(v.context);
       if (v.full) body.full = true;
+      body.explain = true;
       const abort = new AbortController();
       searchAbort = abort;
       let res;
@@ -468,9 +469,12 @@
       h('ul', null,
         h('li', null, `Engine: ${d.engine}` + (d.mode ? ` (mode ${d.mode})` : '')),
         h('li', null, `Score: ${Number(hit.score).toFixed(4)}` + (d.engine === 'exact' ? ' (the phrase, verified byte for byte)' : ' (BM25; a match in the turn before counts half)')),
+        hit.explain && d.engine !== 'exact' ? h('li', null, 'Parts: ' + ['bm25', 'neighbour', 'session', 'dense', 'fused']
+          .filter((k) => typeof hit.explain[k] === 'number')
+          .map((k) => `${k} ${hit.explain[k].toFixed(3)}`).join(' · ') + ` = ${hit.explain.formula}`) : null,
         h('li', null, 'Matching words: ', found.size ? [...found].join(', ') : 'none in the excerpt (the match is in the previous turn or past the cut)'),
         hit.kind === 'chunk' ? h('li', null, 'Chunk ', h('code', null, hit.chunk_id)) : h('li', null, 'Key ', h('code', null, hit.key_path)),
-        hit.truncated ? h('li', null, 'The text is cut to 500 characters; turn on “full text” for all of it.') : null,
+        hit.truncated ? h('li', null, 'The text is an excerpt around the matching words; turn on “full text” for all of it.') : null,
         (d.notes || []).map((n) => h('li', null, n))));
   }
 
@@ -484,7 +488,10 @@
         h('div', { class: 'meta' }, h('span', null, 'updated ', time(hit.updated_at), ' by ', hit.updated_by)),
         explain(hit, d, re));
     }
-    const ctx = hit.context && hit.context.length ? hit.context : [{ position: hit.position, content: hit.content, hit: true }];
+    // The window lists each neighbour once ({position, text}); the hit goes in its place.
+    const ctx = (hit.context || []).map((c) => ({ position: c.position, text: c.text ?? c.content }))
+      .concat([{ position: hit.position, text: hit.content, hit: true }])
+      .sort((a, b) => a.position - b.position);
     return h('li', { class: 'card hit-card', 'data-kind': 'chunk' },
       h('div', { class: 'hit-head' },
         h('a', { class: 'hit-link', href: link('session', hit.session_id,
@@ -492,7 +499,7 @@
         hit.session_id, ' #', String(hit.position)),
         hit.project ? h('span', { class: 'badge' }, hit.project) : null, time(hit.ts)),
       h('ol', { class: 'list ctx' }, ctx.map((c) => h('li', { class: c.hit ? 'self' : null },
-        h('span', { class: 'pos' }, '#' + c.position), highlight(c.content, c.hit ? re : re)))),
+        h('span', { class: 'pos' }, '#' + c.position), highlight(c.text, re)))),
       explain(hit, d, re));
   }
 

@@ -393,7 +393,9 @@ def test_load_search_as_you_type_and_open_a_hits_session(page: Page, tmp_path: P
     q = page.css("#q")
     for ch in "pool":  # typed, one key at a time
         q.send_keys(ch)
-    page.until("hits as you type", lambda: len(page.all("#hits > li")) >= 2)
+    # Both pool turns sit within three turns of each other: one is a hit, the other a line
+    # of its context window.
+    page.until("hits as you type", lambda: page.all("#hits > li") and page.all("#hits mark"))
     summary = page.text("#search-summary")
     assert "engine bm25" in summary, summary
     marks = {m.text.lower() for m in page.all("#hits mark")}
@@ -406,6 +408,7 @@ def test_load_search_as_you_type_and_open_a_hits_session(page: Page, tmp_path: P
     assert not why.get_attribute("open")
     why.find_element(page.By.CSS_SELECTOR, "summary").click()
     assert "Engine: bm25" in why.text and "Matching words: pool" in why.text
+    assert "Parts: bm25" in why.text and "session" in why.text, why.text
     page.shot("search", tmp_path)
 
     # An identifier goes to exact search, and the literal is what is marked.
