@@ -468,6 +468,7 @@ mod requests {
 
     needs! {
         Empty => |r| Need::Nothing;
+        ModelsRequest => |r| Need::Nothing;
         SearchRequest => |r| Need::Nothing;
         SemanticSearchRequest => |r| Need::Nothing;
         FetchRequest => |r| Need::Nothing;
@@ -508,6 +509,8 @@ mod requests {
         DoctorResponse,
         VerifyResponse,
         ReindexResponse,
+        ModelsResponse,
+        EmbedResponse,
         InitResponse
     );
 

@@ -258,6 +258,14 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Embed every indexed text that has no vector yet ([embeddings] in the config file).
+    #[command(after_help = "Examples:\n  memdir embed")]
+    Embed,
+    /// List the configured embeddings model and the model cache, or fetch a model.
+    #[command(
+        after_help = "Examples:\n  memdir models\n  memdir models --fetch sentence-transformers/all-MiniLM-L6-v2"
+    )]
+    Models(api::ModelsRequest),
     /// Rebuild the search index from the files; prints the index fingerprint.
     #[command(after_help = "Examples:\n  memdir reindex")]
     Reindex,
@@ -733,6 +741,8 @@ fn op_of(c: &Command) -> Option<&'static str> {
         Command::VerifyStore => "verify_store",
         Command::Search(_) => "search",
         Command::Reindex => "reindex",
+        Command::Embed => "embed",
+        Command::Models(_) => "models",
         _ => return None,
     })
 }
@@ -1031,6 +1041,11 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     } = &cli.command
     {
         let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
+        // A server embeds what searches have not, in the background.
+        let settings = crate::service::Settings {
+            background_embedding: true,
+            ..settings
+        };
         let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
         if transport == "stdio" {
             eprintln!("{}", serving_line(dir));
@@ -1154,6 +1169,8 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Context(r) => call(m, "context", &r)?,
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
+        Command::Embed => call(m, "embed", &api::Empty {})?,
+        Command::Models(r) => call(m, "models", &r)?,
         Command::VerifyStore
         | Command::Openapi
         | Command::Ops

@@ -33,9 +33,11 @@ pub mod model;
 pub mod openapi;
 pub mod ops;
 pub mod progress;
+pub mod embed;
 pub mod search;
 pub mod service;
 pub mod store;
+pub mod vector;
 
 pub use error::{Error, ErrorKind, Result};
 pub use service::Memdir;

@@ -9,6 +9,7 @@
 //! files are only ever replaced by atomic rename or grown by whole lines.
 
 mod adoption;
+mod dense;
 mod category;
 mod indexer;
 mod log;
@@ -102,6 +103,8 @@ pub struct Memdir {
     /// Size and change stamp of the format file when this process last found it acceptable:
     /// every write checks the format, with one `stat` while the file is unchanged.
     format_ok: Mutex<Option<(u64, i64)>>,
+    /// Vectors for semantic and hybrid search, opened on first use (see `dense`).
+    dense: std::sync::Arc<Mutex<Option<dense::DenseState>>>,
 }
 
 pub(crate) struct Inner {
@@ -126,6 +129,12 @@ pub struct Settings {
     pub analyzer: crate::index::AnalyzerConfig,
     /// The retention, in entries, of a log created without `max_entries`.
     pub log_max_entries: u64,
+    /// The embeddings provider (`[embeddings]`); `None`: keyword search only.
+    pub embeddings: Option<crate::embed::Spec>,
+    /// Whether this process embeds in the background (a server).
+    pub background_embedding: bool,
+    /// Where `models` lists and fetches models.
+    pub model_cache: Option<PathBuf>,
 }
 
 thread_local! {
@@ -162,6 +171,9 @@ impl Default for Settings {
             scan_interval: DEFAULT_SCAN_INTERVAL,
             analyzer: crate::index::AnalyzerConfig::default(),
             log_max_entries: limits::DEFAULT_LOG_ENTRIES,
+            embeddings: None,
+            background_embedding: false,
+            model_cache: None,
         }
     }
 }
@@ -214,7 +226,8 @@ impl Memdir {
 
     /// Opens with `settings` without touching the disk; work happens on first use.
     pub fn open_lazy_with(root: impl Into<PathBuf>, settings: Settings) -> Memdir {
-        Memdir {
+        let background = settings.background_embedding;
+        let m = Memdir {
             layout: Layout::new(root),
             settings,
             inner: Mutex::new(None),
@@ -224,7 +237,12 @@ impl Memdir {
             notices: Mutex::new(Vec::new()),
             read_only: Mutex::new(None),
             format_ok: Mutex::new(None),
+            dense: Default::default(),
+        };
+        if background {
+            m.start_background_embedding();
         }
+        m
     }
 
     /// Records a write whose files are already durable in the ledger, as one SQLite
