@@ -816,7 +816,10 @@ impl Config {
         };
         Ok(Config {
             embeddings,
-            model_cache: crate::embed::cache_dir(var(env, "XDG_CACHE_HOME").as_deref(), home.as_deref()),
+            model_cache: crate::embed::cache_dir(
+                var(env, "XDG_CACHE_HOME").as_deref(),
+                home.as_deref(),
+            ),
             acl,
             dir,
             device,
@@ -1101,11 +1104,18 @@ fn embeddings_spec(
                     return Err(bad(k, "applies to the local provider only".into()));
                 }
             }
-            let url = e
-                .url
-                .ok_or_else(|| bad("url", "the openai provider needs the endpoint's url (e.g. http://127.0.0.1:8080/v1)".into()))?;
+            let url = e.url.ok_or_else(|| {
+                bad(
+                    "url",
+                    "the openai provider needs the endpoint's url (e.g. http://127.0.0.1:8080/v1)"
+                        .into(),
+                )
+            })?;
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(bad("url", format!("{url:?} is not an http:// or https:// URL")));
+                return Err(bad(
+                    "url",
+                    format!("{url:?} is not an http:// or https:// URL"),
+                ));
             }
             let model = e
                 .model
@@ -1137,10 +1147,21 @@ fn embeddings_spec(
                 (Some(FileDir(d)), None) => expand_home(&d, home, path)?,
                 (None, Some(m)) => {
                     if !crate::embed::fetch::valid_repo(&m) {
-                        return Err(bad("model", format!("{m:?} is not a model name like sentence-transformers/all-MiniLM-L6-v2")));
+                        return Err(bad(
+                            "model",
+                            format!(
+                                "{m:?} is not a model name like sentence-transformers/all-MiniLM-L6-v2"
+                            ),
+                        ));
                     }
-                    let cache = crate::embed::cache_dir(var(env, "XDG_CACHE_HOME").as_deref(), home)
-                        .ok_or_else(|| bad("model", "no model cache: HOME is not set; give model_dir".into()))?;
+                    let cache =
+                        crate::embed::cache_dir(var(env, "XDG_CACHE_HOME").as_deref(), home)
+                            .ok_or_else(|| {
+                                bad(
+                                    "model",
+                                    "no model cache: HOME is not set; give model_dir".into(),
+                                )
+                            })?;
                     crate::embed::fetch::model_dir(&cache, &m)
                 }
                 (Some(_), Some(_)) => {

@@ -21,6 +21,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod embed;
 pub mod error;
 #[cfg(feature = "http")]
 pub mod http;
@@ -33,7 +34,6 @@ pub mod model;
 pub mod openapi;
 pub mod ops;
 pub mod progress;
-pub mod embed;
 pub mod search;
 pub mod service;
 pub mod store;

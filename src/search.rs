@@ -937,7 +937,10 @@ mod tests {
         assert!((get("b") - 0.3).abs() < 1e-6); // 0.6 × 0.5 + 0.4 × 0
         assert!((get("c") - 0.4).abs() < 1e-6);
         assert!((get("d") - 0.2).abs() < 1e-6); // 0.4 × 0.5
-        assert_eq!(f.iter().map(|x| x.0).collect::<Vec<_>>(), ["a", "c", "b", "d"]);
+        assert_eq!(
+            f.iter().map(|x| x.0).collect::<Vec<_>>(),
+            ["a", "c", "b", "d"]
+        );
         // One list empty: the other alone decides, normalised.
         assert_eq!(fuse(&bm25, &[], 0.4)[0], ("a", 0.6));
         // A list of one scores 1.

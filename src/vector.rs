@@ -95,7 +95,13 @@ impl VectorCache {
     pub fn dir_for(vectors_dir: &Path, model_id: &str) -> PathBuf {
         let slug: String = model_id
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .take(48)
             .collect();
         let h = blake3::hash(model_id.as_bytes()).to_hex();
@@ -240,7 +246,7 @@ impl VectorCache {
             f.set_len(0).map_err(|e| err(&self.path, "truncate", e))?;
             out.extend_from_slice(&header);
             self.read_to = header.len() as u64;
-        } else if (len - self.read_to) % rec != 0 {
+        } else if !(len - self.read_to).is_multiple_of(rec) {
             // A torn record at the end: cut it so records stay aligned.
             self.reload()?;
             let aligned = self.read_to + (len - self.read_to) / rec * rec;
@@ -308,7 +314,10 @@ mod tests {
             .unwrap();
         let mut d = VectorCache::open(dir.path(), "m").unwrap();
         assert_eq!(d.len(), 3);
-        assert_eq!(d.vector(d.row(&hash("b")).unwrap()), c.vector(c.row(&hash("b")).unwrap()));
+        assert_eq!(
+            d.vector(d.row(&hash("b")).unwrap()),
+            c.vector(c.row(&hash("b")).unwrap())
+        );
         d.insert(&[(hash("d"), unit(4, 8))]).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), len + 48);
         assert_eq!(VectorCache::open(dir.path(), "m").unwrap().len(), 4);

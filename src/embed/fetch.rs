@@ -75,9 +75,6 @@ mod tests {
         for bad in ["../x", "a/../b", "a", "a/b/c", "/a", "a/.b", "a/b c"] {
             assert!(!valid_repo(bad), "{bad}");
         }
-        assert_eq!(
-            model_dir(Path::new("/c"), "a/b"),
-            PathBuf::from("/c/a--b")
-        );
+        assert_eq!(model_dir(Path::new("/c"), "a/b"), PathBuf::from("/c/a--b"));
     }
 }

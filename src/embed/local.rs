@@ -54,14 +54,16 @@ impl Local {
             )));
         }
         let err = |what: &str, e: &dyn std::fmt::Display| {
-            EmbedError(format!("loading the model in {}: {what}: {e}", dir.display()))
+            EmbedError(format!(
+                "loading the model in {}: {what}: {e}",
+                dir.display()
+            ))
         };
         let cfg_text =
             std::fs::read_to_string(dir.join("config.json")).map_err(|e| err("config.json", &e))?;
-        let config: Config =
-            serde_json::from_str(&cfg_text).map_err(|e| err("config.json", &e))?;
-        let mut tokenizer =
-            Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| err("tokenizer.json", &e))?;
+        let config: Config = serde_json::from_str(&cfg_text).map_err(|e| err("config.json", &e))?;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| err("tokenizer.json", &e))?;
         tokenizer.with_padding(Some(PaddingParams::default()));
         tokenizer
             .with_truncation(Some(TruncationParams {

@@ -24,7 +24,12 @@ pub struct OpenAi {
 }
 
 impl OpenAi {
-    pub fn new(spec: OpenAiSpec, id: String, query_prefix: String, document_prefix: String) -> Self {
+    pub fn new(
+        spec: OpenAiSpec,
+        id: String,
+        query_prefix: String,
+        document_prefix: String,
+    ) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(spec.timeout))
             .http_status_as_error(false)
@@ -52,12 +57,19 @@ impl OpenAi {
     /// One attempt: `Err((retryable, why))`.
     fn attempt(&self, body: &Value, n: usize) -> Result<Vec<Vec<f32>>, (bool, String)> {
         let url = self.endpoint();
-        let mut req = self.agent.post(&url).header("Content-Type", "application/json");
+        let mut req = self
+            .agent
+            .post(&url)
+            .header("Content-Type", "application/json");
         if let Some(k) = &self.spec.api_key {
             req = req.header("Authorization", &format!("Bearer {k}"));
         }
         let mut resp = match req.send_json(body) {
             Ok(r) => r,
+            Err(ureq::Error::Timeout(_)) => {
+                let ms = self.spec.timeout.as_millis();
+                return Err((true, format!("{url}: no answer within {ms} ms")));
+            }
             Err(e) => return Err((true, format!("{url}: {e}"))),
         };
         let status = resp.status().as_u16();
@@ -66,7 +78,13 @@ impl OpenAi {
             .with_config()
             .limit(MAX_BODY)
             .read_to_string()
-            .map_err(|e| (true, format!("{url}: reading the response: {e}")))?;
+            .map_err(|e| match e {
+                ureq::Error::Timeout(_) => {
+                    let ms = self.spec.timeout.as_millis();
+                    (true, format!("{url}: no answer within {ms} ms"))
+                }
+                e => (true, format!("{url}: reading the response: {e}")),
+            })?;
         if status != 200 {
             let retry = status == 429 || status >= 500;
             let snippet: String = text.chars().take(200).collect();
@@ -97,10 +115,9 @@ pub fn parse(text: &str, n: usize, dims: Option<usize>) -> Result<Vec<Vec<f32>>,
             .get("index")
             .and_then(Value::as_u64)
             .map_or(i, |x| x as usize);
-        let emb = item
-            .get("embedding")
-            .and_then(Value::as_array)
-            .ok_or("an item of `data` has no `embedding` list (base64 answers are not asked for)")?;
+        let emb = item.get("embedding").and_then(Value::as_array).ok_or(
+            "an item of `data` has no `embedding` list (base64 answers are not asked for)",
+        )?;
         let mut vec: Vec<f32> = emb
             .iter()
             .map(|x| x.as_f64().map(|f| f as f32))
@@ -151,7 +168,8 @@ impl Embedder for OpenAi {
             &self.document_prefix
         };
         let input: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
-        let mut body = json!({"model": self.spec.model, "input": input, "encoding_format": "float"});
+        let mut body =
+            json!({"model": self.spec.model, "input": input, "encoding_format": "float"});
         if let Some(d) = self.spec.dimensions {
             body["dimensions"] = json!(d);
         }
@@ -188,7 +206,11 @@ mod tests {
         let v = parse(r, 2, Some(2)).unwrap();
         assert_eq!(v[0], vec![0.6, 0.8]);
         assert_eq!(v[1], vec![0.0, 1.0]);
-        assert!(parse(r, 2, Some(3)).unwrap_err().contains("2 dimensions; 3"));
+        assert!(
+            parse(r, 2, Some(3))
+                .unwrap_err()
+                .contains("2 dimensions; 3")
+        );
         assert!(parse(r, 3, None).unwrap_err().contains("asked for 3"));
         assert!(parse("nope", 1, None).unwrap_err().contains("not JSON"));
         let mixed = r#"{"data":[{"embedding":[1,2]},{"embedding":[1,2,3]}]}"#;

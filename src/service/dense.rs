@@ -139,7 +139,11 @@ impl DenseState {
                         .map_err(|e| Error::internal(format!("stored document: {e}")))?;
                     let (text, group, project, ts) = if cat {
                         let name = text_of(&d, gf.category);
-                        let text = format!("{name} {}: {}", text_of(&d, gf.key_path), text_of(&d, gf.text));
+                        let text = format!(
+                            "{name} {}: {}",
+                            text_of(&d, gf.key_path),
+                            text_of(&d, gf.text)
+                        );
                         (text, name, String::new(), i64_of(&d, gf.ts))
                     } else {
                         (
@@ -220,13 +224,9 @@ impl DenseState {
 
 /// The texts of up to `max` pending documents, to embed outside the lock.
 fn take_batch(state: &DenseState, max: usize) -> Vec<(Hash, String)> {
-    let mut v: Vec<(Hash, String)> = state
-        .pending
-        .iter()
-        .map(|(h, t)| (*h, t.clone()))
-        .collect();
+    let mut v: Vec<(Hash, String)> = state.pending.iter().map(|(h, t)| (*h, t.clone())).collect();
     // A stable order, so that processes working at once tend to embed the same texts.
-    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v.sort_by_key(|a| a.0);
     v.truncate(max);
     v
 }
@@ -243,7 +243,9 @@ fn embed_batch(
     for part in batch.chunks(batch_size.max(1)) {
         let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
         let vecs = embedder.embed(&texts, false).map_err(|e| e.0);
-        let mut g = state.lock().map_err(|_| "the vector state is poisoned".to_string())?;
+        let mut g = state
+            .lock()
+            .map_err(|_| "the vector state is poisoned".to_string())?;
         let Some(s) = g.as_mut() else {
             return Ok(done);
         };
@@ -333,7 +335,9 @@ impl Memdir {
     /// The dense state, opened on first use; `Err` says why there is none.
     fn dense_state(&self) -> std::result::Result<Arc<Mutex<Option<DenseState>>>, String> {
         let Some(spec) = &self.settings.embeddings else {
-            return Err("no embeddings provider is configured ([embeddings] in the config file)".into());
+            return Err(
+                "no embeddings provider is configured ([embeddings] in the config file)".into(),
+            );
         };
         let mut g = self
             .dense
@@ -356,28 +360,41 @@ impl Memdir {
     ) -> std::result::Result<(Dense, Coverage), Fallback> {
         let fb = |reason: String, coverage: Option<Coverage>| Fallback { reason, coverage };
         let shared = self.dense_state().map_err(|r| fb(r, None))?;
-        let (embedder, batch, batch_size, max, resting) = {
-            let mut g = shared.lock().map_err(|_| fb("the vector state is poisoned".into(), None))?;
-            let s = g.as_mut().expect("invariant: the state is set while shared");
+        let (embedder, batch, batch_size, resting) = {
+            let mut g = shared
+                .lock()
+                .map_err(|_| fb("the vector state is poisoned".into(), None))?;
+            let s = g
+                .as_mut()
+                .expect("invariant: the state is set while shared");
             s.sync(idx).map_err(|e| fb(e.message.clone(), None))?;
             let resting = s.resting();
             let max = s.spec.max_per_search;
             (
                 s.embedder.clone(),
-                if resting.is_none() { take_batch(s, max) } else { Vec::new() },
+                if resting.is_none() {
+                    take_batch(s, max)
+                } else {
+                    Vec::new()
+                },
                 s.spec.batch_size,
-                max,
                 resting,
             )
         };
-        let _ = max;
         if let Some(why) = resting {
-            let cov = shared.lock().ok().and_then(|g| g.as_ref().map(|s| s.coverage(idx)));
+            let cov = shared
+                .lock()
+                .ok()
+                .and_then(|g| g.as_ref().map(|s| s.coverage(idx)));
             return Err(fb(why, cov));
         }
         let embedded = embed_batch(&shared, &embedder, batch_size, batch);
-        let g = shared.lock().map_err(|_| fb("the vector state is poisoned".into(), None))?;
-        let s = g.as_ref().expect("invariant: the state is set while shared");
+        let g = shared
+            .lock()
+            .map_err(|_| fb("the vector state is poisoned".into(), None))?;
+        let s = g
+            .as_ref()
+            .expect("invariant: the state is set while shared");
         let cov = s.coverage(idx);
         if let Err(why) = embedded {
             return Err(fb(why, Some(cov)));
@@ -385,7 +402,7 @@ impl Memdir {
         if cov.embedded < cov.total {
             return Err(fb(
                 format!(
-                    "embedding is in progress: {} of {} documents have vectors (each search embeds up to {}; `memdir embed` does the rest at once)",
+                    "embedding is in progress: {} of {} documents have vectors (each search embeds up to {}; the embed operation does the rest at once)",
                     cov.embedded, cov.total, s.spec.max_per_search
                 ),
                 Some(cov),
@@ -395,7 +412,12 @@ impl Memdir {
         drop(g);
         let qv = match embedder.embed(&[query.to_string()], true) {
             Ok(mut v) if v.len() == 1 => v.remove(0),
-            Ok(_) => return Err(fb("the provider returned no vector for the query".into(), Some(cov))),
+            Ok(_) => {
+                return Err(fb(
+                    "the provider returned no vector for the query".into(),
+                    Some(cov),
+                ));
+            }
             Err(e) => {
                 if let Ok(mut g) = shared.lock()
                     && let Some(s) = g.as_mut()
@@ -405,8 +427,12 @@ impl Memdir {
                 return Err(fb(e.0, Some(cov)));
             }
         };
-        let g = shared.lock().map_err(|_| fb("the vector state is poisoned".into(), None))?;
-        let s = g.as_ref().expect("invariant: the state is set while shared");
+        let g = shared
+            .lock()
+            .map_err(|_| fb("the vector state is poisoned".into(), None))?;
+        let s = g
+            .as_ref()
+            .expect("invariant: the state is set while shared");
         if let Some(d) = s.cache.dims()
             && d != qv.len()
         {
@@ -423,7 +449,15 @@ impl Memdir {
         let gs = idx.categories.reader.searcher();
         let dense = Dense {
             chunks: nearest(&s.chunks, &cs, &s.cache, &q, filters, false, FUSION_DEPTH),
-            categories: nearest(&s.categories, &gs, &s.cache, &q, filters, true, FUSION_DEPTH),
+            categories: nearest(
+                &s.categories,
+                &gs,
+                &s.cache,
+                &q,
+                filters,
+                true,
+                FUSION_DEPTH,
+            ),
         };
         Ok((dense, cov))
     }
@@ -441,8 +475,12 @@ impl Memdir {
         let mut done = 0;
         loop {
             let (embedder, batch, batch_size) = {
-                let mut st = shared.lock().map_err(|_| Error::internal("vector state poisoned"))?;
-                let s = st.as_mut().expect("invariant: the state is set while shared");
+                let mut st = shared
+                    .lock()
+                    .map_err(|_| Error::internal("vector state poisoned"))?;
+                let s = st
+                    .as_mut()
+                    .expect("invariant: the state is set while shared");
                 s.sync(idx)?;
                 s.failed = None;
                 (s.embedder.clone(), take_batch(s, 4096), s.spec.batch_size)
@@ -453,7 +491,9 @@ impl Memdir {
             done += embed_batch(&shared, &embedder, batch_size, batch)
                 .map_err(|why| Error::new(crate::error::ErrorKind::Unavailable, why))?;
         }
-        let st = shared.lock().map_err(|_| Error::internal("vector state poisoned"))?;
+        let st = shared
+            .lock()
+            .map_err(|_| Error::internal("vector state poisoned"))?;
         let cov = st.as_ref().expect("invariant: set").coverage(idx);
         Ok((done, cov, start.elapsed().as_secs_f64()))
     }
@@ -542,11 +582,16 @@ impl Memdir {
             if !fetch::valid_repo(repo) {
                 return Err(Error::invalid(
                     "fetch",
-                    format!("{repo:?} is not a model name like sentence-transformers/all-MiniLM-L6-v2"),
+                    format!(
+                        "{repo:?} is not a model name like sentence-transformers/all-MiniLM-L6-v2"
+                    ),
                 ));
             }
             let cache = cache.as_ref().ok_or_else(|| {
-                Error::invalid("fetch", "no model cache: neither XDG_CACHE_HOME nor HOME is set")
+                Error::invalid(
+                    "fetch",
+                    "no model cache: neither XDG_CACHE_HOME nor HOME is set",
+                )
             })?;
             let dir = fetch::fetch("https://huggingface.co", repo, cache)
                 .map_err(|e| Error::new(crate::error::ErrorKind::Unavailable, e.0))?;
@@ -564,7 +609,10 @@ impl Memdir {
                 cached.push(crate::api::CachedModel {
                     name: name.replacen("--", "/", 1),
                     dir: e.path().display().to_string(),
-                    missing: missing_files(&e.path()).iter().map(|s| s.to_string()).collect(),
+                    missing: missing_files(&e.path())
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
                 });
             }
         }

@@ -9,8 +9,8 @@
 //! files are only ever replaced by atomic rename or grown by whole lines.
 
 mod adoption;
-mod dense;
 mod category;
+mod dense;
 mod indexer;
 mod log;
 mod search;

@@ -178,11 +178,7 @@ impl Memdir {
                 }
                 let mut outcome = search::run(idx, &keyword)?;
                 outcome.engine = "keyword-fallback";
-                Ok((
-                    outcome,
-                    Some(fb.reason),
-                    fb.coverage.map(|c| c.label()),
-                ))
+                Ok((outcome, Some(fb.reason), fb.coverage.map(|c| c.label())))
             }
         }
     }

@@ -8,6 +8,7 @@ mod cli;
 mod concurrency;
 mod config;
 mod crash;
+mod embeddings;
 mod format;
 mod handedit;
 mod hardening;
