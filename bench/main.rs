@@ -6,6 +6,7 @@
 //! cargo run --release --example memdir-bench -- mcp [--chunks 1000000]
 //! cargo run --release --example memdir-bench -- recall
 //! cargo run --release --example memdir-bench -- http [--chunks 100000] [--seconds 30]
+//! cargo run --release --features local-embeddings --example memdir-bench -- embeddings --model DIR [--openai URL] [--chunks 100000]
 //! ```
 //!
 //! Every run works in a fresh temporary directory (or `--dir`, reused when it already holds a
@@ -15,6 +16,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
+
+mod embeddings;
 
 use memdir::service::{NewChunk, SearchRequest, WriteRequest};
 use memdir::{Memdir, Result};
@@ -784,6 +787,7 @@ fn main() {
         "mcp" => bench_mcp(&args),
         "recall" => bench_recall(&args),
         "http" => bench_http(&args),
+        "embeddings" => embeddings::bench_embeddings(&args),
         other => {
             eprintln!("unknown benchmark {other:?}: use store, search, mcp, recall or http");
             std::process::exit(2);
