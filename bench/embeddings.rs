@@ -133,6 +133,7 @@ fn fake_endpoint(dims: usize) -> String {
     std::thread::spawn(move || {
         for conn in l.incoming() {
             let Ok(mut s) = conn else { continue };
+            let _ = s.set_nodelay(true);
             std::thread::spawn(move || {
                 let mut r = BufReader::new(s.try_clone().expect("clone"));
                 loop {
@@ -179,11 +180,12 @@ fn fake_endpoint(dims: usize) -> String {
                         })
                         .collect();
                     let text = json!({"data": data}).to_string();
-                    let _ = write!(
-                        s,
+                    // One write: split writes meet Nagle and delayed ACKs (40 ms a request).
+                    let resp = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
                         text.len()
                     );
+                    let _ = s.write_all(resp.as_bytes());
                 }
             });
         }

@@ -615,46 +615,78 @@ pub fn run_dense(idx: &SearchIndex, req: &Request, dense: &Dense, hybrid: bool) 
         dense_list.push((key(true, a), *s));
     }
     let fused = if hybrid {
-        let mut pool = req.clone();
-        pool.limit = FUSION_DEPTH;
         let mut bm25_list = Vec::new();
-        for h in bm25(idx, q, &pool)? {
-            match h {
-                Hit::Chunk {
-                    addr: Some(a),
-                    score,
-                    ..
-                } => bm25_list.push((key(false, &a), score)),
-                Hit::Category { addr, score, .. } => bm25_list.push((key(true, &addr), score)),
-                Hit::Chunk { addr: None, .. } => {}
-            }
+        for (cat, score, addr) in bm25_pool(idx, q, req, FUSION_DEPTH)? {
+            bm25_list.push((key(cat, &addr), score));
         }
         fuse(&bm25_list, &dense_list, DENSE_WEIGHT)
     } else {
-        dense_list.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
         dense_list
     };
+    // Order by score, then the identity order every engine breaks ties with; only the hits
+    // kept are read from the document store.
+    let mut ranked: Vec<(f32, u64, (u8, u32, u32))> = fused
+        .into_iter()
+        .map(|(k, score)| {
+            let s = if k.0 == 1 { &gs } else { &cs };
+            (score, fast_order(s, DocAddress::new(k.1, k.2)), k)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.truncate(req.limit);
     let mut hits = Vec::new();
-    for ((cat, seg, doc_id), score) in fused {
+    for (score, order, (cat, seg, doc_id)) in ranked {
         let addr = DocAddress::new(seg, doc_id);
         hits.push(if cat == 1 {
-            Hit::Category {
-                addr,
-                score,
-                order: fast_order(&gs, addr),
-            }
+            Hit::Category { addr, score, order }
         } else {
             chunk_hit(idx, &cs, addr, score)?
         });
     }
-    sort_hits(&mut hits);
-    hits.truncate(req.limit);
     let results = shape(idx, &hits, req)?;
     Ok(Outcome {
         engine: if hybrid { "hybrid" } else { "semantic" },
         results,
         notes: Vec::new(),
     })
+}
+
+/// The best `depth` BM25 hits of each index under the filters, without reading documents:
+/// `(is_category, score, address)`.
+fn bm25_pool(
+    idx: &SearchIndex,
+    text: &str,
+    req: &Request,
+    depth: usize,
+) -> Result<Vec<(bool, f32, DocAddress)>> {
+    let words = analyze(idx, text)?;
+    let mut out = Vec::new();
+    if words.is_empty() {
+        return Ok(out);
+    }
+    if req.filters.wants_chunks() {
+        let f = &idx.chunk_fields;
+        let s = idx.chunks.reader.searcher();
+        let query = with_filters(
+            bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
+            filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
+        );
+        for (score, _, addr) in top(&s, query.as_ref(), depth, 0)? {
+            out.push((false, score, addr));
+        }
+    }
+    if req.filters.wants_categories() {
+        let f = &idx.category_fields;
+        let s = idx.categories.reader.searcher();
+        let query = with_filters(
+            bm25_text_query(f.content, None, &words),
+            filter_clauses(&req.filters, None, None, Some(f.category), f.ts),
+        );
+        for (score, _, addr) in top(&s, query.as_ref(), depth, 0)? {
+            out.push((true, score, addr));
+        }
+    }
+    Ok(out)
 }
 
 fn bm25(idx: &SearchIndex, text: &str, req: &Request) -> Result<Vec<Hit>> {

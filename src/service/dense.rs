@@ -25,6 +25,9 @@ use crate::search::{Dense, FUSION_DEPTH, Filters};
 use crate::vector::{self, Hash, VectorCache, dot_i8, quantize};
 
 const NO_ROW: u32 = u32::MAX;
+/// How long one search spends embedding pending texts (checked between provider calls),
+/// besides the `max_per_search` bound: a slow local model never holds a search for long.
+const SEARCH_EMBED_BUDGET: Duration = Duration::from_millis(250);
 /// How long a failed provider is left alone before it is tried again.
 const BACKOFF: Duration = Duration::from_secs(30);
 
@@ -128,15 +131,18 @@ impl DenseState {
                 .map(|r| r.segment_id())
                 .collect();
             segs.segs.retain(|id, _| live.contains(id));
-            for (ord, reader) in searcher.segment_readers().iter().enumerate() {
+            for reader in searcher.segment_readers() {
                 if segs.segs.contains_key(&reader.segment_id()) {
                     continue;
                 }
                 let mut docs = Vec::with_capacity(reader.max_doc() as usize);
-                for doc_id in 0..reader.max_doc() {
-                    let d: TantivyDocument = searcher
-                        .doc(DocAddress::new(ord as u32, doc_id))
-                        .map_err(|e| Error::internal(format!("stored document: {e}")))?;
+                // One pass over the document store, block by block (deleted documents
+                // included, so the position in `docs` is the document id).
+                let store = reader
+                    .get_store_reader(1)
+                    .map_err(|e| Error::internal(format!("document store: {e}")))?;
+                for d in store.iter::<TantivyDocument>(None) {
+                    let d = d.map_err(|e| Error::internal(format!("stored document: {e}")))?;
                     let (text, group, project, ts) = if cat {
                         let name = text_of(&d, gf.category);
                         let text = format!(
@@ -238,9 +244,13 @@ fn embed_batch(
     embedder: &Arc<dyn Embedder>,
     batch_size: usize,
     batch: Vec<(Hash, String)>,
+    deadline: Option<Instant>,
 ) -> std::result::Result<usize, String> {
     let mut done = 0;
     for part in batch.chunks(batch_size.max(1)) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
         let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
         let vecs = embedder.embed(&texts, false).map_err(|e| e.0);
         let mut g = state
@@ -388,7 +398,8 @@ impl Memdir {
                 .and_then(|g| g.as_ref().map(|s| s.coverage(idx)));
             return Err(fb(why, cov));
         }
-        let embedded = embed_batch(&shared, &embedder, batch_size, batch);
+        let deadline = Instant::now() + SEARCH_EMBED_BUDGET;
+        let embedded = embed_batch(&shared, &embedder, batch_size, batch, Some(deadline));
         let g = shared
             .lock()
             .map_err(|_| fb("the vector state is poisoned".into(), None))?;
@@ -488,7 +499,7 @@ impl Memdir {
             if batch.is_empty() {
                 break;
             }
-            done += embed_batch(&shared, &embedder, batch_size, batch)
+            done += embed_batch(&shared, &embedder, batch_size, batch, None)
                 .map_err(|why| Error::new(crate::error::ErrorKind::Unavailable, why))?;
         }
         let st = shared
@@ -543,7 +554,7 @@ impl Memdir {
                     if let Some((e, batch, n)) = work
                         && !batch.is_empty()
                     {
-                        let _ = embed_batch(&shared, &e, n, batch);
+                        let _ = embed_batch(&shared, &e, n, batch, None);
                     }
                 }
             });

@@ -44,6 +44,7 @@ fn fake_endpoint(b: Behaviour) -> String {
     std::thread::spawn(move || {
         for conn in l.incoming() {
             let Ok(mut s) = conn else { continue };
+            let _ = s.set_nodelay(true);
             std::thread::spawn(move || {
                 let mut r = BufReader::new(s.try_clone().unwrap());
                 loop {
@@ -92,11 +93,11 @@ fn fake_endpoint(b: Behaviour) -> String {
                         }
                     };
                     let text = out.to_string();
-                    let _ = write!(
-                        s,
+                    let resp = format!(
                         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
                         text.len()
                     );
+                    let _ = s.write_all(resp.as_bytes());
                 }
             });
         }
