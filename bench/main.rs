@@ -8,6 +8,7 @@
 //! cargo run --release --example memdir-bench -- http [--chunks 100000] [--seconds 30]
 //! cargo run --release --example memdir-bench -- fresh [--chunks 100000]
 //! cargo run --release --example memdir-bench -- redact
+//! cargo run --release --features local-embeddings --example memdir-bench -- embeddings --model DIR [--openai URL] [--chunks 100000]
 //! ```
 //!
 //! Every run works in a fresh temporary directory (or `--dir`, reused when it already holds a
@@ -17,6 +18,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
+
+mod embeddings;
 
 use memdir::service::{NewChunk, SearchRequest, WriteRequest};
 use memdir::{Memdir, Result};
@@ -1330,6 +1333,7 @@ fn main() {
         "fresh" => bench_fresh(&args),
         "import" => bench_import(&args),
         "redact" => bench_redact(&args),
+        "embeddings" => embeddings::bench_embeddings(&args),
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use store, search, mcp, recall, http, fresh, import or redact"

@@ -489,6 +489,7 @@ mod requests {
 
     needs! {
         Empty => |r| Need::Nothing;
+        ModelsRequest => |r| Need::Nothing;
         SearchRequest => |r| Need::Nothing;
         SemanticSearchRequest => |r| Need::Nothing;
         FetchRequest => |r| Need::Nothing;
@@ -546,7 +547,9 @@ mod requests {
         ForgetResponse,
         SnapshotResponse,
         RestoreSnapshotResponse,
-        ExportResponse
+        ExportResponse,
+        ModelsResponse,
+        EmbedResponse
     );
 
     impl Visible for SearchResponse {

@@ -306,11 +306,11 @@ pub struct SearchRequest {
     /// Words to look for, or an exact identifier, error message or path; wrap it in double
     /// quotes for an exact phrase.
     pub query: String,
-    /// auto (the default) tries exact search for identifiers and quoted phrases, else BM25;
-    /// bm25 or exact force one engine.
+    /// auto (the default): exact for identifiers and quoted phrases, else BM25 (hybrid when
+    /// embeddings are configured); or force bm25, exact, semantic or hybrid.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["auto", "bm25", "exact"]))]
+    #[schemars(extend("enum" = ["auto", "bm25", "exact", "semantic", "hybrid"]))]
     pub mode: Option<String>,
     /// Hits to return.
     #[arg(long, default_value_t = defaults::SEARCH_LIMIT, value_parser = num::parse_usize, allow_negative_numbers = true)]
@@ -396,6 +396,63 @@ impl SearchRequest {
             context_weight: None,
         }
     }
+}
+
+/// `models`: list the embedding models configured and cached, or fetch one.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsRequest {
+    /// Fetch this model (`owner/name` on Hugging Face, e.g.
+    /// sentence-transformers/all-MiniLM-L6-v2) into the model cache.
+    #[arg(long, value_name = "REPO")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch: Option<String>,
+}
+
+/// A model in the cache.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct CachedModel {
+    /// `owner/name`.
+    pub name: String,
+    /// Its directory.
+    pub dir: String,
+    /// Files it lacks (empty: usable by the local provider).
+    pub missing: Vec<String>,
+}
+
+/// `models`: what is configured and what is present.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ModelsResponse {
+    /// The `[embeddings]` section as resolved (no secrets), or null.
+    #[schemars(with = "Option<Map<String, Value>>")]
+    pub configured: Option<Value>,
+    /// Whether the configured model is usable here: a local model's files are present, an
+    /// openai endpoint is configured (it is not contacted).
+    pub ready: bool,
+    /// Whether this memdir was built with the local provider.
+    pub local_provider_built: bool,
+    /// The model cache.
+    pub cache_dir: Option<String>,
+    /// Models in the cache.
+    pub cached: Vec<CachedModel>,
+    /// The model fetched by this call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched: Option<String>,
+}
+
+/// `embed`: what was embedded.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct EmbedResponse {
+    /// The model's identity (vectors are stored under it).
+    pub model_id: String,
+    /// Texts embedded by this call.
+    pub embedded: usize,
+    /// Documents with a vector / documents indexed.
+    pub coverage: String,
+    /// Seconds spent.
+    pub seconds: f64,
+    /// Texts embedded per second.
+    pub per_second: f64,
 }
 
 /// Parameters of a semantic search.
@@ -1231,7 +1288,8 @@ pub enum SearchHit {
 pub struct SearchResponse {
     /// The hits.
     pub results: Vec<SearchHit>,
-    /// exact, bm25, empty (an empty query), or keyword-fallback for semantic search.
+    /// exact, bm25, semantic, hybrid, empty (an empty query), or keyword-fallback (semantic or
+    /// hybrid answered by BM25; `note` says why).
     pub engine: String,
     /// Hits returned.
     pub count: usize,
@@ -1243,12 +1301,15 @@ pub struct SearchResponse {
     /// Notes on how the query was answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<Vec<String>>,
-    /// Why a semantic search was answered by keywords.
+    /// Why a semantic or hybrid search was answered by keywords.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// What was left out to fit max_tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub omitted: Option<Omitted>,
+    /// Semantic and hybrid: documents with a vector / documents indexed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<String>,
 }
 
 /// `status`: counts, sizes and health.

@@ -192,6 +192,7 @@ mod tests {
             notes: None,
             note: None,
             omitted: None,
+            coverage: None,
         }
     }
 

@@ -310,6 +310,14 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Embed every indexed text that has no vector yet ([embeddings] in the config file).
+    #[command(after_help = "Examples:\n  memdir embed")]
+    Embed,
+    /// List the configured embeddings model and the model cache, or fetch a model.
+    #[command(
+        after_help = "Examples:\n  memdir models\n  memdir models --fetch sentence-transformers/all-MiniLM-L6-v2"
+    )]
+    Models(api::ModelsRequest),
     /// Rebuild the search index from the files; prints the index fingerprint.
     #[command(after_help = "Examples:\n  memdir reindex")]
     Reindex,
@@ -963,6 +971,8 @@ fn op_of(c: &Command) -> Option<&'static str> {
         Command::RestoreSnapshot(_) => "restore_snapshot",
         Command::Sync(_) => "sync",
         Command::Resolve(_) => "resolve",
+        Command::Embed => "embed",
+        Command::Models(_) => "models",
         _ => return None,
     })
 }
@@ -1294,6 +1304,11 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     } = &cli.command
     {
         let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
+        // A server embeds what searches have not, in the background.
+        let settings = crate::service::Settings {
+            background_embedding: true,
+            ..settings
+        };
         let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
         if transport == "stdio" {
             eprintln!("{}", serving_line(dir));
@@ -1443,6 +1458,8 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Forget { req, yes } => forget(m, req, yes)?,
         Command::Snapshot(r) => call(m, "snapshot", &r)?,
         Command::RestoreSnapshot(r) => call(m, "restore_snapshot", &r)?,
+        Command::Embed => call(m, "embed", &api::Empty {})?,
+        Command::Models(r) => call(m, "models", &r)?,
         Command::VerifyStore
         | Command::Export(_)
         | Command::Openapi

@@ -132,6 +132,10 @@ pub struct Config {
     /// The access-control policy: `None` without an `[acl]` section (everything allowed).
     pub acl: Option<std::sync::Arc<crate::acl::Acl>>,
     pub redaction: RedactionConfig,
+    /// `[embeddings]`: `None` without the section (keyword search only).
+    pub embeddings: Option<crate::embed::Spec>,
+    /// The model cache: `$XDG_CACHE_HOME/memdir/models`, else `~/.cache/memdir/models`.
+    pub model_cache: Option<PathBuf>,
 }
 
 /// What is redacted before anything is stored (`[redaction]`).
@@ -188,7 +192,43 @@ struct FileConfig {
     redaction: FileRedaction,
     /// Access control.
     acl: Option<FileAcl>,
+    /// The embeddings provider for semantic and hybrid search.
+    embeddings: Option<FileEmbeddings>,
 }
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileEmbeddings {
+    provider: EmbedProvider,
+    url: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<EnvName>,
+    dimensions: Option<Ranged<1, 65_536>>,
+    batch_size: Option<Ranged<1, 4096>>,
+    timeout_ms: Option<Ranged<1, DAY_MS>>,
+    retries: Option<Ranged<0, 20>>,
+    model_dir: Option<FileDir>,
+    max_per_search: Option<Ranged<0, 1_000_000>>,
+    query_prefix: Option<String>,
+    document_prefix: Option<String>,
+}
+
+#[derive(Debug)]
+struct EmbedProvider(String);
+
+impl<'de> Deserialize<'de> for EmbedProvider {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| match s {
+            "openai" | "local" => Ok(EmbedProvider(s.to_string())),
+            _ => Err(format!("{s:?} is not a provider: use openai or local")),
+        })
+    }
+}
+
+/// Default texts per provider call.
+pub const EMBED_BATCH: usize = 32;
+/// Default most texts one search embeds before answering.
+pub const EMBED_PER_SEARCH: usize = 256;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -856,7 +896,16 @@ impl Config {
             });
         }
         let r = f.redaction;
+        let embeddings = match f.embeddings {
+            Some(e) => Some(embeddings_spec(e, env, home.as_deref(), &path)?),
+            None => None,
+        };
         Ok(Config {
+            embeddings,
+            model_cache: crate::embed::cache_dir(
+                var(env, "XDG_CACHE_HOME").as_deref(),
+                home.as_deref(),
+            ),
             acl,
             redaction: RedactionConfig {
                 enabled: pick(None, None, r.enabled, &path, true),
@@ -1063,6 +1112,9 @@ impl Config {
                 )
                 .map_err(|e| Error::invalid("redaction", e))?,
             ),
+            embeddings: self.embeddings.clone(),
+            background_embedding: false,
+            model_cache: self.model_cache.clone(),
         })
     }
 
@@ -1152,8 +1204,114 @@ impl Config {
             "settings": settings,
             "acl": acl,
             "http_tokens": tokens,
+            "embeddings": self.embeddings.as_ref().map(crate::embed::Spec::shown),
         })
     }
+}
+
+/// The `[embeddings]` section as the engine takes it. Keys of the other provider are errors,
+/// so a typo'd provider never silently drops a setting; the API key is read from the named
+/// environment variable now (unset: searches say so and answer by keywords).
+fn embeddings_spec(
+    e: FileEmbeddings,
+    env: Env,
+    home: Option<&str>,
+    path: &Path,
+) -> Result<crate::embed::Spec> {
+    use crate::embed::{LocalSpec, OpenAiSpec, Provider, Spec};
+    let bad = |key: &str, why: String| {
+        let key = format!("embeddings.{key}");
+        Error::invalid(
+            &key,
+            format!("config key `{key}` in {}: {why}", path.display()),
+        )
+        .detail("key", Value::from(key.clone()))
+        .detail("file", Value::from(path.display().to_string()))
+    };
+    let provider = match e.provider.0.as_str() {
+        "openai" => {
+            for (k, set) in [("model_dir", e.model_dir.is_some())] {
+                if set {
+                    return Err(bad(k, "applies to the local provider only".into()));
+                }
+            }
+            let url = e.url.ok_or_else(|| {
+                bad(
+                    "url",
+                    "the openai provider needs the endpoint's url (e.g. http://127.0.0.1:8080/v1)"
+                        .into(),
+                )
+            })?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(bad(
+                    "url",
+                    format!("{url:?} is not an http:// or https:// URL"),
+                ));
+            }
+            let model = e
+                .model
+                .ok_or_else(|| bad("model", "the openai provider needs the model's name".into()))?;
+            let api_key_env = e.api_key_env.map(|n| n.0);
+            Provider::OpenAi(OpenAiSpec {
+                url,
+                model,
+                api_key: api_key_env.as_deref().and_then(|n| var(env, n)),
+                api_key_env,
+                dimensions: e.dimensions.map(|d| d.0 as usize),
+                timeout: Duration::from_millis(e.timeout_ms.map_or(30_000, |t| t.0)),
+                retries: e.retries.map_or(2, |r| r.0 as u32),
+            })
+        }
+        _ => {
+            for (k, set) in [
+                ("url", e.url.is_some()),
+                ("api_key_env", e.api_key_env.is_some()),
+                ("dimensions", e.dimensions.is_some()),
+                ("timeout_ms", e.timeout_ms.is_some()),
+                ("retries", e.retries.is_some()),
+            ] {
+                if set {
+                    return Err(bad(k, "applies to the openai provider only".into()));
+                }
+            }
+            let dir = match (e.model_dir, e.model) {
+                (Some(FileDir(d)), None) => expand_home(&d, home, path)?,
+                (None, Some(m)) => {
+                    if !crate::embed::fetch::valid_repo(&m) {
+                        return Err(bad(
+                            "model",
+                            format!(
+                                "{m:?} is not a model name like sentence-transformers/all-MiniLM-L6-v2"
+                            ),
+                        ));
+                    }
+                    let cache =
+                        crate::embed::cache_dir(var(env, "XDG_CACHE_HOME").as_deref(), home)
+                            .ok_or_else(|| {
+                                bad(
+                                    "model",
+                                    "no model cache: HOME is not set; give model_dir".into(),
+                                )
+                            })?;
+                    crate::embed::fetch::model_dir(&cache, &m)
+                }
+                (Some(_), Some(_)) => {
+                    return Err(bad("model", "give model_dir or model, not both".into()));
+                }
+                (None, None) => {
+                    return Err(bad("model_dir", "the local provider needs model_dir (a directory with config.json, tokenizer.json and model.safetensors) or model (a name fetched by `memdir models fetch`)".into()));
+                }
+            };
+            Provider::Local(LocalSpec { dir })
+        }
+    };
+    Ok(Spec {
+        provider,
+        batch_size: e.batch_size.map_or(EMBED_BATCH, |b| b.0 as usize),
+        max_per_search: e.max_per_search.map_or(EMBED_PER_SEARCH, |m| m.0 as usize),
+        query_prefix: e.query_prefix.unwrap_or_default(),
+        document_prefix: e.document_prefix.unwrap_or_default(),
+    })
 }
 
 /// Reads a token file: a regular file that only its owner may read, one line.

@@ -22,6 +22,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod embed;
 pub mod error;
 #[cfg(feature = "http")]
 pub mod http;
@@ -40,6 +41,7 @@ pub mod search;
 pub mod service;
 pub mod store;
 pub mod sync;
+pub mod vector;
 #[cfg(feature = "http")]
 pub mod viewer;
 

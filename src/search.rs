@@ -45,6 +45,10 @@ pub enum Mode {
     Auto,
     Bm25,
     Exact,
+    /// By meaning alone: the nearest vectors (needs an embeddings provider).
+    Semantic,
+    /// BM25 and vectors fused (see [`fuse`]).
+    Hybrid,
 }
 
 impl Mode {
@@ -53,11 +57,21 @@ impl Mode {
             "auto" => Ok(Mode::Auto),
             "bm25" | "fts" | "keyword" => Ok(Mode::Bm25),
             "exact" => Ok(Mode::Exact),
+            "semantic" | "dense" | "vector" => Ok(Mode::Semantic),
+            "hybrid" => Ok(Mode::Hybrid),
             _ => Err(Error::invalid(
                 "mode",
-                format!("mode must be auto, bm25 or exact; got {s:?}"),
+                format!("mode must be auto, bm25, exact, semantic or hybrid; got {s:?}"),
             )),
         }
+    }
+
+    /// Whether this mode sends natural-language queries to `hybrid` when embeddings are
+    /// configured: `auto` with a query that is neither quoted nor identifier-like.
+    pub fn wants_hybrid(self, query: &str) -> bool {
+        let q = query.trim();
+        let quoted = q.len() >= 2 && q.starts_with('"') && q.ends_with('"');
+        self == Mode::Auto && !quoted && !is_identifier_like(q)
     }
 }
 
@@ -98,10 +112,10 @@ pub struct Filters {
 }
 
 impl Filters {
-    fn wants_chunks(&self) -> bool {
+    pub fn wants_chunks(&self) -> bool {
         self.kind != Some(Kind::Category) && self.category.is_none()
     }
-    fn wants_categories(&self) -> bool {
+    pub fn wants_categories(&self) -> bool {
         self.kind != Some(Kind::Chunk) && self.project.is_none() && self.session_id.is_none()
     }
 }
@@ -610,6 +624,8 @@ pub fn run(idx: &SearchIndex, req: &Request) -> Result<Outcome> {
                 (bm25(idx, q, req, &mut folded)?, "bm25")
             }
         }
+        // Without vectors (the service answers these modes with `run_dense` when it has them).
+        Mode::Semantic | Mode::Hybrid => (bm25(idx, q, req, &mut folded)?, "keyword-fallback"),
     };
     if folded > 0 {
         notes.push(format!(
@@ -799,6 +815,176 @@ fn idx_position_field(s: &Searcher) -> Result<Field> {
     s.schema()
         .get_field("position")
         .map_err(|e| Error::internal(format!("schema: {e}")))
+}
+
+/// The nearest documents by vector, each list best first, already filtered (the caller
+/// applies [`Filters`] to its vectors the way the query clauses apply them to the index).
+#[derive(Clone, Debug, Default)]
+pub struct Dense {
+    pub chunks: Vec<(f32, DocAddress)>,
+    pub categories: Vec<(f32, DocAddress)>,
+}
+
+/// How many hits of each list enter a hybrid fusion.
+pub const FUSION_DEPTH: usize = 50;
+/// Weight of the dense score in a hybrid fusion (BM25 gets the rest).
+pub const DENSE_WEIGHT: f32 = 0.4;
+
+/// Weighted fusion of two ranked lists: each list's scores are min-max normalised to 0..=1
+/// (a list of one scores 1), a key missing from a list scores 0 there, and the fused score is
+/// `dense_weight × dense + (1 - dense_weight) × bm25`. Returns `(key, fused)` best first, ties
+/// in key order. On chat recall this beat reciprocal rank fusion, which let weak dense hits
+/// push good BM25 hits out (see bench/README.md).
+pub fn fuse<K: Ord + Clone>(
+    bm25: &[(K, f32)],
+    dense: &[(K, f32)],
+    dense_weight: f32,
+) -> Vec<(K, f32)> {
+    fn norm<K: Ord + Clone>(l: &[(K, f32)]) -> std::collections::BTreeMap<K, f32> {
+        let lo = l.iter().map(|x| x.1).fold(f32::INFINITY, f32::min);
+        let hi = l.iter().map(|x| x.1).fold(f32::NEG_INFINITY, f32::max);
+        l.iter()
+            .map(|(k, s)| {
+                let n = if hi > lo { (s - lo) / (hi - lo) } else { 1.0 };
+                (k.clone(), n)
+            })
+            .collect()
+    }
+    let (b, d) = (norm(bm25), norm(dense));
+    let mut keys: Vec<K> = b.keys().chain(d.keys()).cloned().collect();
+    keys.sort();
+    keys.dedup();
+    let mut out: Vec<(K, f32)> = keys
+        .into_iter()
+        .map(|k| {
+            let s = dense_weight * d.get(&k).copied().unwrap_or(0.0)
+                + (1.0 - dense_weight) * b.get(&k).copied().unwrap_or(0.0);
+            (k, s)
+        })
+        .collect();
+    out.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    out
+}
+
+fn chunk_hit(idx: &SearchIndex, s: &Searcher, addr: DocAddress, score: f32) -> Result<Hit> {
+    let f = &idx.chunk_fields;
+    let d = doc(s, addr)?;
+    Ok(Hit::Chunk {
+        addr: Some(addr),
+        session: get_str(&d, f.session),
+        position: get_u64(&d, f.position),
+        score,
+        order: fast_order(s, addr),
+        parts: None,
+    })
+}
+
+fn fast_order(s: &Searcher, addr: DocAddress) -> u64 {
+    s.segment_reader(addr.segment_ord)
+        .fast_fields()
+        .u64("order")
+        .ok()
+        .and_then(|col| col.first(addr.doc_id))
+        .unwrap_or(u64::MAX)
+}
+
+/// Runs a `semantic` or `hybrid` search with the nearest vectors in `dense`. Hybrid fuses the
+/// best [`FUSION_DEPTH`] BM25 hits of the filtered query with the dense lists ([`fuse`]);
+/// chunks and categories are fused as one pool, so the engines' scales never meet.
+pub fn run_dense(idx: &SearchIndex, req: &Request, dense: &Dense, hybrid: bool) -> Result<Outcome> {
+    let q = req.query.trim();
+    if q.chars().count() > MAX_QUERY_CHARS {
+        return Err(Error::too_large(
+            "query",
+            q.chars().count(),
+            MAX_QUERY_CHARS,
+            "characters",
+        ));
+    }
+    let cs = idx.chunks.reader.searcher();
+    let gs = idx.categories.reader.searcher();
+    // Keys: (0 chunk | 1 category, segment, doc).
+    let key = |cat: bool, a: &DocAddress| (cat as u8, a.segment_ord, a.doc_id);
+    let mut dense_list: Vec<((u8, u32, u32), f32)> = Vec::new();
+    for (s, a) in dense.chunks.iter().take(FUSION_DEPTH) {
+        dense_list.push((key(false, a), *s));
+    }
+    for (s, a) in dense.categories.iter().take(FUSION_DEPTH) {
+        dense_list.push((key(true, a), *s));
+    }
+    let fused = if hybrid {
+        let mut bm25_list = Vec::new();
+        for (cat, score, addr) in bm25_pool(idx, q, req, FUSION_DEPTH)? {
+            bm25_list.push((key(cat, &addr), score));
+        }
+        fuse(&bm25_list, &dense_list, DENSE_WEIGHT)
+    } else {
+        dense_list
+    };
+    // Order by score, then the identity order every engine breaks ties with; only the hits
+    // kept are read from the document store.
+    let mut ranked: Vec<(f32, u64, (u8, u32, u32))> = fused
+        .into_iter()
+        .map(|(k, score)| {
+            let s = if k.0 == 1 { &gs } else { &cs };
+            (score, fast_order(s, DocAddress::new(k.1, k.2)), k)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.truncate(req.limit);
+    let mut hits = Vec::new();
+    for (score, order, (cat, seg, doc_id)) in ranked {
+        let addr = DocAddress::new(seg, doc_id);
+        hits.push(if cat == 1 {
+            Hit::Category { addr, score, order }
+        } else {
+            chunk_hit(idx, &cs, addr, score)?
+        });
+    }
+    let results = shape(idx, &hits, req)?;
+    Ok(Outcome {
+        engine: if hybrid { "hybrid" } else { "semantic" },
+        results,
+        notes: Vec::new(),
+    })
+}
+
+/// The best `depth` BM25 hits of each index under the filters, without reading documents:
+/// `(is_category, score, address)`.
+fn bm25_pool(
+    idx: &SearchIndex,
+    text: &str,
+    req: &Request,
+    depth: usize,
+) -> Result<Vec<(bool, f32, DocAddress)>> {
+    let words = analyze(idx, text)?;
+    let mut out = Vec::new();
+    if words.is_empty() {
+        return Ok(out);
+    }
+    if req.filters.wants_chunks() {
+        let f = &idx.chunk_fields;
+        let s = idx.chunks.reader.searcher();
+        let query = with_filters(
+            bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
+            filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
+        );
+        for (score, _, addr) in top(&s, query.as_ref(), depth, 0)? {
+            out.push((false, score, addr));
+        }
+    }
+    if req.filters.wants_categories() {
+        let f = &idx.category_fields;
+        let s = idx.categories.reader.searcher();
+        let query = with_filters(
+            bm25_text_query(f.content, None, &words),
+            filter_clauses(&req.filters, None, None, Some(f.category), f.ts),
+        );
+        for (score, _, addr) in top(&s, query.as_ref(), depth, 0)? {
+            out.push((true, score, addr));
+        }
+    }
+    Ok(out)
 }
 
 fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Result<Vec<Hit>> {
@@ -1159,6 +1345,26 @@ mod tests {
         ] {
             assert!(!is_identifier_like(q), "{q}");
         }
+    }
+
+    #[test]
+    fn fusion_normalises_each_list_and_weighs_dense_at_four_tenths() {
+        let bm25 = [("a", 10.0), ("b", 5.0), ("c", 0.0)];
+        let dense = [("c", 0.9), ("d", 0.5), ("b", 0.1)];
+        let f = fuse(&bm25, &dense, 0.4);
+        let get = |k| f.iter().find(|x| x.0 == k).unwrap().1;
+        assert!((get("a") - 0.6).abs() < 1e-6);
+        assert!((get("b") - 0.3).abs() < 1e-6); // 0.6 × 0.5 + 0.4 × 0
+        assert!((get("c") - 0.4).abs() < 1e-6);
+        assert!((get("d") - 0.2).abs() < 1e-6); // 0.4 × 0.5
+        assert_eq!(
+            f.iter().map(|x| x.0).collect::<Vec<_>>(),
+            ["a", "c", "b", "d"]
+        );
+        // One list empty: the other alone decides, normalised.
+        assert_eq!(fuse(&bm25, &[], 0.4)[0], ("a", 0.6));
+        // A list of one scores 1.
+        assert_eq!(fuse::<&str>(&[], &[("x", 0.2)], 0.4), vec![("x", 0.4)]);
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod adoption;
 mod category;
+mod dense;
 mod export;
 mod forget;
 mod indexer;
@@ -107,6 +108,8 @@ pub struct Memdir {
     /// Size and change stamp of the format file when this process last found it acceptable:
     /// every write checks the format, with one `stat` while the file is unchanged.
     format_ok: Mutex<Option<(u64, i64)>>,
+    /// Vectors for semantic and hybrid search, opened on first use (see `dense`).
+    dense: std::sync::Arc<Mutex<Option<dense::DenseState>>>,
 }
 
 pub(crate) struct Inner {
@@ -136,6 +139,12 @@ pub struct Settings {
     pub conflict_strategy: String,
     /// What is redacted before anything is stored (`crate::redact`).
     pub redaction: std::sync::Arc<crate::redact::Redactor>,
+    /// The embeddings provider (`[embeddings]`); `None`: keyword search only.
+    pub embeddings: Option<crate::embed::Spec>,
+    /// Whether this process embeds in the background (a server).
+    pub background_embedding: bool,
+    /// Where `models` lists and fetches models.
+    pub model_cache: Option<PathBuf>,
 }
 
 thread_local! {
@@ -174,6 +183,9 @@ impl Default for Settings {
             log_max_entries: limits::DEFAULT_LOG_ENTRIES,
             conflict_strategy: "last_write_wins".to_string(),
             redaction: std::sync::Arc::new(crate::redact::Redactor::default()),
+            embeddings: None,
+            background_embedding: false,
+            model_cache: None,
         }
     }
 }
@@ -226,7 +238,8 @@ impl Memdir {
 
     /// Opens with `settings` without touching the disk; work happens on first use.
     pub fn open_lazy_with(root: impl Into<PathBuf>, settings: Settings) -> Memdir {
-        Memdir {
+        let background = settings.background_embedding;
+        let m = Memdir {
             layout: Layout::new(root),
             settings,
             inner: Mutex::new(None),
@@ -236,7 +249,12 @@ impl Memdir {
             notices: Mutex::new(Vec::new()),
             read_only: Mutex::new(None),
             format_ok: Mutex::new(None),
+            dense: Default::default(),
+        };
+        if background {
+            m.start_background_embedding();
         }
+        m
     }
 
     /// Records a write whose files are already durable in the ledger, as one SQLite

@@ -137,6 +137,7 @@ impl Memdir {
                 notes: None,
                 note: None,
                 omitted: None,
+                coverage: None,
             });
         }
         match self.refresh_index() {
@@ -150,7 +151,7 @@ impl Memdir {
         }
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
-        let outcome = search::run(idx, &plan)?;
+        let (outcome, note, coverage) = self.dispatch(idx, &plan)?;
         let mut resp = SearchResponse {
             count: outcome.results.len(),
             results: outcome.results,
@@ -158,7 +159,8 @@ impl Memdir {
             query: plan.query,
             mode: Some(format!("{mode:?}").to_lowercase()),
             notes: (!outcome.notes.is_empty()).then_some(outcome.notes),
-            note: None,
+            note,
+            coverage,
             omitted: None,
         };
         if let Some(max) = req.max_tokens {
@@ -167,8 +169,42 @@ impl Memdir {
         Ok(resp)
     }
 
-    /// Searches by meaning. Until an embeddings provider is configured, BM25 answers, and the
-    /// response says so (engine `keyword-fallback`).
+    /// Chooses the engine: `semantic` and `hybrid` (and `auto` for a natural-language query
+    /// when embeddings are configured) go to the vectors; when they cannot answer, keywords
+    /// do, with the reason and the coverage.
+    fn dispatch(
+        &self,
+        idx: &SearchIndex,
+        plan: &search::Request,
+    ) -> Result<(search::Outcome, Option<String>, Option<String>)> {
+        let configured = self.settings.embeddings.is_some();
+        let hybrid = match plan.mode {
+            Mode::Semantic => false,
+            Mode::Hybrid => true,
+            Mode::Auto if configured && plan.mode.wants_hybrid(&plan.query) => true,
+            _ => return Ok((search::run(idx, plan)?, None, None)),
+        };
+        match self.dense_hits(idx, plan.query.trim(), &plan.filters) {
+            Ok((dense, cov)) => Ok((
+                search::run_dense(idx, plan, &dense, hybrid)?,
+                None,
+                Some(cov.label()),
+            )),
+            Err(fb) => {
+                let mut keyword = plan.clone();
+                if keyword.mode != Mode::Auto {
+                    keyword.mode = Mode::Bm25;
+                }
+                let mut outcome = search::run(idx, &keyword)?;
+                outcome.engine = "keyword-fallback";
+                Ok((outcome, Some(fb.reason), fb.coverage.map(|c| c.label())))
+            }
+        }
+    }
+
+    /// Searches by meaning: the nearest vectors. Without an embeddings provider, or while it
+    /// fails or has not embedded everything, BM25 answers and the response says why (engine
+    /// `keyword-fallback`, `note`, `coverage`).
     pub fn search_semantic(
         &self,
         req: &SemanticSearchRequest,
@@ -176,15 +212,8 @@ impl Memdir {
     ) -> Result<SearchResponse> {
         let mut r = SearchRequest::new(&req.query);
         r.limit = req.limit;
-        r.mode = Some("bm25".into());
-        let mut v = self.search_hiding(&r, hidden)?;
-        if v.engine != "empty" {
-            v.engine = "keyword-fallback".into();
-            v.note = Some(
-                "no embeddings provider is configured: answered by BM25 keyword search".into(),
-            );
-        }
-        Ok(v)
+        r.mode = Some("semantic".into());
+        self.search_hiding(&r, hidden)
     }
 
     /// Brings the index up to date with the files: adopts external changes (throttled), then

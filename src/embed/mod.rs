@@ -1,0 +1,200 @@
+//! Embeddings: turning texts into vectors for semantic and hybrid search.
+//!
+//! A [`Spec`] says which provider the configuration chose; [`Spec::open`] makes an
+//! [`Embedder`] from it without doing any work (no connection, no model loaded): the first
+//! call to [`Embedder::embed`] does that, so a server answers its first request as fast as
+//! without embeddings.
+//!
+//! - `openai` ([`openai`]): any OpenAI-compatible `/v1/embeddings` endpoint, over blocking
+//!   HTTP with a timeout and retries with backoff.
+//! - `local` ([`local`], behind the `local-embeddings` cargo feature): a BERT-family sentence
+//!   model (all-MiniLM-L6-v2 class) run in process from a directory holding `config.json`,
+//!   `tokenizer.json` and `model.safetensors`.
+//!
+//! A provider that fails says why in an [`EmbedError`]; search turns that into a keyword
+//! fallback with the reason, never into a failed search.
+//!
+//! Architecture Invariant: this module knows nothing of the store, the ledger or the index; it
+//! maps texts to vectors and nothing else.
+
+pub mod fetch;
+#[cfg(feature = "local-embeddings")]
+pub mod local;
+pub mod openai;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Why a provider produced no vectors. The message is shown to users and agents as the reason
+/// of a keyword fallback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmbedError(pub String);
+
+impl std::fmt::Display for EmbedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Turns texts into unit-length vectors.
+pub trait Embedder: Send + Sync {
+    /// The model's identity: vectors are stored under it, so two models never mix.
+    fn model_id(&self) -> &str;
+    /// Embeds `texts` (documents, or one query with `query`), one vector each, in order.
+    fn embed(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// The `openai` provider's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenAiSpec {
+    /// The endpoint's base URL: `http://127.0.0.1:8080/v1` (`/embeddings` is appended unless
+    /// the URL already ends with it).
+    pub url: String,
+    pub model: String,
+    /// The name of the environment variable that holds the API key, and its value when set.
+    pub api_key_env: Option<String>,
+    pub api_key: Option<String>,
+    /// The vector length expected (and asked for); a response of another length is an error.
+    pub dimensions: Option<usize>,
+    pub timeout: Duration,
+    pub retries: u32,
+}
+
+/// The `local` provider's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalSpec {
+    /// The model directory: `config.json`, `tokenizer.json`, `model.safetensors`.
+    pub dir: PathBuf,
+}
+
+/// Which provider.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Provider {
+    OpenAi(OpenAiSpec),
+    Local(LocalSpec),
+}
+
+/// The `[embeddings]` section, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    pub provider: Provider,
+    /// Texts per provider call.
+    pub batch_size: usize,
+    /// Most texts a search embeds before it answers (the rest is embedded by later searches
+    /// or, in a server, in the background).
+    pub max_per_search: usize,
+    /// Prepended to a query and to a document before embedding (`query: ` and `passage: `
+    /// for the E5 family).
+    pub query_prefix: String,
+    pub document_prefix: String,
+}
+
+/// Where `memdir models fetch` puts models and where a `local` model named without a path is
+/// looked for.
+pub fn cache_dir(xdg_cache: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
+    match xdg_cache.filter(|x| std::path::Path::new(x).is_absolute()) {
+        Some(x) => Some(PathBuf::from(x).join("memdir/models")),
+        None => home.map(|h| PathBuf::from(h).join(".cache/memdir/models")),
+    }
+}
+
+impl Spec {
+    /// The identity of the model this spec names (see [`Embedder::model_id`]).
+    pub fn model_id(&self) -> String {
+        match &self.provider {
+            Provider::OpenAi(o) => format!(
+                "openai:{}:{}:{}",
+                o.model,
+                o.dimensions.map_or("auto".to_string(), |d| d.to_string()),
+                self.document_prefix
+            ),
+            Provider::Local(l) => format!(
+                "local:{}:{}",
+                l.dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                self.document_prefix
+            ),
+        }
+    }
+
+    /// The spec as `config show` and `models` print it: never the API key, only where it is
+    /// read from and whether it is set.
+    pub fn shown(&self) -> serde_json::Value {
+        use serde_json::json;
+        let mut v = json!({
+            "provider": self.provider_name(),
+            "model_id": self.model_id(),
+            "batch_size": self.batch_size,
+            "max_per_search": self.max_per_search,
+        });
+        match &self.provider {
+            Provider::OpenAi(o) => {
+                v["url"] = json!(o.url);
+                v["model"] = json!(o.model);
+                v["dimensions"] = json!(o.dimensions);
+                v["timeout_ms"] = json!(o.timeout.as_millis() as u64);
+                v["retries"] = json!(o.retries);
+                v["api_key_env"] = json!(o.api_key_env);
+                v["api_key_set"] = json!(o.api_key.is_some());
+            }
+            Provider::Local(l) => {
+                v["model_dir"] = json!(l.dir.display().to_string());
+                v["present"] = json!(missing_files(&l.dir).is_empty());
+            }
+        }
+        v
+    }
+
+    /// The provider's name (`openai` or `local`).
+    pub fn provider_name(&self) -> &'static str {
+        match self.provider {
+            Provider::OpenAi(_) => "openai",
+            Provider::Local(_) => "local",
+        }
+    }
+
+    /// An embedder for this spec. Nothing is loaded or contacted yet.
+    pub fn open(&self) -> Result<Box<dyn Embedder>, EmbedError> {
+        match &self.provider {
+            Provider::OpenAi(o) => Ok(Box::new(openai::OpenAi::new(
+                o.clone(),
+                self.model_id(),
+                self.query_prefix.clone(),
+                self.document_prefix.clone(),
+            ))),
+            #[cfg(feature = "local-embeddings")]
+            Provider::Local(l) => Ok(Box::new(local::Local::new(
+                l.dir.clone(),
+                self.model_id(),
+                self.query_prefix.clone(),
+                self.document_prefix.clone(),
+            ))),
+            #[cfg(not(feature = "local-embeddings"))]
+            Provider::Local(_) => Err(EmbedError(
+                "the local provider is not built into this memdir: build it with `--features local-embeddings`, or use the openai provider".into(),
+            )),
+        }
+    }
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+/// The files a local model directory must hold.
+pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// Which of [`MODEL_FILES`] are missing from `dir`.
+pub fn missing_files(dir: &std::path::Path) -> Vec<&'static str> {
+    MODEL_FILES
+        .iter()
+        .copied()
+        .filter(|f| !dir.join(f).is_file())
+        .collect()
+}

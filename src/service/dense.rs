@@ -1,0 +1,647 @@
+//! The vector side of search: which documents have vectors, embedding the rest, and the
+//! nearest documents to a query under the request's filters.
+//!
+//! The vectors follow the chunk and category indexes, which follow the change feed: a
+//! tantivy segment never changes once written, so the documents of each segment are read once
+//! (their text hashed, their filter fields kept) and looked up in the [`VectorCache`] by text
+//! hash. What is not embedded yet is embedded in bounded steps: up to `max_per_search` texts
+//! by each search, and in a server's background thread a batch at a time. A write is never
+//! delayed by embedding. Until every indexed document has its vector, semantic and hybrid
+//! searches answer by keywords and say how far embedding has come (`coverage`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tantivy::index::SegmentId;
+use tantivy::schema::Value as _;
+use tantivy::{DocAddress, Searcher, TantivyDocument};
+
+use super::Memdir;
+use crate::embed::{Embedder, Spec};
+use crate::error::{Error, Result};
+use crate::index::SearchIndex;
+use crate::search::{Dense, FUSION_DEPTH, Filters};
+use crate::vector::{self, Hash, VectorCache, dot_i8, quantize};
+
+const NO_ROW: u32 = u32::MAX;
+/// How long one search spends embedding pending texts (checked between provider calls),
+/// besides the `max_per_search` bound: a slow local model never holds a search for long.
+const SEARCH_EMBED_BUDGET: Duration = Duration::from_millis(250);
+/// How long a failed provider is left alone before it is tried again.
+const BACKOFF: Duration = Duration::from_secs(30);
+
+/// One indexed document as dense search sees it.
+struct DocMeta {
+    hash: Hash,
+    /// The session of a chunk, the name of a category.
+    group: Arc<str>,
+    project: Arc<str>,
+    ts: i64,
+    row: u32,
+}
+
+#[derive(Default)]
+struct Segments {
+    segs: HashMap<SegmentId, Vec<DocMeta>>,
+}
+
+/// The dense state of one process: its embedder, the vectors, the documents of the index.
+pub(crate) struct DenseState {
+    spec: Spec,
+    embedder: Arc<dyn Embedder>,
+    cache: VectorCache,
+    chunks: Segments,
+    categories: Segments,
+    /// Texts not embedded yet, by hash.
+    pending: HashMap<Hash, String>,
+    /// The last failure of the provider, and when.
+    failed: Option<(Instant, String)>,
+}
+
+/// How far embedding has come: documents with a vector, documents indexed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Coverage {
+    pub embedded: u64,
+    pub total: u64,
+}
+
+impl Coverage {
+    pub fn label(self) -> String {
+        format!("{}/{}", self.embedded, self.total)
+    }
+}
+
+/// Why a dense search could not be answered, with the coverage known then.
+pub(crate) struct Fallback {
+    pub reason: String,
+    pub coverage: Option<Coverage>,
+}
+
+fn text_of(d: &TantivyDocument, f: tantivy::schema::Field) -> String {
+    d.get_first(f)
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn i64_of(d: &TantivyDocument, f: tantivy::schema::Field) -> i64 {
+    d.get_first(f).and_then(|v| v.as_i64()).unwrap_or(0)
+}
+
+impl DenseState {
+    fn open(meta_dir: &std::path::Path, spec: &Spec) -> std::result::Result<DenseState, String> {
+        let embedder: Arc<dyn Embedder> = Arc::from(spec.open().map_err(|e| e.0)?);
+        let dir = VectorCache::dir_for(&meta_dir.join("vectors"), &spec.model_id());
+        let cache = VectorCache::open(&dir, &spec.model_id()).map_err(|e| e.0)?;
+        Ok(DenseState {
+            spec: spec.clone(),
+            embedder,
+            cache,
+            chunks: Segments::default(),
+            categories: Segments::default(),
+            pending: HashMap::new(),
+            failed: None,
+        })
+    }
+
+    /// Reads the documents of segments not seen yet and forgets those merged away.
+    fn sync(&mut self, idx: &SearchIndex) -> Result<()> {
+        self.cache.reload().map_err(|e| Error::internal(e.0))?;
+        let cf = &idx.chunk_fields;
+        let gf = &idx.category_fields;
+        let cs = idx.chunks.reader.searcher();
+        let gs = idx.categories.reader.searcher();
+        let mut interned: HashMap<String, Arc<str>> = HashMap::new();
+        let mut intern = |s: String| -> Arc<str> {
+            interned
+                .entry(s)
+                .or_insert_with_key(|k| Arc::from(k.as_str()))
+                .clone()
+        };
+        for (cat, searcher) in [(false, &cs), (true, &gs)] {
+            let segs = if cat {
+                &mut self.categories
+            } else {
+                &mut self.chunks
+            };
+            let live: HashSet<SegmentId> = searcher
+                .segment_readers()
+                .iter()
+                .map(|r| r.segment_id())
+                .collect();
+            segs.segs.retain(|id, _| live.contains(id));
+            for reader in searcher.segment_readers() {
+                if segs.segs.contains_key(&reader.segment_id()) {
+                    continue;
+                }
+                let mut docs = Vec::with_capacity(reader.max_doc() as usize);
+                // One pass over the document store, block by block (deleted documents
+                // included, so the position in `docs` is the document id).
+                let store = reader
+                    .get_store_reader(1)
+                    .map_err(|e| Error::internal(format!("document store: {e}")))?;
+                for d in store.iter::<TantivyDocument>(None) {
+                    let d = d.map_err(|e| Error::internal(format!("stored document: {e}")))?;
+                    let (text, group, project, ts) = if cat {
+                        let name = text_of(&d, gf.category);
+                        let text = format!(
+                            "{name} {}: {}",
+                            text_of(&d, gf.key_path),
+                            text_of(&d, gf.text)
+                        );
+                        (text, name, String::new(), i64_of(&d, gf.ts))
+                    } else {
+                        (
+                            text_of(&d, cf.content),
+                            text_of(&d, cf.session),
+                            text_of(&d, cf.project),
+                            i64_of(&d, cf.ts),
+                        )
+                    };
+                    let hash = vector::hash(&text);
+                    let row = self.cache.row(&hash).unwrap_or(NO_ROW);
+                    if row == NO_ROW {
+                        self.pending.entry(hash).or_insert(text);
+                    }
+                    docs.push(DocMeta {
+                        hash,
+                        group: intern(group),
+                        project: intern(project),
+                        ts,
+                        row,
+                    });
+                }
+                segs.segs.insert(reader.segment_id(), docs);
+            }
+        }
+        self.resolve_rows();
+        Ok(())
+    }
+
+    /// Points documents at vectors stored since they were read.
+    fn resolve_rows(&mut self) {
+        let cache = &self.cache;
+        for segs in [&mut self.chunks, &mut self.categories] {
+            for docs in segs.segs.values_mut() {
+                for d in docs.iter_mut().filter(|d| d.row == NO_ROW) {
+                    if let Some(r) = cache.row(&d.hash) {
+                        d.row = r;
+                    }
+                }
+            }
+        }
+        self.pending.retain(|h, _| cache.row(h).is_none());
+    }
+
+    fn coverage(&self, idx: &SearchIndex) -> Coverage {
+        let mut c = Coverage {
+            embedded: 0,
+            total: 0,
+        };
+        for (segs, searcher) in [
+            (&self.chunks, idx.chunks.reader.searcher()),
+            (&self.categories, idx.categories.reader.searcher()),
+        ] {
+            for reader in searcher.segment_readers() {
+                let Some(docs) = segs.segs.get(&reader.segment_id()) else {
+                    continue;
+                };
+                let alive = reader.alive_bitset();
+                for (i, d) in docs.iter().enumerate() {
+                    if alive.is_none_or(|a| a.is_alive(i as u32)) {
+                        c.total += 1;
+                        c.embedded += (d.row != NO_ROW) as u64;
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    /// Whether the provider failed recently (then it is not asked again yet).
+    fn resting(&self) -> Option<String> {
+        self.failed
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < BACKOFF)
+            .map(|(_, why)| why.clone())
+    }
+}
+
+/// The texts of up to `max` pending documents, to embed outside the lock.
+fn take_batch(state: &DenseState, max: usize) -> Vec<(Hash, String)> {
+    let mut v: Vec<(Hash, String)> = state.pending.iter().map(|(h, t)| (*h, t.clone())).collect();
+    // A stable order, so that processes working at once tend to embed the same texts.
+    v.sort_by_key(|a| a.0);
+    v.truncate(max);
+    v
+}
+
+/// Embeds `batch` in provider-sized calls and stores the vectors. Returns how many were
+/// stored, or the provider's failure.
+fn embed_batch(
+    state: &Mutex<Option<DenseState>>,
+    embedder: &Arc<dyn Embedder>,
+    batch_size: usize,
+    batch: Vec<(Hash, String)>,
+    deadline: Option<Instant>,
+) -> std::result::Result<usize, String> {
+    let mut done = 0;
+    for part in batch.chunks(batch_size.max(1)) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
+        let vecs = embedder.embed(&texts, false).map_err(|e| e.0);
+        let mut g = state
+            .lock()
+            .map_err(|_| "the vector state is poisoned".to_string())?;
+        let Some(s) = g.as_mut() else {
+            return Ok(done);
+        };
+        let vecs = match vecs {
+            Ok(v) => v,
+            Err(why) => {
+                s.failed = Some((Instant::now(), why.clone()));
+                return Err(why);
+            }
+        };
+        if let Some(d) = s.cache.dims()
+            && let Some(v) = vecs.iter().find(|v| v.len() != d)
+        {
+            let why = format!(
+                "the provider returned vectors of {} dimensions where {d} are stored for this model",
+                v.len()
+            );
+            s.failed = Some((Instant::now(), why.clone()));
+            return Err(why);
+        }
+        let items: Vec<(Hash, Vec<f32>)> = part.iter().map(|(h, _)| *h).zip(vecs).collect();
+        s.cache.insert(&items).map_err(|e| e.0)?;
+        s.resolve_rows();
+        done += items.len();
+    }
+    Ok(done)
+}
+
+fn passes(f: &Filters, cat: bool, d: &DocMeta) -> bool {
+    if cat {
+        if !f.wants_categories()
+            || f.category.as_deref().is_some_and(|c| c != &*d.group)
+            || f.hidden_categories.iter().any(|h| h == &*d.group)
+        {
+            return false;
+        }
+    } else if !f.wants_chunks()
+        || f.session_id.as_deref().is_some_and(|s| s != &*d.group)
+        || f.project.as_deref().is_some_and(|p| p != &*d.project)
+    {
+        return false;
+    }
+    f.since.is_none_or(|s| d.ts >= s) && f.until.is_none_or(|u| d.ts <= u)
+}
+
+/// The best `k` documents of one index by dot product with `q`, under the filters.
+fn nearest(
+    segs: &Segments,
+    searcher: &Searcher,
+    cache: &VectorCache,
+    q: &vector::Quantized,
+    filters: &Filters,
+    cat: bool,
+    k: usize,
+) -> Vec<(f32, DocAddress)> {
+    let mut scored: Vec<(f32, DocAddress)> = Vec::new();
+    for (ord, reader) in searcher.segment_readers().iter().enumerate() {
+        let Some(docs) = segs.segs.get(&reader.segment_id()) else {
+            continue;
+        };
+        let alive = reader.alive_bitset();
+        for (i, d) in docs.iter().enumerate() {
+            if d.row == NO_ROW
+                || alive.is_some_and(|a| !a.is_alive(i as u32))
+                || !passes(filters, cat, d)
+            {
+                continue;
+            }
+            let (v, scale) = cache.vector(d.row);
+            let s = dot_i8(&q.q, v) as f32 * q.scale * scale;
+            scored.push((s, DocAddress::new(ord as u32, i as u32)));
+        }
+    }
+    let by = |a: &(f32, DocAddress), b: &(f32, DocAddress)| {
+        b.0.total_cmp(&a.0)
+            .then((a.1.segment_ord, a.1.doc_id).cmp(&(b.1.segment_ord, b.1.doc_id)))
+    };
+    if scored.len() > k {
+        scored.select_nth_unstable_by(k, by);
+        scored.truncate(k);
+    }
+    scored.sort_by(by);
+    scored
+}
+
+impl Memdir {
+    /// The dense state, opened on first use; `Err` says why there is none.
+    fn dense_state(&self) -> std::result::Result<Arc<Mutex<Option<DenseState>>>, String> {
+        let Some(spec) = &self.settings.embeddings else {
+            return Err(
+                "no embeddings provider is configured ([embeddings] in the config file)".into(),
+            );
+        };
+        let mut g = self
+            .dense
+            .lock()
+            .map_err(|_| "the vector state is poisoned".to_string())?;
+        if g.is_none() {
+            *g = Some(DenseState::open(&self.layout().meta_dir(), spec)?);
+        }
+        Ok(self.dense.clone())
+    }
+
+    /// The nearest chunks and categories to `query` under `filters`, after embedding up to
+    /// `max_per_search` pending texts; a [`Fallback`] when the provider fails or not every
+    /// document has its vector yet.
+    pub(crate) fn dense_hits(
+        &self,
+        idx: &SearchIndex,
+        query: &str,
+        filters: &Filters,
+    ) -> std::result::Result<(Dense, Coverage), Fallback> {
+        let fb = |reason: String, coverage: Option<Coverage>| Fallback { reason, coverage };
+        let shared = self.dense_state().map_err(|r| fb(r, None))?;
+        let (embedder, batch, batch_size, resting) = {
+            let mut g = shared
+                .lock()
+                .map_err(|_| fb("the vector state is poisoned".into(), None))?;
+            let s = g
+                .as_mut()
+                .expect("invariant: the state is set while shared");
+            s.sync(idx).map_err(|e| fb(e.message.clone(), None))?;
+            let resting = s.resting();
+            let max = s.spec.max_per_search;
+            (
+                s.embedder.clone(),
+                if resting.is_none() {
+                    take_batch(s, max)
+                } else {
+                    Vec::new()
+                },
+                s.spec.batch_size,
+                resting,
+            )
+        };
+        if let Some(why) = resting {
+            let cov = shared
+                .lock()
+                .ok()
+                .and_then(|g| g.as_ref().map(|s| s.coverage(idx)));
+            return Err(fb(why, cov));
+        }
+        let deadline = Instant::now() + SEARCH_EMBED_BUDGET;
+        let embedded = embed_batch(&shared, &embedder, batch_size, batch, Some(deadline));
+        let g = shared
+            .lock()
+            .map_err(|_| fb("the vector state is poisoned".into(), None))?;
+        let s = g
+            .as_ref()
+            .expect("invariant: the state is set while shared");
+        let cov = s.coverage(idx);
+        if let Err(why) = embedded {
+            return Err(fb(why, Some(cov)));
+        }
+        if cov.embedded < cov.total {
+            return Err(fb(
+                format!(
+                    "embedding is in progress: {} of {} documents have vectors (each search embeds up to {}; the embed operation does the rest at once)",
+                    cov.embedded, cov.total, s.spec.max_per_search
+                ),
+                Some(cov),
+            ));
+        }
+        let embedder = s.embedder.clone();
+        drop(g);
+        let qv = match embedder.embed(&[query.to_string()], true) {
+            Ok(mut v) if v.len() == 1 => v.remove(0),
+            Ok(_) => {
+                return Err(fb(
+                    "the provider returned no vector for the query".into(),
+                    Some(cov),
+                ));
+            }
+            Err(e) => {
+                if let Ok(mut g) = shared.lock()
+                    && let Some(s) = g.as_mut()
+                {
+                    s.failed = Some((Instant::now(), e.0.clone()));
+                }
+                return Err(fb(e.0, Some(cov)));
+            }
+        };
+        let g = shared
+            .lock()
+            .map_err(|_| fb("the vector state is poisoned".into(), None))?;
+        let s = g
+            .as_ref()
+            .expect("invariant: the state is set while shared");
+        if let Some(d) = s.cache.dims()
+            && d != qv.len()
+        {
+            return Err(fb(
+                format!(
+                    "the provider returned a query vector of {} dimensions where {d} are stored for this model",
+                    qv.len()
+                ),
+                Some(cov),
+            ));
+        }
+        let q = quantize(&qv);
+        let cs = idx.chunks.reader.searcher();
+        let gs = idx.categories.reader.searcher();
+        let dense = Dense {
+            chunks: nearest(&s.chunks, &cs, &s.cache, &q, filters, false, FUSION_DEPTH),
+            categories: nearest(
+                &s.categories,
+                &gs,
+                &s.cache,
+                &q,
+                filters,
+                true,
+                FUSION_DEPTH,
+            ),
+        };
+        Ok((dense, cov))
+    }
+
+    /// Embeds every indexed text that has no vector yet (`memdir embed`): brings the index up
+    /// to date, then embeds in provider-sized batches. Returns (embedded now, coverage, seconds).
+    pub(crate) fn embed_all(&self) -> Result<(usize, Coverage, f64)> {
+        self.refresh_index()?;
+        let shared = self
+            .dense_state()
+            .map_err(|r| Error::new(crate::error::ErrorKind::Unavailable, r))?;
+        let g = self.index_guard()?;
+        let idx = g.as_ref().expect("invariant: index_guard opens the index");
+        let start = Instant::now();
+        let mut done = 0;
+        loop {
+            let (embedder, batch, batch_size) = {
+                let mut st = shared
+                    .lock()
+                    .map_err(|_| Error::internal("vector state poisoned"))?;
+                let s = st
+                    .as_mut()
+                    .expect("invariant: the state is set while shared");
+                s.sync(idx)?;
+                s.failed = None;
+                (s.embedder.clone(), take_batch(s, 4096), s.spec.batch_size)
+            };
+            if batch.is_empty() {
+                break;
+            }
+            done += embed_batch(&shared, &embedder, batch_size, batch, None)
+                .map_err(|why| Error::new(crate::error::ErrorKind::Unavailable, why))?;
+        }
+        let st = shared
+            .lock()
+            .map_err(|_| Error::internal("vector state poisoned"))?;
+        let cov = st.as_ref().expect("invariant: set").coverage(idx);
+        Ok((done, cov, start.elapsed().as_secs_f64()))
+    }
+
+    /// In a server: embeds what the index holds without vectors, a batch at a time, on a
+    /// thread of its own, until this `Memdir` is dropped. It opens its own reader of the
+    /// index and never catches the index up itself (searches do).
+    pub(crate) fn start_background_embedding(&self) {
+        let Some(spec) = self.settings.embeddings.clone() else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.dense);
+        let dir = self.layout().index_dir();
+        let meta = self.layout().meta_dir();
+        let cfg = self.settings.analyzer.clone();
+        let _ = std::thread::Builder::new()
+            .name("memdir-embed".into())
+            .spawn(move || {
+                let mut idx: Option<SearchIndex> = None;
+                loop {
+                    std::thread::sleep(Duration::from_millis(500));
+                    let Some(shared) = weak.upgrade() else {
+                        return;
+                    };
+                    if idx.is_none() && dir.join("chunks").exists() {
+                        idx = SearchIndex::open(&dir, cfg.clone()).ok();
+                    }
+                    let Some(i) = idx.as_ref() else { continue };
+                    let _ = i.chunks.refresh();
+                    let _ = i.categories.refresh();
+                    let work = {
+                        let Ok(mut g) = shared.lock() else { return };
+                        if g.is_none() {
+                            match DenseState::open(&meta, &spec) {
+                                Ok(s) => *g = Some(s),
+                                Err(_) => return,
+                            }
+                        }
+                        let Some(s) = g.as_mut() else { return };
+                        if s.sync(i).is_err() || s.resting().is_some() {
+                            None
+                        } else {
+                            let n = s.spec.batch_size.max(1);
+                            Some((s.embedder.clone(), take_batch(s, n), n))
+                        }
+                    };
+                    if let Some((e, batch, n)) = work
+                        && !batch.is_empty()
+                    {
+                        let _ = embed_batch(&shared, &e, n, batch, None);
+                    }
+                }
+            });
+    }
+}
+
+impl Memdir {
+    /// `embed`: embeds every indexed text without a vector.
+    pub fn embed(&self) -> Result<crate::api::EmbedResponse> {
+        let Some(spec) = &self.settings.embeddings else {
+            return Err(Error::invalid(
+                "embeddings",
+                "no embeddings provider is configured: add an [embeddings] section to the config file",
+            ));
+        };
+        let (embedded, cov, seconds) = self.embed_all()?;
+        Ok(crate::api::EmbedResponse {
+            model_id: spec.model_id(),
+            embedded,
+            coverage: cov.label(),
+            seconds,
+            per_second: if seconds > 0.0 {
+                embedded as f64 / seconds
+            } else {
+                0.0
+            },
+        })
+    }
+
+    /// `models`: the configured model and the model cache; with `fetch`, downloads a model.
+    pub fn models(&self, req: &crate::api::ModelsRequest) -> Result<crate::api::ModelsResponse> {
+        use crate::embed::{Provider, fetch, missing_files};
+        let cache = self.settings.model_cache.clone();
+        let mut fetched = None;
+        if let Some(repo) = &req.fetch {
+            if !fetch::valid_repo(repo) {
+                return Err(Error::invalid(
+                    "fetch",
+                    format!(
+                        "{repo:?} is not a model name like sentence-transformers/all-MiniLM-L6-v2"
+                    ),
+                ));
+            }
+            let cache = cache.as_ref().ok_or_else(|| {
+                Error::invalid(
+                    "fetch",
+                    "no model cache: neither XDG_CACHE_HOME nor HOME is set",
+                )
+            })?;
+            let dir = fetch::fetch("https://huggingface.co", repo, cache)
+                .map_err(|e| Error::new(crate::error::ErrorKind::Unavailable, e.0))?;
+            fetched = Some(dir.display().to_string());
+        }
+        let mut cached = Vec::new();
+        if let Some(c) = &cache
+            && let Ok(rd) = std::fs::read_dir(c)
+        {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') || !e.path().is_dir() {
+                    continue;
+                }
+                cached.push(crate::api::CachedModel {
+                    name: name.replacen("--", "/", 1),
+                    dir: e.path().display().to_string(),
+                    missing: missing_files(&e.path())
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                });
+            }
+        }
+        cached.sort_by(|a, b| a.name.cmp(&b.name));
+        let spec = self.settings.embeddings.as_ref();
+        let ready = spec.is_some_and(|s| match &s.provider {
+            Provider::OpenAi(_) => true,
+            Provider::Local(l) => {
+                cfg!(feature = "local-embeddings") && missing_files(&l.dir).is_empty()
+            }
+        });
+        Ok(crate::api::ModelsResponse {
+            configured: spec.map(crate::embed::Spec::shown),
+            ready,
+            local_provider_built: cfg!(feature = "local-embeddings"),
+            cache_dir: cache.map(|c| c.display().to_string()),
+            cached,
+            fetched,
+        })
+    }
+}

