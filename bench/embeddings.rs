@@ -262,15 +262,19 @@ pub fn bench_embeddings(args: &[String]) -> Result<Value> {
     let fx: Value = serde_json::from_str(&text).expect("fixture json");
     let local = || spec(Provider::Local(LocalSpec { dir: model.clone() }), "", "");
     let mut rec = serde_json::Map::new();
+    // MEMDIR_BENCH_ONLY_DENSE=1: only the latency at scale (for profiling).
+    let only_dense = std::env::var_os("MEMDIR_BENCH_ONLY_DENSE").is_some();
     rec.insert("bm25".into(), recall(&fx, None, "bm25")?);
-    rec.insert(
-        "semantic (local all-MiniLM-L6-v2)".into(),
-        recall(&fx, Some(local()), "semantic")?,
-    );
-    rec.insert(
-        "hybrid (local all-MiniLM-L6-v2)".into(),
-        recall(&fx, Some(local()), "hybrid")?,
-    );
+    if !only_dense {
+        rec.insert(
+            "semantic (local all-MiniLM-L6-v2)".into(),
+            recall(&fx, Some(local()), "semantic")?,
+        );
+        rec.insert(
+            "hybrid (local all-MiniLM-L6-v2)".into(),
+            recall(&fx, Some(local()), "hybrid")?,
+        );
+    }
     if let Some(url) = get("--openai") {
         let e5 = || spec(openai(&url, "multilingual-e5-small", 384), "", "");
         rec.insert(
@@ -314,6 +318,9 @@ pub fn bench_embeddings(args: &[String]) -> Result<Value> {
         }
         Ok(pct(v))
     };
+    if std::env::var_os("MEMDIR_BENCH_ONLY_DENSE").is_some() {
+        return Ok(json!({"semantic": lat("semantic")?, "hybrid": lat("hybrid")?}));
+    }
     let bm25 = lat("bm25")?;
     let semantic = lat("semantic")?;
     let hybrid = lat("hybrid")?;

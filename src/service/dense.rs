@@ -22,7 +22,7 @@ use crate::embed::{Embedder, Spec};
 use crate::error::{Error, Result};
 use crate::index::SearchIndex;
 use crate::search::{Dense, FUSION_DEPTH, Filters};
-use crate::vector::{self, Hash, VectorCache, dot_i8, quantize};
+use crate::vector::{self, Hash, VectorCache, quantize};
 
 const NO_ROW: u32 = u32::MAX;
 /// How long one search spends embedding pending texts (checked between provider calls),
@@ -301,17 +301,30 @@ fn passes(f: &Filters, cat: bool, d: &DocMeta) -> bool {
     f.since.is_none_or(|s| d.ts >= s) && f.until.is_none_or(|u| d.ts <= u)
 }
 
-/// The best `k` documents of one index by dot product with `q`, under the filters.
+/// How many documents per index the coarse pass (sign bits) keeps for the exact int8 pass.
+const RESCORE: usize = 2_000;
+
+/// The best `k` documents of one index by cosine with `q`, under the filters: the documents
+/// that pass are ranked by the Hamming distance of their sign bits (`ham`, by row), the best
+/// [`RESCORE`] are scored by int8 dot product, and the best `k` of those returned. Below
+/// [`RESCORE`] documents every one is scored exactly.
+/// A query vector and its coarse distances to every row of the cache.
+struct Probe<'a> {
+    cache: &'a VectorCache,
+    q: vector::Quantized,
+    ham: Vec<u16>,
+}
+
 fn nearest(
     segs: &Segments,
     searcher: &Searcher,
-    cache: &VectorCache,
-    q: &vector::Quantized,
+    probe: &Probe<'_>,
     filters: &Filters,
     cat: bool,
     k: usize,
 ) -> Vec<(f32, DocAddress)> {
-    let mut scored: Vec<(f32, DocAddress)> = Vec::new();
+    let (cache, q, ham) = (probe.cache, &probe.q, &probe.ham);
+    let mut pool: Vec<(u16, u32, DocAddress)> = Vec::new();
     for (ord, reader) in searcher.segment_readers().iter().enumerate() {
         let Some(docs) = segs.segs.get(&reader.segment_id()) else {
             continue;
@@ -324,11 +337,22 @@ fn nearest(
             {
                 continue;
             }
-            let (v, scale) = cache.vector(d.row);
-            let s = dot_i8(&q.q, v) as f32 * q.scale * scale;
-            scored.push((s, DocAddress::new(ord as u32, i as u32)));
+            pool.push((
+                ham[d.row as usize],
+                d.row,
+                DocAddress::new(ord as u32, i as u32),
+            ));
         }
     }
+    if pool.len() > RESCORE {
+        let key = |x: &(u16, u32, DocAddress)| (x.0, x.2.segment_ord, x.2.doc_id);
+        pool.select_nth_unstable_by(RESCORE, |a, b| key(a).cmp(&key(b)));
+        pool.truncate(RESCORE);
+    }
+    let mut scored: Vec<(f32, DocAddress)> = pool
+        .into_iter()
+        .map(|(_, row, addr)| (cache.score(q, row), addr))
+        .collect();
     let by = |a: &(f32, DocAddress), b: &(f32, DocAddress)| {
         b.0.total_cmp(&a.0)
             .then((a.1.segment_ord, a.1.doc_id).cmp(&(b.1.segment_ord, b.1.doc_id)))
@@ -456,19 +480,18 @@ impl Memdir {
             ));
         }
         let q = quantize(&qv);
+        let probe = Probe {
+            cache: &s.cache,
+            ham: s.cache.hamming_all(&q),
+            q,
+        };
         let cs = idx.chunks.reader.searcher();
         let gs = idx.categories.reader.searcher();
+        let near =
+            |segs, searcher, cat| nearest(segs, searcher, &probe, filters, cat, FUSION_DEPTH);
         let dense = Dense {
-            chunks: nearest(&s.chunks, &cs, &s.cache, &q, filters, false, FUSION_DEPTH),
-            categories: nearest(
-                &s.categories,
-                &gs,
-                &s.cache,
-                &q,
-                filters,
-                true,
-                FUSION_DEPTH,
-            ),
+            chunks: near(&s.chunks, &cs, false),
+            categories: near(&s.categories, &gs, true),
         };
         Ok((dense, cov))
     }

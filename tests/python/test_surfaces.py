@@ -219,7 +219,9 @@ async def test_every_surface_gives_the_same_result(tmp_path: Path, op: dict, arg
         results["mcp-http"] = await run_mcp_http(store, op, args)
     assert results, op["name"]
     first_surface, first = next(iter(results.items()))
-    # resolve needs a conflict, which only a sync between two replicas makes (tests/it/sync.rs).
-    assert "error" not in first or op["name"] in ("verify_store", "resolve"), f"{op['name']} failed on {first_surface}: {first}"
+    # resolve needs a conflict, which only a sync between two replicas makes (tests/it/sync.rs);
+    # embed needs an [embeddings] provider, which the seeded store has not
+    # (tests/python/test_embeddings.py runs it with one).
+    assert "error" not in first or op["name"] in ("verify_store", "resolve", "embed"), f"{op['name']} failed on {first_surface}: {first}"
     for surface, got in results.items():
         assert normalize(got) == normalize(first), f"{op['name']} {args}: {surface} differs from {first_surface}:\n{json.dumps(got, indent=1)[:3000]}\n---\n{json.dumps(first, indent=1)[:3000]}"
