@@ -545,9 +545,18 @@ impl Directory for LazyDir {
             self.inner.atomic_write(path, data)?;
             return sync_dir(&self.root);
         }
-        let tmp = self
-            .root
-            .join(format!(".{}.tmp", path.display()).replace('/', "_"));
+        // A name of this writer's own: meta.json is written without tantivy's writer lock
+        // when an index is created, so two processes may write it at once.
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let tmp = self.root.join(
+            format!(
+                ".{}.{}.{}.tmp",
+                path.display(),
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            )
+            .replace('/', "_"),
+        );
         std::fs::write(&tmp, data)?;
         std::fs::rename(&tmp, self.root.join(path))
     }
@@ -573,11 +582,17 @@ impl Directory for LazyDir {
     }
 }
 
+/// A file beside the part in `dir`: `<part>.<ext>`.
+fn part_sidecar(dir: &Path, ext: &str) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".");
+    name.push(ext);
+    dir.with_file_name(name)
+}
+
 /// The marker of a window of lazy commits of the part in `dir`.
 fn lazy_marker(dir: &Path) -> PathBuf {
-    let mut name = dir.file_name().unwrap_or_default().to_os_string();
-    name.push(".lazy");
-    dir.with_file_name(name)
+    part_sidecar(dir, "lazy")
 }
 
 /// Whether the index in `dir` survived a crash of the machine inside a window of lazy commits
@@ -619,6 +634,17 @@ impl Part {
                 schema,
             )
         };
+        // Opening creates the index when it is missing and discards one that is stale or
+        // torn; two processes doing that at once would see each other's half-made index as
+        // damaged and remove it under the other. One opener at a time, across processes.
+        let gate_path = part_sidecar(dir, "open");
+        let gate = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&gate_path)
+            .at("open index gate", &gate_path)?;
+        gate.lock().at("lock index gate", &gate_path)?;
         // The machine went down inside a window of lazy commits: what survived may be torn.
         let marker = lazy_marker(dir);
         let crashed = match std::fs::read_to_string(&marker) {

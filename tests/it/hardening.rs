@@ -831,3 +831,42 @@ fn an_unreadable_file_breaks_only_itself() {
     assert!(kinds.iter().any(|k| k == "unreadable"), "{kinds:?}");
     chmod_store(&env, 0o700, 0o600);
 }
+
+/// Bug: a process opening a missing index while another was creating it took the half-made
+/// index for a damaged one and removed it, so the other process failed with "meta.json does
+/// not exist". Several processes now meet a missing index at once, many times over.
+#[test]
+fn processes_meeting_a_missing_index_at_once_all_succeed() {
+    let env = TestEnv::new();
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--text",
+        "quokka on the island",
+    ]);
+    assert_eq!(exact_hits(&env, "quokka").len(), 1);
+    for round in 0..12 {
+        std::fs::remove_dir_all(env.path(".memdir/index")).unwrap();
+        let children: Vec<_> = (0..8)
+            .map(|i| {
+                if i % 2 == 0 {
+                    env.spawn(&["search", "quokka", "--context", "0"])
+                } else {
+                    let text = format!("round{round} writer{i}");
+                    env.spawn(&["ingest", "--session-id", "t", "--text", &text])
+                }
+            })
+            .collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert_eq!(exact_hits(&env, "quokka").len(), 1);
+    }
+    env.assert_clean();
+}
