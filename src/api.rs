@@ -743,6 +743,16 @@ pub struct ContextRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<Fields>,
+    /// Token budget of the answer: categories from the end of the list are left out whole, and
+    /// the first keeps what fits of its keys.
+    #[arg(long, value_parser = num::parse_usize, allow_negative_numbers = true)]
+    #[serde(
+        default,
+        deserialize_with = "num::opt_usize",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 50))]
+    pub max_tokens: Option<usize>,
 }
 
 /// Parameters of a change check.
@@ -900,7 +910,7 @@ pub struct OverviewResponse {
 }
 
 /// Metadata of a category as read.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct CategoryMeta {
     /// Hash of the category file (pass it as expected_hash).
     pub hash: Option<String>,
@@ -1150,6 +1160,9 @@ pub struct ContextResponse {
     /// The names that could not be read, with the error.
     #[schemars(with = "Map<String, Value>")]
     pub errors: Map<String, Value>,
+    /// What was left out to fit max_tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted: Option<Omitted>,
 }
 
 /// `delta`: whether a category changed since a hash.
@@ -1198,6 +1211,12 @@ pub struct Omitted {
     /// The first item's text was cut with `…` to fit.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cut: bool,
+    /// Categories left out whole, from the end of the requested list (read them on their own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub categories: Vec<String>,
+    /// Top-level keys left out of the first category, largest first (read them with `fields`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
 }
 
 fn is_zero(n: &usize) -> bool {

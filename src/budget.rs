@@ -4,12 +4,13 @@
 //! benchmark reports beside a BPE-like count; English prose runs about four characters to a
 //! token). A search answer drops the context lines farthest from their hit, last hit first, then
 //! whole hits from the end; the best hit always stays, whole or cut with `…`. A fetched page ends
-//! early (its `next_position` says where to go on); its first chunk always stays. Each answer
-//! says what it left out.
+//! early (its `next_position` says where to go on); its first chunk always stays. A context
+//! read leaves out categories from the end of the requested list, then the largest keys of the
+//! first. Each answer says what it left out.
 
 use serde::Serialize;
 
-use crate::api::{FetchResponse, Omitted, SearchHit, SearchResponse};
+use crate::api::{ContextResponse, FetchResponse, Omitted, SearchHit, SearchResponse};
 use crate::error::{Error, Result};
 use crate::search::CUT_MARK;
 
@@ -157,6 +158,60 @@ pub fn fit_fetch(resp: &mut FetchResponse, max: usize) {
     resp.omitted = Some(omitted);
 }
 
+/// Fits a context read into `max` tokens: categories from the end of `order` (the requested
+/// list) are left out whole; if the first alone is still too large, its largest top-level keys
+/// are left out until it fits. Each is named in `omitted`, so the agent can read it on its own.
+pub fn fit_context(resp: &mut ContextResponse, order: &[String], max: usize) {
+    let mut omitted = Omitted {
+        max_tokens: max,
+        ..Omitted::default()
+    };
+    let over = |r: &ContextResponse, o: &Omitted| {
+        let mut probe = r.clone();
+        probe.omitted = Some(o.clone());
+        tokens(&probe) > max
+    };
+    if !over(resp, &omitted) {
+        return;
+    }
+    let mut kept: Vec<&String> = Vec::new();
+    for name in order {
+        if resp.categories.contains_key(name) && !kept.contains(&name) {
+            kept.push(name);
+        }
+    }
+    while kept.len() > 1 && over(resp, &omitted) {
+        let name = kept.pop().expect("more than one");
+        resp.categories.remove(name);
+        omitted.categories.insert(0, name.clone());
+    }
+    if let Some(first) = kept.first()
+        && over(resp, &omitted)
+        && let Some(read) = resp.categories.get_mut(*first)
+        && let Some(data) = read.data.as_object_mut()
+    {
+        let mut by_size: Vec<(usize, String)> =
+            data.iter().map(|(k, v)| (tokens(v), k.clone())).collect();
+        by_size.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, key) in by_size {
+            let mut probe = resp.clone();
+            probe.omitted = Some(omitted.clone());
+            if tokens(&probe) <= max {
+                break;
+            }
+            if let Some(data) = resp
+                .categories
+                .get_mut(*first)
+                .and_then(|r| r.data.as_object_mut())
+            {
+                data.remove(&key);
+            }
+            omitted.keys.push(key);
+        }
+    }
+    resp.omitted = Some(omitted);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +294,54 @@ mod tests {
         assert!(content.ends_with(CUT_MARK));
         assert_eq!(*truncated, Some(true));
         assert!(r.omitted.unwrap().cut);
+    }
+
+    fn context(cats: &[(&str, usize)]) -> ContextResponse {
+        let read = |name: &str, keys: usize| crate::api::ReadResponse {
+            category: name.into(),
+            data: serde_json::Value::Object(
+                (0..keys)
+                    .map(|k| (format!("k{k}"), "v".repeat(40 * (k + 1)).into()))
+                    .collect(),
+            ),
+            missing_fields: Vec::new(),
+            meta: Default::default(),
+        };
+        ContextResponse {
+            categories: cats
+                .iter()
+                .map(|(n, k)| (n.to_string(), read(n, *k)))
+                .collect(),
+            missing: Vec::new(),
+            errors: Default::default(),
+            omitted: None,
+        }
+    }
+
+    #[test]
+    fn context_leaves_out_categories_from_the_end_then_the_largest_keys_of_the_first() {
+        let order: Vec<String> = ["zeta", "alpha", "mid"].map(String::from).into();
+        let mut r = context(&[("zeta", 4), ("alpha", 4), ("mid", 4)]);
+        let full = tokens(&r);
+        let one = tokens(&context(&[("zeta", 4)]));
+        fit_context(&mut r, &order, one + 40);
+        let o = r.omitted.clone().unwrap();
+        // The requested order decides, not the names' order.
+        assert_eq!(o.categories, vec!["alpha".to_string(), "mid".to_string()]);
+        assert!(r.categories.contains_key("zeta") && o.keys.is_empty());
+        assert!(tokens(&r) <= one + 40 && tokens(&r) < full);
+        // Too small for the first whole: its largest keys go, largest first.
+        let mut r = context(&[("zeta", 4), ("alpha", 4)]);
+        fit_context(&mut r, &order, one - 30);
+        let o = r.omitted.clone().unwrap();
+        assert_eq!(o.keys.first().map(String::as_str), Some("k3"));
+        assert!(r.categories["zeta"].data.get("k0").is_some());
+        assert!(tokens(&r) <= one - 30, "{}", tokens(&r));
+        // Within budget: untouched.
+        let mut r = context(&[("zeta", 1)]);
+        let before = serde_json::to_value(&r).unwrap();
+        fit_context(&mut r, &order, 10_000);
+        assert_eq!(serde_json::to_value(&r).unwrap(), before);
     }
 
     #[test]

@@ -747,6 +747,30 @@ fn context(v: &Value, st: Style) -> String {
         out.push_str(&st.dim(&format!("missing: {}", missing.join(", "))));
         out.push('\n');
     }
+    if let Some(o) = v.get("omitted").filter(|o| o.is_object()) {
+        let names = |k: &str| -> String {
+            o[k].as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (cats, keys) = (names("categories"), names("keys"));
+        let mut parts = Vec::new();
+        if !cats.is_empty() {
+            parts.push(format!("categories {cats}"));
+        }
+        if !keys.is_empty() {
+            parts.push(format!("keys {keys}"));
+        }
+        out.push_str(&st.dim(&format!(
+            "left out to fit {} tokens: {}",
+            n(o, "max_tokens"),
+            parts.join("; ")
+        )));
+        out.push('\n');
+    }
     out
 }
 

@@ -404,7 +404,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/context", "readCategories", &["categories"], &[400, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"categories": ["base", "projects"]}))],
-            typed: typed!(ContextRequest, ContextResponse, |m, r| m.context(&r)),
+            typed: typed!(ContextRequest, ContextResponse, |m, r, c| m.context_hiding(&r, &hidden(m, c)?)),
         },
         op! {
             name: "delta",

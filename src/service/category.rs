@@ -289,11 +289,26 @@ impl Memdir {
 
     /// Several categories at once (session warm-up); missing ones are listed, not fatal.
     pub fn context(&self, req: &ContextRequest) -> Result<ContextResponse> {
+        self.context_hiding(req, &[])
+    }
+
+    /// [`Self::context`] for a caller who may not read `hidden`: those count as missing, and
+    /// take no part of the token budget.
+    pub fn context_hiding(
+        &self,
+        req: &ContextRequest,
+        hidden: &[String],
+    ) -> Result<ContextResponse> {
+        crate::budget::check(req.max_tokens)?;
         let (categories, fields) = (&req.categories, req.fields.as_ref());
         let mut found = std::collections::BTreeMap::new();
         let mut missing = Vec::new();
         let mut errors = Map::new();
         for c in categories {
+            if hidden.contains(c) {
+                missing.push(c.clone());
+                continue;
+            }
             let req = ReadRequest {
                 category: c.clone(),
                 fields: fields.cloned(),
@@ -309,11 +324,16 @@ impl Memdir {
                 }
             }
         }
-        Ok(ContextResponse {
+        let mut resp = ContextResponse {
             categories: found,
             missing,
             errors,
-        })
+            omitted: None,
+        };
+        if let Some(max) = req.max_tokens {
+            crate::budget::fit_context(&mut resp, categories, max);
+        }
+        Ok(resp)
     }
 
     /// Whether a category changed since `since_hash`: unchanged, changed (with data) or deleted.

@@ -227,6 +227,22 @@ fn a_category_the_device_may_not_read_is_absent_from_lists_searches_and_context(
         .map(|m| m.as_str().unwrap())
         .collect();
     assert_eq!(missing, ["nothing_here", "secret_plans"], "{ctx}");
+    // A hidden category takes no part of a token budget and is never named as left out.
+    let ctx = env.ok(&[
+        "context",
+        "secret_plans",
+        "notes_trip",
+        "--max-tokens",
+        "60",
+    ]);
+    assert!(!ctx.to_string().contains("launch"), "{ctx}");
+    assert!(ctx["categories"].get("notes_trip").is_some(), "{ctx}");
+    assert!(
+        !ctx["omitted"]["categories"]
+            .to_string()
+            .contains("secret_plans"),
+        "{ctx}"
+    );
 
     // The admin sees everything.
     as_device(&mut env, "laptop");

@@ -200,3 +200,68 @@ fn a_fetch_within_max_tokens_ends_early_and_says_where_to_go_on() {
     ]);
     assert_eq!(next["chunks"][0]["position"], n as u64);
 }
+
+#[test]
+fn a_context_read_within_max_tokens_leaves_out_the_last_categories_and_names_them() {
+    let env = TestEnv::new();
+    for (name, n) in [("gamma", 6), ("alpha", 6), ("beta", 6)] {
+        let data: serde_json::Map<String, serde_json::Value> = (0..n)
+            .map(|k| (format!("key{k}"), "fact ".repeat(20 * (k + 1)).into()))
+            .collect();
+        env.ok(&[
+            "write",
+            name,
+            "--data",
+            &serde_json::Value::Object(data).to_string(),
+        ]);
+    }
+    let est = |v: &serde_json::Value| {
+        serde_json::to_string(v)
+            .unwrap()
+            .chars()
+            .count()
+            .div_ceil(4)
+    };
+    let full = env.ok(&["context", "gamma", "alpha", "beta"]);
+    let one = env.ok(&["context", "gamma"]);
+    let budget = est(&one) + 60;
+    let cut = env.ok(&[
+        "context",
+        "gamma",
+        "alpha",
+        "beta",
+        "--max-tokens",
+        &budget.to_string(),
+    ]);
+    assert!(est(&cut) <= budget, "{} > {budget}", est(&cut));
+    assert_eq!(cut["categories"]["gamma"], full["categories"]["gamma"]);
+    assert_eq!(
+        cut["omitted"]["categories"],
+        serde_json::json!(["alpha", "beta"])
+    );
+    // Below the first category's size its largest keys go, and are named.
+    let small = env.ok(&["context", "gamma", "alpha", "--max-tokens", "200"]);
+    assert!(est(&small) <= 200, "{small}");
+    assert_eq!(small["omitted"]["keys"][0], "key5", "{small}");
+    assert!(small["categories"]["gamma"]["data"].get("key0").is_some());
+    // Reading a left-out key with `fields` gets it whole.
+    let key = env.ok(&["context", "gamma", "--fields", "key5"]);
+    assert_eq!(
+        key["categories"]["gamma"]["data"]["key5"],
+        full["categories"]["gamma"]["data"]["key5"]
+    );
+    // A budget it fits changes nothing; a budget below the minimum is refused.
+    assert_eq!(
+        env.ok(&[
+            "context",
+            "gamma",
+            "alpha",
+            "beta",
+            "--max-tokens",
+            "100000"
+        ]),
+        full
+    );
+    let e = env.fail(&["context", "gamma", "--max-tokens", "10"], 3);
+    assert_eq!(e["field"], "max_tokens");
+}
