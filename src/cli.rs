@@ -1382,20 +1382,9 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
             Some(path) => ingest_jsonl(m, &a, path)?,
             None => call(m, "ingest", &ingest_request(&a)?)?,
         },
-        Command::Import(r) => {
-            // A direct call of a surface (the progress bar needs a callback): access control
-            // and the caller's device as the actor, as `ops::call` applies them.
-            m.caller
-                .admit(&crate::acl::Guarded::need(&r), &|| Ok(Vec::new()))?;
-            let bar = crate::progress::Progress::new("import");
-            let show = |done: u64, total: u64| bar.update(done, total);
-            let out = service::as_actor(&m.caller.device, || {
-                crate::import::run(m, &r, &config::process_env, Some(&show))
-            });
-            bar.finish();
-            serde_json::to_value(out?)
-                .map_err(|e| Error::internal(format!("import result: {e}")))?
-        }
+        Command::Import(r) => with_progress(m, "import", &r, |show| {
+            crate::import::run(m, &r, &config::process_env, Some(show))
+        })?,
         Command::Fetch(r) => call(m, "fetch", &r)?,
         Command::Overview(r) => call(m, "overview", &r)?,
         Command::Read(r) => call(m, "read", &r)?,
@@ -1456,9 +1445,13 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Sync(r) => call(m, "sync", &r)?,
         Command::Resolve(r) => call(m, "resolve", &r)?,
         Command::Forget { req, yes } => forget(m, req, yes)?,
-        Command::Snapshot(r) => call(m, "snapshot", &r)?,
+        Command::Snapshot(r) => with_progress(m, "snapshot", &r, |show| {
+            m.take_snapshot_with(&r, Some(show))
+        })?,
         Command::RestoreSnapshot(r) => call(m, "restore_snapshot", &r)?,
-        Command::Embed => call(m, "embed", &api::Empty {})?,
+        Command::Embed => {
+            with_progress(m, "embed", &api::Empty {}, |show| m.embed_with(Some(show)))?
+        }
         Command::Models(r) => call(m, "models", &r)?,
         Command::VerifyStore
         | Command::Export(_)
@@ -1484,6 +1477,23 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         }
     };
     Ok(out)
+}
+
+/// A long job with a progress bar on a terminal: a direct engine call (the bar needs a
+/// callback) with access control and the caller's device as the actor, as `ops::call` applies
+/// them. Only for operations whose responses hide nothing.
+fn with_progress<R: crate::acl::Guarded, T: serde::Serialize>(
+    m: &Ctx,
+    label: &str,
+    req: &R,
+    job: impl FnOnce(&dyn Fn(u64, u64)) -> Result<T>,
+) -> Result<Value> {
+    m.caller.admit(&req.need(), &|| Ok(Vec::new()))?;
+    let bar = crate::progress::Progress::new(label);
+    let show = |done: u64, total: u64| bar.update(done, total);
+    let out = service::as_actor(&m.caller.device, || job(&show));
+    bar.finish();
+    serde_json::to_value(out?).map_err(|e| Error::internal(format!("{label} result: {e}")))
 }
 
 /// `forget`: with --yes or --dry-run as asked; on a terminal, after showing what would go and

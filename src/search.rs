@@ -156,6 +156,8 @@ enum Hit {
         addr: DocAddress,
         score: f32,
         order: u64,
+        /// How the score was made, when fused (BM25 answers: the score itself).
+        parts: Option<ScoreParts>,
     },
 }
 
@@ -627,13 +629,8 @@ pub fn run(idx: &SearchIndex, req: &Request) -> Result<Outcome> {
         // Without vectors (the service answers these modes with `run_dense` when it has them).
         Mode::Semantic | Mode::Hybrid => (bm25(idx, q, req, &mut folded)?, "keyword-fallback"),
     };
-    if folded > 0 {
-        notes.push(format!(
-            "{folded} more matching turn{} shown inside the context windows of these hits",
-            if folded == 1 { " is" } else { "s are" }
-        ));
-    }
-    let results = shape(idx, &hits, req)?;
+    notes.extend(folded_note(folded));
+    let results = shape(idx, &hits, req, engine)?;
     Ok(Outcome {
         engine,
         results,
@@ -668,6 +665,9 @@ pub struct ScoreParts {
     pub neighbour: f32,
     /// What the session gave (the session share of its best BM25).
     pub session: f32,
+    /// For a fused pool: the keyword and dense scores, each min-max normalised, that made
+    /// the base score (which `bm25` then holds).
+    pub mix: Option<(f32, f32)>,
 }
 
 /// A turn the ranking considers.
@@ -680,6 +680,8 @@ pub struct Candidate {
     pub order: u64,
     /// `None`: not reached by the query, lifted by a neighbour.
     pub addr: Option<DocAddress>,
+    /// For a fused pool: the normalised keyword and dense scores behind `bm25`.
+    pub mix: Option<(f32, f32)>,
 }
 
 /// A ranked turn.
@@ -712,6 +714,7 @@ fn plain(cands: Vec<Candidate>) -> Vec<Ranked> {
             parts: ScoreParts {
                 bm25: c.bm25,
                 normalised: if best > 0.0 { c.bm25 / best } else { 0.0 },
+                mix: c.mix,
                 ..ScoreParts::default()
             },
             score: c.bm25,
@@ -741,10 +744,14 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
     // turns beside it + `session` × the best BM25 of its session) / (1 + `session`). It
     // depends on the turn, its neighbours and its session alone, not on the rest of the pool,
     // and it stays comparable with category hits.
-    let mut raw: BTreeMap<(String, u64), (f32, u64, Option<DocAddress>)> = BTreeMap::new();
+    type Raw = (f32, u64, Option<DocAddress>, Option<(f32, f32)>);
+    let mut raw: BTreeMap<(String, u64), Raw> = BTreeMap::new();
     let mut session_best: HashMap<String, f32> = HashMap::new();
     for c in &cands {
-        raw.insert((c.session.clone(), c.position), (c.bm25, c.order, c.addr));
+        raw.insert(
+            (c.session.clone(), c.position),
+            (c.bm25, c.order, c.addr, c.mix),
+        );
         let e = session_best.entry(c.session.clone()).or_insert(0.0);
         *e = e.max(c.bm25);
     }
@@ -761,7 +768,10 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
     for key in keys {
         // A turn outside the pool has no BM25 and no order: it sorts after every pool turn of
         // equal score, by place.
-        let (r, order, addr) = raw.get(&key).copied().unwrap_or((0.0, u64::MAX, None));
+        let (r, order, addr, mix) = raw
+            .get(&key)
+            .copied()
+            .unwrap_or((0.0, u64::MAX, None, None));
         let from_neighbours = neighbour * received.get(&key).copied().unwrap_or(0.0);
         let from_session = session * session_best.get(&key.0).copied().unwrap_or(0.0);
         out.push(Ranked {
@@ -771,6 +781,7 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
                 normalised: r / best,
                 neighbour: from_neighbours,
                 session: from_session,
+                mix,
             },
             session: key.0,
             position: key.1,
@@ -832,14 +843,15 @@ pub const DENSE_WEIGHT: f32 = 0.4;
 
 /// Weighted fusion of two ranked lists: each list's scores are min-max normalised to 0..=1
 /// (a list of one scores 1), a key missing from a list scores 0 there, and the fused score is
-/// `dense_weight × dense + (1 - dense_weight) × bm25`. Returns `(key, fused)` best first, ties
-/// in key order. On chat recall this beat reciprocal rank fusion, which let weak dense hits
-/// push good BM25 hits out (see bench/README.md).
+/// `dense_weight × dense + (1 - dense_weight) × bm25`. Returns `(key, fused, (bm25, dense))`
+/// best first, ties in key order, with the normalised parts. On chat recall this beat
+/// reciprocal rank fusion, which let weak dense hits push good BM25 hits out (see
+/// bench/README.md).
 pub fn fuse<K: Ord + Clone>(
     bm25: &[(K, f32)],
     dense: &[(K, f32)],
     dense_weight: f32,
-) -> Vec<(K, f32)> {
+) -> Vec<(K, f32, (f32, f32))> {
     fn norm<K: Ord + Clone>(l: &[(K, f32)]) -> std::collections::BTreeMap<K, f32> {
         let lo = l.iter().map(|x| x.1).fold(f32::INFINITY, f32::min);
         let hi = l.iter().map(|x| x.1).fold(f32::NEG_INFINITY, f32::max);
@@ -854,29 +866,18 @@ pub fn fuse<K: Ord + Clone>(
     let mut keys: Vec<K> = b.keys().chain(d.keys()).cloned().collect();
     keys.sort();
     keys.dedup();
-    let mut out: Vec<(K, f32)> = keys
+    let mut out: Vec<(K, f32, (f32, f32))> = keys
         .into_iter()
         .map(|k| {
-            let s = dense_weight * d.get(&k).copied().unwrap_or(0.0)
-                + (1.0 - dense_weight) * b.get(&k).copied().unwrap_or(0.0);
-            (k, s)
+            let (bk, dk) = (
+                b.get(&k).copied().unwrap_or(0.0),
+                d.get(&k).copied().unwrap_or(0.0),
+            );
+            (k, dense_weight * dk + (1.0 - dense_weight) * bk, (bk, dk))
         })
         .collect();
     out.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
     out
-}
-
-fn chunk_hit(idx: &SearchIndex, s: &Searcher, addr: DocAddress, score: f32) -> Result<Hit> {
-    let f = &idx.chunk_fields;
-    let d = doc(s, addr)?;
-    Ok(Hit::Chunk {
-        addr: Some(addr),
-        session: get_str(&d, f.session),
-        position: get_u64(&d, f.position),
-        score,
-        order: fast_order(s, addr),
-        parts: None,
-    })
 }
 
 fn fast_order(s: &Searcher, addr: DocAddress) -> u64 {
@@ -912,40 +913,69 @@ pub fn run_dense(idx: &SearchIndex, req: &Request, dense: &Dense, hybrid: bool) 
     for (s, a) in dense.categories.iter().take(FUSION_DEPTH) {
         dense_list.push((key(true, a), *s));
     }
-    let fused = if hybrid {
+    // The pool: fused scores with their normalised parts for hybrid; for semantic, the
+    // similarities themselves.
+    type Entry = ((u8, u32, u32), f32, Option<(f32, f32)>);
+    let pool: Vec<Entry> = if hybrid {
         let mut bm25_list = Vec::new();
         for (cat, score, addr) in bm25_pool(idx, q, req, FUSION_DEPTH)? {
             bm25_list.push((key(cat, &addr), score));
         }
         fuse(&bm25_list, &dense_list, DENSE_WEIGHT)
+            .into_iter()
+            .map(|(k, s, mix)| (k, s, Some(mix)))
+            .collect()
     } else {
-        dense_list
+        dense_list.into_iter().map(|(k, s)| (k, s, None)).collect()
     };
-    // Order by score, then the identity order every engine breaks ties with; only the hits
-    // kept are read from the document store.
-    let mut ranked: Vec<(f32, u64, (u8, u32, u32))> = fused
-        .into_iter()
-        .map(|(k, score)| {
-            let s = if k.0 == 1 { &gs } else { &cs };
-            (score, fast_order(s, DocAddress::new(k.1, k.2)), k)
-        })
-        .collect();
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    ranked.truncate(req.limit);
+    // Chunks are ranked as keyword search ranks them (session-aware for hybrid, whose fused
+    // scores are 0..=1 like normalised BM25; as they are for semantic, whose similarities may
+    // be negative) and their windows chosen the same way; only the hits kept are read from the
+    // document store.
+    let mut cands = Vec::new();
     let mut hits = Vec::new();
-    for (score, order, (cat, seg, doc_id)) in ranked {
-        let addr = DocAddress::new(seg, doc_id);
-        hits.push(if cat == 1 {
-            Hit::Category { addr, score, order }
+    for (k, score, mix) in pool {
+        let addr = DocAddress::new(k.1, k.2);
+        if k.0 == 1 {
+            hits.push(Hit::Category {
+                addr,
+                score,
+                order: fast_order(&gs, addr),
+                parts: Some(ScoreParts {
+                    bm25: score,
+                    normalised: 1.0,
+                    mix,
+                    ..ScoreParts::default()
+                }),
+            });
         } else {
-            chunk_hit(idx, &cs, addr, score)?
-        });
+            let (session, position) = place_of(&cs, addr)?;
+            cands.push(Candidate {
+                session,
+                position,
+                bm25: score,
+                order: fast_order(&cs, addr),
+                addr: Some(addr),
+                mix,
+            });
+        }
     }
-    let results = shape(idx, &hits, req)?;
+    let ranked = if hybrid {
+        rank(cands, req)
+    } else {
+        plain(cands)
+    };
+    let mut folded = 0;
+    hits.extend(choose(idx, &cs, ranked, req, &mut folded)?);
+    sort_hits(&mut hits);
+    hits.truncate(req.limit);
+    let notes = folded_note(folded).into_iter().collect();
+    let engine = if hybrid { "hybrid" } else { "semantic" };
+    let results = shape(idx, &hits, req, engine)?;
     Ok(Outcome {
-        engine: if hybrid { "hybrid" } else { "semantic" },
+        engine,
         results,
-        notes: Vec::new(),
+        notes,
     })
 }
 
@@ -1011,50 +1041,11 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Res
                     bm25: score,
                     order,
                     addr: Some(addr),
+                    mix: None,
                 })
             })
             .collect::<Result<_>>()?;
-        let ranked = if req.neighbour_share > 0.0 || req.session_share > 0.0 {
-            spread(cands, req.neighbour_share, req.session_share)
-        } else {
-            plain(cands)
-        };
-        // Which windows to show: a matching turn inside the context window of a hit already
-        // chosen is on screen there, so it is not a hit of its own, and the place goes to a
-        // turn of another region. The choice follows the ranking, so a larger limit only shows
-        // more of the same list.
-        let mut chosen: Vec<(String, u64)> = Vec::new();
-        for r in ranked {
-            if chosen.len() == req.limit {
-                break;
-            }
-            if req.context > 0
-                && chosen
-                    .iter()
-                    .any(|(s, p)| *s == r.session && p.abs_diff(r.position) <= req.context as u64)
-            {
-                *folded += 1;
-                continue;
-            }
-            // A turn lifted only by its neighbours is a candidate the query did not reach: it
-            // must exist and pass the filters.
-            let addr = match r.addr {
-                Some(a) => Some(a),
-                None => match chunk_at(idx, &s, &r.session, r.position, &req.filters)? {
-                    Some((a, _)) => Some(a),
-                    None => continue,
-                },
-            };
-            chosen.push((r.session.clone(), r.position));
-            hits.push(Hit::Chunk {
-                addr,
-                session: r.session,
-                position: r.position,
-                score: r.score,
-                order: r.order,
-                parts: Some(r.parts),
-            });
-        }
+        hits.extend(choose(idx, &s, rank(cands, req), req, folded)?);
     }
     if req.filters.wants_categories() {
         let f = &idx.category_fields;
@@ -1064,11 +1055,82 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Res
             filter_clauses(&req.filters, None, None, Some(f.category), f.ts),
         );
         for (score, order, addr) in top(&s, query.as_ref(), req.limit, 0)? {
-            hits.push(Hit::Category { addr, score, order });
+            hits.push(Hit::Category {
+                addr,
+                score,
+                order,
+                parts: None,
+            });
         }
     }
     sort_hits(&mut hits);
     hits.truncate(req.limit);
+    Ok(hits)
+}
+
+/// The note on matching turns shown inside other hits' windows.
+fn folded_note(folded: usize) -> Option<String> {
+    (folded > 0).then(|| {
+        format!(
+            "{folded} more matching turn{} shown inside the context windows of these hits",
+            if folded == 1 { " is" } else { "s are" }
+        )
+    })
+}
+
+/// The pool ranked: session-aware unless both shares are zero.
+fn rank(cands: Vec<Candidate>, req: &Request) -> Vec<Ranked> {
+    if req.neighbour_share > 0.0 || req.session_share > 0.0 {
+        spread(cands, req.neighbour_share, req.session_share)
+    } else {
+        plain(cands)
+    }
+}
+
+/// Which windows to show: a matching turn inside the context window of a hit already chosen is
+/// on screen there, so it is not a hit of its own (counted in `folded`), and the place goes to
+/// a turn of another region. The choice follows the ranking, so a larger limit only shows more
+/// of the same list.
+fn choose(
+    idx: &SearchIndex,
+    s: &Searcher,
+    ranked: Vec<Ranked>,
+    req: &Request,
+    folded: &mut usize,
+) -> Result<Vec<Hit>> {
+    let mut hits = Vec::new();
+    let mut chosen: Vec<(String, u64)> = Vec::new();
+    for r in ranked {
+        if chosen.len() == req.limit {
+            break;
+        }
+        if req.context > 0
+            && chosen
+                .iter()
+                .any(|(s, p)| *s == r.session && p.abs_diff(r.position) <= req.context as u64)
+        {
+            *folded += 1;
+            continue;
+        }
+        // A turn lifted only by its neighbours is a candidate the query did not reach: it
+        // must exist and pass the filters.
+        let addr = match r.addr {
+            Some(a) => Some(a),
+            None => match chunk_at(idx, s, &r.session, r.position, &req.filters)? {
+                Some((a, _)) => Some(a),
+                None => continue,
+            },
+        };
+        chosen.push((r.session.clone(), r.position));
+        hits.push(Hit::Chunk {
+            addr,
+            session: r.session,
+            position: r.position,
+            score: r.score,
+            order: r.order,
+            parts: Some(r.parts),
+        });
+    }
     Ok(hits)
 }
 
@@ -1179,7 +1241,12 @@ fn exact(
         for (score, order, addr) in top(&s, q.as_ref(), MAX_CANDIDATES, 0)? {
             let d = doc(&s, addr)?;
             if get_str(&d, f.text).contains(literal) {
-                hits.push(Hit::Category { addr, score, order });
+                hits.push(Hit::Category {
+                    addr,
+                    score,
+                    order,
+                    parts: None,
+                });
                 if hits.len() >= req.limit * 2 {
                     break;
                 }
@@ -1228,7 +1295,65 @@ pub fn window(
     Ok(rows)
 }
 
-fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit>> {
+/// How a score was made, for `explain`: in `engine`, from `parts` (exact hits have none).
+fn explain(
+    engine: &str,
+    req: &Request,
+    score: f32,
+    parts: Option<&ScoreParts>,
+    chunk: bool,
+) -> Explain {
+    let spreads = chunk && (req.session_share > 0.0 || req.neighbour_share > 0.0);
+    let over = 1.0 + req.session_share;
+    match (engine, parts) {
+        ("hybrid", Some(p)) => {
+            let (keyword, dense) = p.mix.unwrap_or_default();
+            Explain {
+                bm25: keyword,
+                normalised: keyword,
+                neighbour: p.neighbour,
+                session: p.session,
+                dense: Some(dense),
+                fused: Some(p.bm25),
+                formula: format!(
+                    "fused = {DENSE_WEIGHT} × dense + {} × bm25, each min-max normalised over its \
+                     top {FUSION_DEPTH}; score = {}",
+                    1.0 - DENSE_WEIGHT,
+                    if spreads {
+                        format!("(fused + neighbour + session) / {over}")
+                    } else {
+                        "fused".into()
+                    }
+                ),
+            }
+        }
+        ("semantic", _) => Explain {
+            dense: Some(score),
+            formula: "similarity by meaning (cosine of the embeddings)".into(),
+            ..Explain::default()
+        },
+        (_, Some(p)) => Explain {
+            bm25: p.bm25,
+            normalised: p.normalised,
+            neighbour: p.neighbour,
+            session: p.session,
+            formula: if spreads {
+                format!("(bm25 + neighbour + session) / {over}")
+            } else {
+                "bm25".into()
+            },
+            ..Explain::default()
+        },
+        (_, None) => Explain {
+            bm25: score,
+            normalised: 1.0,
+            formula: "exact: the phrase's BM25".into(),
+            ..Explain::default()
+        },
+    }
+}
+
+fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request, engine: &str) -> Result<Vec<SearchHit>> {
     let cs = idx.chunks.reader.searcher();
     let gs = idx.categories.reader.searcher();
     let mut out = Vec::with_capacity(hits.len());
@@ -1249,26 +1374,9 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
                 parts,
                 ..
             } => {
-                let explain = req.explain.then(|| match parts {
-                    Some(p) => Explain {
-                        bm25: p.bm25,
-                        normalised: p.normalised,
-                        neighbour: p.neighbour,
-                        session: p.session,
-                        formula: if req.session_share > 0.0 || req.neighbour_share > 0.0 {
-                            format!("(bm25 + neighbour + session) / {}", 1.0 + req.session_share)
-                        } else {
-                            "bm25".into()
-                        },
-                        ..Explain::default()
-                    },
-                    None => Explain {
-                        bm25: *score,
-                        normalised: 1.0,
-                        formula: "exact: the phrase's BM25".into(),
-                        ..Explain::default()
-                    },
-                });
+                let explain = req
+                    .explain
+                    .then(|| self::explain(engine, req, *score, parts.as_ref(), true));
                 let f = &idx.chunk_fields;
                 let d = match addr {
                     Some(a) => doc(&cs, *a)?,
@@ -1295,7 +1403,9 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
                     explain,
                 });
             }
-            Hit::Category { addr, score, .. } => {
+            Hit::Category {
+                addr, score, parts, ..
+            } => {
                 let f = &idx.category_fields;
                 let d = doc(&gs, *addr)?;
                 let (text, truncated) = excerpt(&get_str(&d, f.text), &mut terms, req.max_chars);
@@ -1308,11 +1418,14 @@ fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request) -> Result<Vec<SearchHit
                     updated_at: crate::clock::rfc3339(get_i64(&d, f.ts)),
                     updated_by: get_str(&d, f.updated_by),
                     truncated: truncated.then_some(true),
-                    explain: req.explain.then(|| Explain {
-                        bm25: *score,
-                        normalised: share(*score, best_category),
-                        formula: "bm25".into(),
-                        ..Explain::default()
+                    explain: req.explain.then(|| match parts {
+                        Some(p) => self::explain(engine, req, *score, Some(p), false),
+                        None => Explain {
+                            bm25: *score,
+                            normalised: share(*score, best_category),
+                            formula: "bm25".into(),
+                            ..Explain::default()
+                        },
                     }),
                 });
             }
@@ -1362,9 +1475,12 @@ mod tests {
             ["a", "c", "b", "d"]
         );
         // One list empty: the other alone decides, normalised.
-        assert_eq!(fuse(&bm25, &[], 0.4)[0], ("a", 0.6));
+        assert_eq!(fuse(&bm25, &[], 0.4)[0], ("a", 0.6, (1.0, 0.0)));
         // A list of one scores 1.
-        assert_eq!(fuse::<&str>(&[], &[("x", 0.2)], 0.4), vec![("x", 0.4)]);
+        assert_eq!(
+            fuse::<&str>(&[], &[("x", 0.2)], 0.4),
+            vec![("x", 0.4, (0.0, 1.0))]
+        );
     }
 }
 
@@ -1379,6 +1495,7 @@ mod ranking_tests {
             bm25,
             order,
             addr: None,
+            mix: None,
         }
     }
 

@@ -237,14 +237,15 @@ fn take_batch(state: &DenseState, max: usize) -> Vec<(Hash, String)> {
     v
 }
 
-/// Embeds `batch` in provider-sized calls and stores the vectors. Returns how many were
-/// stored, or the provider's failure.
+/// Embeds `batch` in provider-sized calls and stores the vectors, telling `stored` how many
+/// after each call. Returns how many were stored, or the provider's failure.
 fn embed_batch(
     state: &Mutex<Option<DenseState>>,
     embedder: &Arc<dyn Embedder>,
     batch_size: usize,
     batch: Vec<(Hash, String)>,
     deadline: Option<Instant>,
+    stored: Option<&dyn Fn(usize)>,
 ) -> std::result::Result<usize, String> {
     let mut done = 0;
     for part in batch.chunks(batch_size.max(1)) {
@@ -280,6 +281,10 @@ fn embed_batch(
         s.cache.insert(&items).map_err(|e| e.0)?;
         s.resolve_rows();
         done += items.len();
+        drop(g);
+        if let Some(f) = stored {
+            f(items.len());
+        }
     }
     Ok(done)
 }
@@ -423,7 +428,7 @@ impl Memdir {
             return Err(fb(why, cov));
         }
         let deadline = Instant::now() + SEARCH_EMBED_BUDGET;
-        let embedded = embed_batch(&shared, &embedder, batch_size, batch, Some(deadline));
+        let embedded = embed_batch(&shared, &embedder, batch_size, batch, Some(deadline), None);
         let g = shared
             .lock()
             .map_err(|_| fb("the vector state is poisoned".into(), None))?;
@@ -498,7 +503,11 @@ impl Memdir {
 
     /// Embeds every indexed text that has no vector yet (`memdir embed`): brings the index up
     /// to date, then embeds in provider-sized batches. Returns (embedded now, coverage, seconds).
-    pub(crate) fn embed_all(&self) -> Result<(usize, Coverage, f64)> {
+    /// Embeds every pending text, reporting `(done, total)` to `progress` as it goes.
+    pub(crate) fn embed_all(
+        &self,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> Result<(usize, Coverage, f64)> {
         self.refresh_index()?;
         let shared = self
             .dense_state()
@@ -507,6 +516,8 @@ impl Memdir {
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
         let start = Instant::now();
         let mut done = 0;
+        let mut total = 0u64;
+        let counted = std::cell::Cell::new(0u64);
         loop {
             let (embedder, batch, batch_size) = {
                 let mut st = shared
@@ -517,12 +528,19 @@ impl Memdir {
                     .expect("invariant: the state is set while shared");
                 s.sync(idx)?;
                 s.failed = None;
+                total = total.max(counted.get() + s.pending.len() as u64);
                 (s.embedder.clone(), take_batch(s, 4096), s.spec.batch_size)
             };
             if batch.is_empty() {
                 break;
             }
-            done += embed_batch(&shared, &embedder, batch_size, batch, None)
+            let stored = |n: usize| {
+                counted.set(counted.get() + n as u64);
+                if let Some(p) = progress {
+                    p(counted.get(), total);
+                }
+            };
+            done += embed_batch(&shared, &embedder, batch_size, batch, None, Some(&stored))
                 .map_err(|why| Error::new(crate::error::ErrorKind::Unavailable, why))?;
         }
         let st = shared
@@ -577,7 +595,7 @@ impl Memdir {
                     if let Some((e, batch, n)) = work
                         && !batch.is_empty()
                     {
-                        let _ = embed_batch(&shared, &e, n, batch, None);
+                        let _ = embed_batch(&shared, &e, n, batch, None, None);
                     }
                 }
             });
@@ -587,13 +605,21 @@ impl Memdir {
 impl Memdir {
     /// `embed`: embeds every indexed text without a vector.
     pub fn embed(&self) -> Result<crate::api::EmbedResponse> {
+        self.embed_with(None)
+    }
+
+    /// [`Self::embed`], reporting `(done, total)` to `progress` after each provider call.
+    pub fn embed_with(
+        &self,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> Result<crate::api::EmbedResponse> {
         let Some(spec) = &self.settings.embeddings else {
             return Err(Error::invalid(
                 "embeddings",
                 "no embeddings provider is configured: add an [embeddings] section to the config file",
             ));
         };
-        let (embedded, cov, seconds) = self.embed_all()?;
+        let (embedded, cov, seconds) = self.embed_all(progress)?;
         Ok(crate::api::EmbedResponse {
             model_id: spec.model_id(),
             embedded,

@@ -167,10 +167,19 @@ fn check_snapshot(dir: &Path) -> Result<Manifest> {
     Ok(m)
 }
 
-/// Copies `files` from `from` to `to` (which exists), each made durable.
-fn copy_files(from: &Path, to: &Path, files: &[String]) -> Result<Vec<ManifestFile>> {
+/// Copies `files` from `from` to `to` (which exists), each made durable, reporting `(copied,
+/// total)` files to `progress`.
+fn copy_files(
+    from: &Path,
+    to: &Path,
+    files: &[String],
+    progress: Option<&dyn Fn(u64, u64)>,
+) -> Result<Vec<ManifestFile>> {
     let mut out = Vec::with_capacity(files.len());
-    for rel in files {
+    for (i, rel) in files.iter().enumerate() {
+        if let Some(p) = progress {
+            p(i as u64, files.len() as u64);
+        }
         let src = from.join(rel);
         let dst = to.join(rel);
         let bytes = fsx::read(&src, fsx::MAX_SEGMENT_FILE)?.ok_or_else(|| {
@@ -227,6 +236,15 @@ fn absolute(p: &Path, field: &str) -> Result<PathBuf> {
 impl Memdir {
     /// Writes a verified copy of the store's truth files to `dest`.
     pub fn take_snapshot(&self, req: &SnapshotRequest) -> Result<SnapshotResponse> {
+        self.take_snapshot_with(req, None)
+    }
+
+    /// [`Self::take_snapshot`], reporting `(copied, total)` files to `progress`.
+    pub fn take_snapshot_with(
+        &self,
+        req: &SnapshotRequest,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> Result<SnapshotResponse> {
         let dest = absolute(Path::new(&req.dest), "dest")?;
         let root = absolute(&self.layout().root, "dir")?;
         if !self.layout().exists() || !self.layout().holds_store() {
@@ -267,7 +285,7 @@ impl Memdir {
                 // Writers wait while the copy is taken: it is one state of the store.
                 let _lock = self.lock_and_recover()?;
                 let files = truth_files(&root)?;
-                copy_files(&root, &work, &files)?
+                copy_files(&root, &work, &files, progress)?
             };
             let manifest = Manifest {
                 snapshot_format: SNAPSHOT_FORMAT,
@@ -323,7 +341,7 @@ impl Memdir {
         let staged = (|| -> Result<()> {
             txn::create_dir_durable(&work)?;
             // The copy is checked against the manifest too: SRC may change while it is read.
-            let copied = copy_files(&src, &work, &files)?;
+            let copied = copy_files(&src, &work, &files, None)?;
             for (c, m) in copied.iter().zip(&manifest.files) {
                 if c.size != m.size || c.blake3 != m.blake3 {
                     return Err(Error::new(

@@ -379,3 +379,80 @@ fn the_local_provider_finds_paraphrases_with_a_real_model() {
     let m = env.ok(&["models"]);
     assert_eq!(m["ready"], true, "{m}");
 }
+
+#[test]
+fn hybrid_ranks_the_fused_pool_session_aware_and_explains_every_part() {
+    let env = store(&openai(&fake_endpoint(Behaviour::Works), ""));
+    let v = search(
+        &env,
+        &[
+            "database outage",
+            "--mode",
+            "hybrid",
+            "--explain",
+            "--context",
+            "0",
+        ],
+    );
+    let hits = v["results"].as_array().unwrap();
+    let at = |s: &str, p: u64| {
+        hits.iter()
+            .find(|h| h["session_id"] == s && h["position"] == p)
+            .unwrap_or_else(|| panic!("no {s}#{p}: {v:#}"))
+    };
+    let top = at("s1", 0);
+    assert_eq!(hits[0], *top, "{v:#}");
+    let e = &top["explain"];
+    assert!(
+        e["fused"].as_f64().unwrap() > 0.0 && e["dense"].is_number(),
+        "{e}"
+    );
+    assert!(e["formula"].as_str().unwrap().contains("neighbour"), "{e}");
+    // The turn after the best one gains from its neighbour and its session, and its score is
+    // (fused + neighbour + session) / 1.5.
+    let next = &at("s1", 1)["explain"];
+    assert!(next["neighbour"].as_f64().unwrap() > 0.0, "{next}");
+    assert!(next["session"].as_f64().unwrap() > 0.0, "{next}");
+    let parts = next["fused"].as_f64().unwrap()
+        + next["neighbour"].as_f64().unwrap()
+        + next["session"].as_f64().unwrap();
+    let score = at("s1", 1)["score"].as_f64().unwrap();
+    assert!(
+        (parts / 1.5 - score).abs() < 1e-4,
+        "{parts} / 1.5 vs {score}"
+    );
+    // With windows, the neighbour is shown in the best hit's window, not as a hit of its own.
+    let w = search(
+        &env,
+        &["database outage", "--mode", "hybrid", "--context", "1"],
+    );
+    assert!(
+        !w["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["session_id"] == "s1" && h["position"] == 1),
+        "{w:#}"
+    );
+    // Every limit gives a prefix of the same list.
+    let all = search(
+        &env,
+        &["database outage", "--mode", "hybrid", "--limit", "10"],
+    );
+    let two = search(
+        &env,
+        &["database outage", "--mode", "hybrid", "--limit", "2"],
+    );
+    assert_eq!(
+        two["results"].as_array().unwrap()[..],
+        all["results"].as_array().unwrap()[..2]
+    );
+    // Semantic says it ranked by meaning alone.
+    let s = search(
+        &env,
+        &["database outage", "--mode", "semantic", "--explain"],
+    );
+    let e = &s["results"][0]["explain"];
+    assert!(e["formula"].as_str().unwrap().contains("meaning"), "{e}");
+    assert!(e["dense"].is_number(), "{e}");
+}

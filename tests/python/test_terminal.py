@@ -104,3 +104,29 @@ def test_compact_of_everything_asks_first_on_a_terminal(tmp_path: Path):
     code, out = on_tty(store, "compact", "--keep", "1", answer=b"y\n", NO_COLOR="1")
     assert code == 0, out
     assert "removed 1 old versions" in out, out
+
+
+def test_long_jobs_draw_a_progress_bar_on_a_terminal_and_none_into_a_pipe(tmp_path: Path):
+    store = tmp_path / "store"
+    lines = "".join(
+        json.dumps({"session_id": f"s{i}", "content": f"turn about topic {i}"}) + "\n" for i in range(200)
+    )
+    src = tmp_path / "in.jsonl"
+    src.write_text(lines)
+    code, out = on_tty(store, "ingest", "--jsonl", str(src))
+    assert code == 0, out
+    code, out = on_tty(store, "snapshot", str(tmp_path / "snap"))
+    assert code == 0, out
+    import re
+
+    assert re.search(r"snapshot \[[=> ]+\] \d+/\d+", out), out
+    # Piped: the same job writes no bar, and stdout is the JSON answer.
+    p = subprocess.run(
+        [str(MEMDIR_BIN), "snapshot", str(tmp_path / "snap2")],
+        capture_output=True,
+        env=server_env(store),
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    assert b"[" not in p.stderr, p.stderr
+    assert json.loads(p.stdout)["verified"] is True
