@@ -1474,10 +1474,11 @@ pub struct HealthResponse {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct ImportRequest {
-    /// The source: jsonl (memdir chunk lines), claude-code or codex.
+    /// The source: jsonl (memdir chunk lines), claude-code, codex, opencode, local-memory,
+    /// mcp-memory-rs or mcp-memory-jsonl.
     pub format: String,
     /// A file or directory of the source [default: where the tool keeps its data; jsonl:
-    /// required, "-" for stdin].
+    /// required, "-" for stdin; mcp-memory-jsonl: $MEMORY_FILE_PATH, else required].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// Count what would be imported (sessions, chunks, skips) and write nothing.

@@ -14,6 +14,10 @@
 pub mod claude;
 pub mod codex;
 pub mod jsonl;
+pub mod local_memory;
+pub mod mcp_jsonl;
+pub mod mcp_rs;
+pub mod opencode;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{BufRead, Read};
@@ -38,7 +42,15 @@ const BAD_LINES_LISTED: usize = 100;
 const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The formats `import` reads.
-pub const FORMATS: &[&str] = &["jsonl", "claude-code", "codex"];
+pub const FORMATS: &[&str] = &[
+    "jsonl",
+    "claude-code",
+    "codex",
+    "opencode",
+    "local-memory",
+    "mcp-memory-rs",
+    "mcp-memory-jsonl",
+];
 
 /// Where a format's data lives by default; `env` looks up an environment variable.
 pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
@@ -56,7 +68,33 @@ pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Optio
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .or_else(|| home.map(|h| h.join(".codex"))),
+        "opencode" => env("XDG_DATA_HOME")
+            .filter(|d| !d.is_empty())
+            .map(|d| PathBuf::from(d).join("opencode"))
+            .or_else(|| home.map(|h| h.join(".local/share/opencode"))),
+        "local-memory" => env("MEMORY_DB_PATH")
+            .filter(|d| !d.is_empty())
+            .map(|d| expand_home(&d, home.as_deref()))
+            .or_else(|| home.map(|h| h.join(".local/share/local-memory/memory.db"))),
+        "mcp-memory-rs" => env("MCP_MEMORY_DIR")
+            .filter(|d| !d.is_empty())
+            .map(|d| expand_home(&d, home.as_deref()))
+            .or_else(|| home.map(|h| h.join(".memory"))),
+        // The server keeps its file in its package directory unless told: only the variable
+        // names a place worth looking.
+        "mcp-memory-jsonl" => env("MEMORY_FILE_PATH")
+            .filter(|d| !d.is_empty())
+            .map(|d| expand_home(&d, home.as_deref())),
         _ => None,
+    }
+}
+
+/// A path from an environment variable, with a leading `~` read as the home directory.
+fn expand_home(p: &str, home: Option<&Path>) -> PathBuf {
+    match (p.strip_prefix("~/"), home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ if p == "~" && home.is_some() => home.map(Path::to_path_buf).unwrap_or_default(),
+        _ => PathBuf::from(p),
     }
 }
 
@@ -83,6 +121,14 @@ impl Report {
         self.skip("malformed_line");
         if self.bad_lines.len() < BAD_LINES_LISTED {
             self.bad_lines.push(format!("{file}:{}", line + 1));
+        }
+    }
+
+    /// Counts a file that cannot be read as what it should be (`why`) and names it.
+    pub fn bad_file(&mut self, why: &str, file: &str) {
+        self.skip(why);
+        if self.bad_lines.len() < BAD_LINES_LISTED {
+            self.bad_lines.push(file.to_string());
         }
     }
 }
@@ -160,6 +206,26 @@ impl<'a> Sink<'a> {
         Ok(())
     }
 
+    /// Imports one version of a category (see [`Memdir::import_version`]): counted in
+    /// `categories` when it is (or, in a dry run, would be) written, else as a version already
+    /// imported.
+    pub fn category(&mut self, name: &str, content: &Value, reason: &str) -> Result<bool> {
+        let written = self
+            .memdir
+            .import_version(name, content, reason, self.dry_run)?;
+        if written {
+            self.report.categories += 1;
+        } else {
+            self.report.skip("version_already_imported");
+        }
+        Ok(written)
+    }
+
+    /// Sets the size of the whole source, in the unit `advance` counts.
+    pub fn expect(&mut self, total: u64) {
+        self.total += total;
+    }
+
     /// Moves the progress bar: `bytes` more of the source read.
     pub fn advance(&mut self, bytes: u64) {
         self.done += bytes;
@@ -214,6 +280,10 @@ pub fn run(
         "jsonl" => jsonl::import(&path, &mut sink)?,
         "claude-code" => claude::import(&path, &mut sink)?,
         "codex" => codex::import(&path, &mut sink)?,
+        "opencode" => opencode::import(&path, &mut sink)?,
+        "local-memory" => local_memory::import(&path, &mut sink)?,
+        "mcp-memory-rs" => mcp_rs::import(&path, &mut sink)?,
+        "mcp-memory-jsonl" => mcp_jsonl::import(&path, &mut sink)?,
         _ => unreachable!("checked above"),
     }
     sink.flush()?;
@@ -268,6 +338,25 @@ pub fn relative(root: &Path, file: &Path) -> String {
 pub fn each_line(
     file: &Path,
     sink: &mut Sink<'_>,
+    f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<()>,
+) -> Result<()> {
+    read_lines(file, sink, false, f)
+}
+
+/// Like [`each_line`], for a file its writer replaces whole rather than appends to: a last
+/// line without its newline is read too.
+pub fn each_line_whole(
+    file: &Path,
+    sink: &mut Sink<'_>,
+    f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<()>,
+) -> Result<()> {
+    read_lines(file, sink, true, f)
+}
+
+fn read_lines(
+    file: &Path,
+    sink: &mut Sink<'_>,
+    whole: bool,
     mut f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<()>,
 ) -> Result<()> {
     let reader: Box<dyn Read> = if file.as_os_str() == "-" {
@@ -316,8 +405,11 @@ pub fn each_line(
                 n += 1;
                 continue;
             }
-            sink.report.skip("unterminated_tail");
-            return Ok(());
+            if !whole {
+                sink.report.skip("unterminated_tail");
+                return Ok(());
+            }
+            buf.push(b'\n');
         }
         let mut line: &[u8] = &buf[..buf.len() - 1];
         if n == 0 {
