@@ -1,6 +1,9 @@
-//! opencode's JSON storage: `<data>/opencode/storage/` with `project/<project>.json`,
+//! opencode's data directory (`$XDG_DATA_HOME/opencode`): the SQLite `opencode.db` of current
+//! builds (tables `project`, `session`, `message`, `part`; opened read-only) and the JSON
+//! storage of older ones, `storage/` with `project/<project>.json`,
 //! `session/<project>/<session>.json`, `message/<session>/<message>.json` and
-//! `part/<message>/<part>.json` (ids sort in creation order).
+//! `part/<message>/<part>.json` (ids sort in creation order). Both can be there; they share
+//! ids, so a part is imported once.
 //!
 //! One memdir session per opencode session, `opencode-<session id>`, titled by the session's
 //! `title`; project = basename of the project's `worktree` (else the session's `directory`).
@@ -15,8 +18,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use rusqlite::Connection;
 use serde_json::{Value, json};
 
+use super::local_memory::{has_table, open_read_only};
 use super::{Sink, chunk, find_files, parse_line, project_of, relative};
 use crate::error::{Error, Result};
 
@@ -74,50 +79,283 @@ fn id_of(v: &Value, file: &Path) -> String {
     })
 }
 
-/// Imports every session of the storage under `root`.
+/// Where the records come from: the JSON tree of older builds, or the SQLite database of
+/// current ones (its `data` columns hold the JSON of the files without their id fields, and
+/// the ids agree, so importing both adds each part once).
+enum Source {
+    Files(PathBuf),
+    Db { conn: Connection, name: String },
+}
+
+/// A column's bytes, whether SQLite holds text or a blob there.
+fn bytes(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<Vec<u8>>> {
+    use rusqlite::types::ValueRef;
+    Ok(match r.get_ref(i)? {
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(b.to_vec()),
+        _ => None,
+    })
+}
+
+/// A row's JSON `data`, with the id fields the files carry.
+fn row_json(
+    name: &str,
+    what: &str,
+    id: &str,
+    data: Option<Vec<u8>>,
+    sink: &mut Sink<'_>,
+) -> Option<Value> {
+    let text = String::from_utf8_lossy(data.as_deref().unwrap_or(b""));
+    match parse_line(&text) {
+        Some(mut v) if v.is_object() => {
+            v["id"] = json!(id);
+            Some(v)
+        }
+        _ => {
+            sink.report
+                .bad_file("malformed_row", &format!("{name}:{what}/{id}"));
+            None
+        }
+    }
+}
+
+impl Source {
+    fn sql_err(&self, e: rusqlite::Error) -> Error {
+        let name = match self {
+            Source::Db { name, .. } => name.as_str(),
+            Source::Files(_) => "",
+        };
+        Error::invalid("path", format!("reading opencode database {name}: {e}"))
+    }
+
+    /// Project id → worktree.
+    fn projects(&self, sink: &mut Sink<'_>) -> Result<HashMap<String, String>> {
+        let mut out = HashMap::new();
+        match self {
+            Source::Files(base) => {
+                for file in json_files(&base.join("project")) {
+                    if let Some(p) = read_json(base, &file, sink)
+                        && let Some(w) = str_of(&p, "worktree")
+                    {
+                        out.insert(id_of(&p, &file), w.to_string());
+                    }
+                }
+            }
+            Source::Db { conn, .. } => {
+                if !has_table(conn, "project") {
+                    return Ok(out);
+                }
+                let mut st = conn
+                    .prepare("SELECT id, worktree FROM project")
+                    .map_err(|e| self.sql_err(e))?;
+                let rows = st
+                    .query_map([], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+                    })
+                    .map_err(|e| self.sql_err(e))?;
+                for (id, w) in rows.flatten() {
+                    if let Some(w) = w {
+                        out.insert(id, w);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every session, by id.
+    fn sessions(&self, sink: &mut Sink<'_>) -> Result<Vec<(String, Value)>> {
+        let mut out = Vec::new();
+        match self {
+            Source::Files(base) => {
+                for file in json_files(&base.join("session")) {
+                    if let Some(s) = read_json(base, &file, sink) {
+                        out.push((id_of(&s, &file), s));
+                    }
+                }
+            }
+            Source::Db { conn, .. } => {
+                sink.report.files += 1;
+                let mut st = conn
+                    .prepare(
+                        "SELECT id, project_id, parent_id, directory, title, version FROM session",
+                    )
+                    .map_err(|e| self.sql_err(e))?;
+                let rows = st
+                    .query_map([], |r| {
+                        let t = |i: usize| r.get::<_, Option<String>>(i);
+                        Ok(json!({"id": t(0)?, "projectID": t(1)?, "parentID": t(2)?,
+                                  "directory": t(3)?, "title": t(4)?, "version": t(5)?}))
+                    })
+                    .map_err(|e| self.sql_err(e))?;
+                for v in rows {
+                    let v = v.map_err(|e| self.sql_err(e))?;
+                    if let Some(id) = str_of(&v, "id").map(String::from) {
+                        out.push((id, v));
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// A session's messages: (created ms, id, record), by time then id.
+    fn messages(&self, session: &str, sink: &mut Sink<'_>) -> Result<Vec<(i64, String, Value)>> {
+        let mut out = Vec::new();
+        let created = |m: &Value| {
+            m.get("time")
+                .and_then(|t| t.get("created"))
+                .and_then(Value::as_i64)
+        };
+        match self {
+            Source::Files(base) => {
+                for file in json_files(&base.join("message").join(session)) {
+                    if let Some(m) = read_json(base, &file, sink) {
+                        out.push((created(&m).unwrap_or(0), id_of(&m, &file), m));
+                    }
+                }
+            }
+            Source::Db { conn, name } => {
+                let mut st = conn
+                    .prepare("SELECT id, data, time_created FROM message WHERE session_id = ?1")
+                    .map_err(|e| self.sql_err(e))?;
+                let rows: Vec<(String, Option<Vec<u8>>, Option<i64>)> = st
+                    .query_map([session], |r| Ok((r.get(0)?, bytes(r, 1)?, r.get(2)?)))
+                    .map_err(|e| self.sql_err(e))?
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(|e| self.sql_err(e))?;
+                for (id, data, t) in rows {
+                    if let Some(mut m) = row_json(name, "message", &id, data, sink) {
+                        m["sessionID"] = json!(session);
+                        let c = created(&m).or(t).unwrap_or(0);
+                        out.push((c, id, m));
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        Ok(out)
+    }
+
+    /// A message's parts: (id, where it was read, record), by id.
+    fn parts(&self, message: &str, sink: &mut Sink<'_>) -> Result<Vec<(String, String, Value)>> {
+        let mut out = Vec::new();
+        match self {
+            Source::Files(base) => {
+                for file in json_files(&base.join("part").join(message)) {
+                    if let Some(p) = read_json(base, &file, sink) {
+                        out.push((id_of(&p, &file), relative(base, &file), p));
+                    }
+                }
+            }
+            Source::Db { conn, name } => {
+                let mut st = conn
+                    .prepare("SELECT id, data FROM part WHERE message_id = ?1")
+                    .map_err(|e| self.sql_err(e))?;
+                let rows: Vec<(String, Option<Vec<u8>>)> = st
+                    .query_map([message], |r| Ok((r.get(0)?, bytes(r, 1)?)))
+                    .map_err(|e| self.sql_err(e))?
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(|e| self.sql_err(e))?;
+                for (id, data) in rows {
+                    if let Some(mut p) = row_json(name, "part", &id, data, sink) {
+                        p["messageID"] = json!(message);
+                        out.push((id.clone(), format!("{name}:part/{id}"), p));
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+}
+
+/// The databases of current builds in a data directory: `opencode.db` and the channel
+/// builds' `opencode-<channel>.db`.
+fn databases(root: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = [root.to_path_buf(), root.join("opencode")]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_file()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("opencode") && n.ends_with(".db"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn open_db(file: &Path) -> Result<Source> {
+    let conn = open_read_only(file, "opencode database")?;
+    for t in ["session", "message", "part"] {
+        if !has_table(&conn, t) {
+            return Err(Error::invalid(
+                "path",
+                format!(
+                    "{} is not an opencode database: it has no {t} table",
+                    file.display()
+                ),
+            )
+            .detail("path", Value::from(file.display().to_string())));
+        }
+    }
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(Source::Db { conn, name })
+}
+
+/// Imports every session under `root`: its database(s) and its JSON storage, whichever exist
+/// (or the one database file `root` names).
 pub fn import(root: &Path, sink: &mut Sink<'_>) -> Result<()> {
-    let Some(base) = storage_dir(root) else {
+    let mut sources = Vec::new();
+    if root.is_file() {
+        sources.push(open_db(root)?);
+    } else {
+        for db in databases(root) {
+            sources.push(open_db(&db)?);
+        }
+        if let Some(base) = storage_dir(root) {
+            sources.push(Source::Files(base));
+        }
+    }
+    if sources.is_empty() {
         return Err(Error::invalid(
             "path",
             format!(
-                "{} is no opencode storage directory: no storage/session under it",
+                "{} is no opencode data directory: no opencode.db and no storage/session under it",
                 root.display()
             ),
         )
         .detail("path", Value::from(root.display().to_string()))
         .hint(
-            "give opencode's data directory (~/.local/share/opencode) or its storage/ directory",
+            "give opencode's data directory (~/.local/share/opencode), its storage/ directory or its opencode.db",
         ));
-    };
-    let mut worktrees: HashMap<String, String> = HashMap::new();
-    for file in json_files(&base.join("project")) {
-        if let Some(p) = read_json(&base, &file, sink)
-            && let Some(w) = str_of(&p, "worktree")
-        {
-            worktrees.insert(id_of(&p, &file), w.to_string());
-        }
     }
-    let mut sessions: Vec<(String, Value)> = Vec::new();
-    for file in json_files(&base.join("session")) {
-        if let Some(s) = read_json(&base, &file, sink) {
-            sessions.push((id_of(&s, &file), s));
+    for src in &sources {
+        let worktrees = src.projects(sink)?;
+        let sessions = src.sessions(sink)?;
+        sink.expect(sessions.len() as u64);
+        for (id, s) in sessions {
+            sink.advance(1);
+            if s.get("parentID").is_some_and(|p| !p.is_null()) {
+                sink.report.skip("subagent_session");
+                continue;
+            }
+            import_session(src, &id, &s, &worktrees, sink)?;
         }
-    }
-    sessions.sort_by(|a, b| a.0.cmp(&b.0));
-    sink.expect(sessions.len() as u64);
-    for (id, s) in sessions {
-        sink.advance(1);
-        if s.get("parentID").is_some_and(|p| !p.is_null()) {
-            sink.report.skip("subagent_session");
-            continue;
-        }
-        import_session(&base, &id, &s, &worktrees, sink)?;
     }
     Ok(())
 }
 
 fn import_session(
-    base: &Path,
+    src: &Source,
     id: &str,
     s: &Value,
     worktrees: &HashMap<String, String>,
@@ -131,19 +369,7 @@ fn import_session(
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| project_of(directory));
     let title = str_of(s, "title").filter(|t| !t.trim().is_empty());
-    let mut messages: Vec<(i64, String, PathBuf, Value)> = Vec::new();
-    for file in json_files(&base.join("message").join(id)) {
-        if let Some(m) = read_json(base, &file, sink) {
-            let created = m
-                .get("time")
-                .and_then(|t| t.get("created"))
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            messages.push((created, id_of(&m, &file), file, m));
-        }
-    }
-    messages.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    for (created, mid, _file, m) in messages {
+    for (created, mid, m) in src.messages(id, sink)? {
         let role = match str_of(&m, "role") {
             Some(r @ ("user" | "assistant")) => r,
             Some(r) => {
@@ -173,14 +399,7 @@ fn import_session(
         };
         let mut texts: Vec<(String, String, Option<i64>, String)> = Vec::new();
         let mut attachments = Vec::new();
-        let mut parts: Vec<(String, PathBuf, Value)> = Vec::new();
-        for file in json_files(&base.join("part").join(&mid)) {
-            if let Some(p) = read_json(base, &file, sink) {
-                parts.push((id_of(&p, &file), file, p));
-            }
-        }
-        parts.sort_by(|a, b| a.0.cmp(&b.0));
-        for (pid, file, p) in parts {
+        for (pid, rel, p) in src.parts(&mid, sink)? {
             match str_of(&p, "type").unwrap_or("") {
                 "text" => {
                     if p.get("synthetic").and_then(Value::as_bool) == Some(true)
@@ -198,7 +417,7 @@ fn import_session(
                         .get("time")
                         .and_then(|t| t.get("start"))
                         .and_then(Value::as_i64);
-                    texts.push((pid, relative(base, &file), start, text));
+                    texts.push((pid, rel, start, text));
                 }
                 "file" => {
                     let mime = str_of(&p, "mime").unwrap_or("");

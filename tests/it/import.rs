@@ -538,7 +538,11 @@ fn opencode_edge_cases_are_skipped_one_by_one() {
     let r = env.run(&["import", "opencode", env.tmp.path().to_str().unwrap()]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert_eq!(r.error()["field"], "path");
-    assert!(r.stderr.contains("no opencode storage"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no opencode data directory"),
+        "{}",
+        r.stderr
+    );
     env.assert_clean();
 }
 
@@ -878,5 +882,96 @@ fn mcp_memory_rs_fixture_gives_the_expected_categories() {
     let r = env.run(&["import", "mcp-memory-rs"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("/no/such/memory"), "{}", r.stderr);
+    env.assert_clean();
+}
+
+/// The opencode fixture loaded into the SQLite schema of current builds (`opencode.db`, the
+/// JSON of each file without its ids in `data`) gives the same chunks and keys as the JSON
+/// storage; with both in the data directory, each part comes in once.
+#[test]
+fn opencode_database_gives_the_same_chunks_as_the_storage() {
+    let env = TestEnv::new();
+    let data = env.tmp.path().join("data/opencode");
+    let b: Value = serde_json::from_slice(&fixture("opencode-storage-tree.json")).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    let db = rusqlite::Connection::open(data.join("opencode.db")).unwrap();
+    db.execute_batch(
+        "CREATE TABLE project (id TEXT PRIMARY KEY, worktree TEXT, vcs TEXT, name TEXT, time_created INTEGER, time_updated INTEGER);
+         CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT, parent_id TEXT, slug TEXT, directory TEXT, title TEXT, version TEXT, time_created INTEGER, time_updated INTEGER);
+         CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, time_updated INTEGER, data TEXT);
+         CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT, time_created INTEGER, time_updated INTEGER, data TEXT);",
+    )
+    .unwrap();
+    for (rel, f) in b["files"].as_object().unwrap() {
+        let mut v = f["json"].clone();
+        let s = |k: &str| v[k].as_str().map(String::from);
+        let (id, sid, mid) = (s("id"), s("sessionID"), s("messageID"));
+        let created = v["time"]["created"].as_i64();
+        let kind = rel.split('/').next().unwrap();
+        match kind {
+            "project" => db
+                .execute(
+                    "INSERT INTO project (id, worktree, vcs) VALUES (?1, ?2, ?3)",
+                    rusqlite::params![id, s("worktree"), s("vcs")],
+                )
+                .unwrap(),
+            "session" => db
+                .execute(
+                    "INSERT INTO session (id, project_id, parent_id, directory, title, version, time_created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    rusqlite::params![id, s("projectID"), s("parentID"), s("directory"), s("title"), s("version"), created],
+                )
+                .unwrap(),
+            _ => {
+                let o = v.as_object_mut().unwrap();
+                for k in ["id", "sessionID", "messageID"] {
+                    o.remove(k);
+                }
+                let data = v.to_string();
+                if kind == "message" {
+                    db.execute(
+                        "INSERT INTO message (id, session_id, time_created, data) VALUES (?1, ?2, ?3, ?4)",
+                        rusqlite::params![id, sid, created, data],
+                    )
+                    .unwrap()
+                } else {
+                    db.execute(
+                        "INSERT INTO part (id, message_id, session_id, data) VALUES (?1, ?2, ?3, ?4)",
+                        rusqlite::params![id, mid, sid, data],
+                    )
+                    .unwrap()
+                }
+            }
+        };
+    }
+    drop(db);
+    let out = env.ok(&["import", "opencode", data.to_str().unwrap()]);
+    assert_eq!(out["chunks"], 2, "{out}");
+    assert_eq!(out["skipped"]["subagent_session"], 1);
+    let from_db = chunks(&env, "opencode-ses_3a1f0c2b9ffeQmV4xT7nK2pLwZ");
+
+    let other = TestEnv::new();
+    let st = other.tmp.path().join("oc");
+    materialise("opencode-storage-tree.json", &st.join("storage"));
+    other.ok(&["import", "opencode", st.to_str().unwrap()]);
+    let from_files = chunks(&other, "opencode-ses_3a1f0c2b9ffeQmV4xT7nK2pLwZ");
+    let strip = |cs: &[Value]| -> Vec<Value> {
+        cs.iter()
+            .map(|c| {
+                let mut m = c["metadata"].clone();
+                m.as_object_mut().unwrap().remove("import");
+                json!([c["content"], c["ts"], c["project"], m])
+            })
+            .collect()
+    };
+    assert_eq!(strip(&from_db), strip(&from_files));
+    assert_eq!(keys(&from_db), keys(&from_files));
+
+    // The JSON storage beside the database: nothing new.
+    materialise("opencode-storage-tree.json", &data.join("storage"));
+    let both = env.ok(&["import", "opencode", data.to_str().unwrap()]);
+    assert_eq!(
+        (both["chunks"].clone(), both["existing"].clone()),
+        (json!(0), json!(4))
+    );
     env.assert_clean();
 }
