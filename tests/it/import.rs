@@ -710,6 +710,20 @@ fn mcp_memory_jsonl_fixture_gives_the_expected_category() {
     env.set_env("MEMORY_FILE_PATH", file.to_str().unwrap());
     let dry = env.ok(&["import", "mcp-memory-jsonl", "--dry-run"]);
     assert_eq!(dry["categories"], 1, "{dry}");
+    // For people: the versions, then what was left out and why, and where.
+    let human = env.run(&["import", "mcp-memory-jsonl", "--dry-run", "--human"]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(
+        human.stdout.starts_with("would import 0 chunks in 0 sessions from 1 files (0 already there), 1 category versions"),
+        "{}",
+        human.stdout
+    );
+    assert!(human.stdout.contains("left out: duplicate_relation 1, entity_merged 1, malformed_line 1, record:observation 1\n"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("unreadable: memory.jsonl:10\n"),
+        "{}",
+        human.stdout
+    );
     assert!(
         env.category_data("mcp-memory-graph").is_none(),
         "a dry run writes nothing"
