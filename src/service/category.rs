@@ -409,15 +409,14 @@ impl Memdir {
             }
             Ok(false)
         };
-        if known(self)? {
-            return Ok(false);
-        }
         if dry_run {
-            return Ok(true);
+            return Ok(!known(self)?);
         }
         self.with_write(|inner, lock| {
             let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
-            if st.exists() && st.row.file_hash.as_deref() == Some(hash.as_str()) {
+            // Under the write lock: a concurrent import of the same source adds it once.
+            let head = st.exists() && st.row.file_hash.as_deref() == Some(hash.as_str());
+            if head || known(self)? {
                 return Ok(false);
             }
             self.commit_version(
