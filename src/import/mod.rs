@@ -52,6 +52,9 @@ pub const FORMATS: &[&str] = &[
     "mcp-memory-jsonl",
 ];
 
+/// The formats that write categories rather than sessions (access control asks more of them).
+pub const CATEGORY_FORMATS: &[&str] = &["mcp-memory-rs", "mcp-memory-jsonl"];
+
 /// Where a format's data lives by default; `env` looks up an environment variable.
 pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);

@@ -989,3 +989,52 @@ fn opencode_database_gives_the_same_chunks_as_the_storage() {
     );
     env.assert_clean();
 }
+
+/// Importing categories needs a device that may write every category (the source names them,
+/// unknown before it is read); a device with delete rights but not that is refused and no byte
+/// changes, while it may still dry-run and import sessions; an admin device imports, as the
+/// actor.
+#[test]
+fn importing_categories_needs_an_admin_device() {
+    let mut env = TestEnv::new();
+    env.set_env("MEMDIR_DEVICE", "laptop");
+    env.ok(&["write", "base", "--data", "{\"x\": 1}"]);
+    let cfg = env.tmp.path().join("acl.toml");
+    std::fs::write(
+        &cfg,
+        "[acl]\nadmin_devices = [\"laptop\"]\n\n[[acl.rules]]\ndevice = \"cleaner\"\nwrite = [\"mcp-*\"]\ningest = [\"*\"]\ndelete = true\n",
+    )
+    .unwrap();
+    env.set_env("MEMDIR_CONFIG", cfg.to_str().unwrap());
+    let file = env.tmp.path().join("memory.jsonl");
+    std::fs::write(&file, fixture("mcp-memory-server-memory.jsonl")).unwrap();
+    let db = local_memory_db(&env.tmp.path().join("lm"));
+    env.set_env("MEMDIR_DEVICE", "cleaner");
+    let before = env.snapshot();
+    let e = env.fail(&["import", "mcp-memory-jsonl", file.to_str().unwrap()], 12);
+    assert_eq!(e["code"], "forbidden", "{e}");
+    assert_eq!(e["device"], "cleaner", "{e}");
+    assert_eq!(env.snapshot(), before);
+    // A dry run only needs to read every category, which no rule denies this device.
+    let dry = env.ok(&[
+        "import",
+        "mcp-memory-jsonl",
+        file.to_str().unwrap(),
+        "--dry-run",
+    ]);
+    assert_eq!(dry["categories"], 1);
+    assert_eq!(env.snapshot(), before);
+    assert_eq!(
+        env.ok(&["import", "local-memory", db.to_str().unwrap()])["chunks"],
+        7
+    );
+    env.set_env("MEMDIR_DEVICE", "laptop");
+    assert_eq!(
+        env.ok(&["import", "mcp-memory-jsonl", file.to_str().unwrap()])["categories"],
+        1
+    );
+    assert_eq!(
+        env.ok(&["read", "mcp-memory-graph"])["meta"]["updated_by"],
+        "laptop"
+    );
+}
