@@ -141,7 +141,7 @@ pub fn import(path: &Path, sink: &mut Sink<'_>) -> Result<()> {
     let total: i64 = conn
         .query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))
         .map_err(sql_err)?;
-    sink.expect(total.max(0) as u64);
+    sink.add_total(total.max(0) as u64);
     let summaries = has_table(&conn, "session_summaries");
     let sql = format!(
         "SELECT c.id, c.session_id, c.position, c.content, c.reasoning, c.tool_calls, \

@@ -165,7 +165,7 @@ pub fn import(base: &Path, sink: &mut Sink<'_>) -> Result<()> {
         list.sort();
     }
     let files = find_files(&cats, |p| p.extension().is_some_and(|e| e == "json"));
-    sink.expect(files.len() as u64);
+    sink.add_total(files.len() as u64);
     for file in files {
         sink.advance(1);
         let rel = relative(base, &file);

@@ -224,8 +224,8 @@ impl<'a> Sink<'a> {
         Ok(written)
     }
 
-    /// Sets the size of the whole source, in the unit `advance` counts.
-    pub fn expect(&mut self, total: u64) {
+    /// Adds to the size of the whole source, in the unit `advance` counts.
+    pub fn add_total(&mut self, total: u64) {
         self.total += total;
     }
 

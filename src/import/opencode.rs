@@ -341,7 +341,7 @@ pub fn import(root: &Path, sink: &mut Sink<'_>) -> Result<()> {
     for src in &sources {
         let worktrees = src.projects(sink)?;
         let sessions = src.sessions(sink)?;
-        sink.expect(sessions.len() as u64);
+        sink.add_total(sessions.len() as u64);
         for (id, s) in sessions {
             sink.advance(1);
             if s.get("parentID").is_some_and(|p| !p.is_null()) {
