@@ -1550,6 +1550,10 @@ pub struct ImportResponse {
     pub categories: usize,
     /// Records left out, by reason (tool calls, thinking, harness text, malformed lines, ...).
     pub skipped: BTreeMap<String, u64>,
+    /// Records kept but marked, by reason (e.g. a graph relation to a missing entity, kept with
+    /// `dangling: true`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub flagged: BTreeMap<String, u64>,
     /// The first malformed lines, as `file:line` (1-based).
     pub bad_lines: Vec<String>,
     /// Seconds taken.

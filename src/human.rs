@@ -37,6 +37,10 @@ fn imported(v: &Value) -> String {
         let list: Vec<String> = skipped.iter().map(|(k, c)| format!("{k} {c}")).collect();
         out.push_str(&format!("left out: {}\n", list.join(", ")));
     }
+    if let Some(flagged) = v["flagged"].as_object().filter(|m| !m.is_empty()) {
+        let list: Vec<String> = flagged.iter().map(|(k, c)| format!("{k} {c}")).collect();
+        out.push_str(&format!("kept, marked: {}\n", list.join(", ")));
+    }
     if let Some(bad) = v["bad_lines"].as_array().filter(|b| !b.is_empty()) {
         let list: Vec<&str> = bad.iter().filter_map(Value::as_str).collect();
         out.push_str(&format!("unreadable: {}\n", list.join(", ")));

@@ -115,17 +115,15 @@ pub fn import(path: &Path, sink: &mut Sink<'_>) -> Result<()> {
     for (name, (ty, obs)) in &g.entities {
         entities.insert(name.clone(), json!({"entityType": ty, "observations": obs}));
     }
-    let relations: Vec<Value> = g
-        .relations
-        .iter()
-        .map(|(f, r, t)| {
-            let mut rel = json!({"from": f, "relationType": r, "to": t});
-            if !g.entities.contains_key(f) || !g.entities.contains_key(t) {
-                rel["dangling"] = json!(true);
-            }
-            rel
-        })
-        .collect();
+    let mut relations: Vec<Value> = Vec::new();
+    for (f, r, t) in &g.relations {
+        let mut rel = json!({"from": f, "relationType": r, "to": t});
+        if !g.entities.contains_key(f) || !g.entities.contains_key(t) {
+            rel["dangling"] = json!(true);
+            sink.report.flag("dangling_relation");
+        }
+        relations.push(rel);
+    }
     let content = json!({"entities": entities, "relations": relations});
     sink.category(
         CATEGORY,

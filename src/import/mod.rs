@@ -110,6 +110,7 @@ pub struct Report {
     pub existing: usize,
     pub categories: usize,
     pub skipped: BTreeMap<String, u64>,
+    pub flagged: BTreeMap<String, u64>,
     pub bad_lines: Vec<String>,
 }
 
@@ -117,6 +118,11 @@ impl Report {
     /// Counts a record left out, by reason.
     pub fn skip(&mut self, why: &str) {
         *self.skipped.entry(why.to_string()).or_default() += 1;
+    }
+
+    /// Counts a record kept but marked, by reason.
+    pub fn flag(&mut self, why: &str) {
+        *self.flagged.entry(why.to_string()).or_default() += 1;
     }
 
     /// Counts a malformed line (`line` 0-based) and names the first ones.
@@ -302,6 +308,7 @@ pub fn run(
         existing: r.existing,
         categories: r.categories,
         skipped: r.skipped,
+        flagged: r.flagged,
         bad_lines: r.bad_lines,
         seconds: start.elapsed().as_secs_f64(),
     })

@@ -720,7 +720,9 @@ fn mcp_memory_jsonl_fixture_gives_the_expected_category() {
     );
     assert!(human.stdout.contains("left out: duplicate_relation 1, entity_merged 1, malformed_line 1, record:observation 1\n"), "{}", human.stdout);
     assert!(
-        human.stdout.contains("unreadable: memory.jsonl:10\n"),
+        human
+            .stdout
+            .contains("kept, marked: dangling_relation 1\nunreadable: memory.jsonl:10\n"),
         "{}",
         human.stdout
     );
@@ -731,6 +733,7 @@ fn mcp_memory_jsonl_fixture_gives_the_expected_category() {
     let out = env.ok(&["import", "mcp-memory-jsonl"]);
     assert_eq!(out["categories"], 1, "{out}");
     assert_eq!(out["bad_lines"], json!(["memory.jsonl:10"]));
+    assert_eq!(out["flagged"], json!({"dangling_relation": 1}));
     for (why, n) in [
         ("entity_merged", 1),
         ("duplicate_relation", 1),
