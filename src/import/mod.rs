@@ -71,10 +71,7 @@ pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Optio
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .or_else(|| home.map(|h| h.join(".codex"))),
-        "opencode" => env("XDG_DATA_HOME")
-            .filter(|d| !d.is_empty())
-            .map(|d| PathBuf::from(d).join("opencode"))
-            .or_else(|| home.map(|h| h.join(".local/share/opencode"))),
+        "opencode" => crate::config::data_home(env).map(|d| d.join("opencode")),
         "local-memory" => env("MEMORY_DB_PATH")
             .filter(|d| !d.is_empty())
             .map(|d| expand_home(&d, home.as_deref()))
