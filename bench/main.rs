@@ -1101,6 +1101,9 @@ fn window_recall(
 /// `--sessions` transcripts, with the tool calls, results, thinking and progress records a real
 /// one holds between them), imported by the `memdir` binary; then imported again (nothing new).
 fn bench_import(args: &[String]) -> Result<Value> {
+    if args.iter().any(|a| a == "local-memory") {
+        return bench_import_local_memory(args);
+    }
     let (_tmp, dir) = dir_arg(args);
     let turns = arg(args, "--turns", 100_000);
     let sessions = arg(args, "--sessions", 200).max(1);
@@ -1171,6 +1174,89 @@ fn bench_import(args: &[String]) -> Result<Value> {
     let second = run("second import");
     Ok(
         json!({"turns": turns, "sessions": sessions, "source_mib": round(bytes as f64 / 1048576.0), "first": first, "again": second}),
+    )
+}
+
+/// `import local-memory`: a synthetic local-memory database (`--turns` chunks of 30 to 60
+/// words over `--sessions` sessions, metadata on every chunk, reasoning on every fourth),
+/// imported by the `memdir` binary into a fresh store, then again.
+fn bench_import_local_memory(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let turns = arg(args, "--turns", 10_000);
+    let sessions = arg(args, "--sessions", 50).max(1);
+    let src = dir.with_file_name("local-memory.db");
+    let _ = std::fs::remove_file(&src);
+    let vocab = Vocab::new(20_000);
+    let mut rng = Rng(13);
+    let per = turns.div_ceil(sessions);
+    {
+        let mut c = rusqlite::Connection::open(&src).expect("create the database");
+        c.execute_batch(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, project TEXT DEFAULT '', start_time TEXT NOT NULL, end_time TEXT, message_count INTEGER DEFAULT 0, total_chars INTEGER DEFAULT 0);
+             CREATE TABLE chunks (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, position INTEGER, content TEXT, reasoning TEXT, tool_calls TEXT, tool_call_results TEXT, prev_id INTEGER, next_id INTEGER, metadata TEXT DEFAULT '{}');
+             CREATE UNIQUE INDEX idx_chunks_pos_unique ON chunks(session_id, position);
+             CREATE TABLE session_summaries (session_id TEXT PRIMARY KEY, title TEXT, message_count INTEGER, start_time TEXT, last_active TEXT, summary TEXT);",
+        )
+        .expect("schema");
+        let tx = c.transaction().expect("transaction");
+        for s in 0..sessions {
+            let id = format!("sess-{s:05}");
+            let start = format!("2026-03-{:02}T{:02}:00:00", 1 + s % 28, s % 24);
+            tx.execute(
+                "INSERT INTO sessions (id, project, start_time) VALUES (?1, ?2, ?3)",
+                rusqlite::params![id, format!("proj{}", s % 20), start],
+            )
+            .expect("session");
+            tx.execute(
+                "INSERT INTO session_summaries (session_id, title) VALUES (?1, ?2)",
+                rusqlite::params![id, format!("session {s}")],
+            )
+            .expect("summary");
+            for t in 0..per.min(turns.saturating_sub(s * per)) {
+                let (who, words) = if t % 2 == 0 {
+                    ("User", 30)
+                } else {
+                    ("Assistant", 60)
+                };
+                let content = format!("{who}: {}", vocab.sentence(&mut rng, words));
+                let reasoning = (t % 4 == 1).then(|| vocab.sentence(&mut rng, 20));
+                let role = if t % 2 == 0 { "user" } else { "assistant" };
+                tx.execute(
+                    "INSERT INTO chunks (session_id, position, content, reasoning, metadata) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    rusqlite::params![id, t as i64, content, reasoning, format!("{{\"role\":\"{role}\"}}")],
+                )
+                .expect("chunk");
+            }
+        }
+        tx.commit().expect("commit");
+    }
+    let bytes = std::fs::metadata(&src).map(|m| m.len()).unwrap_or(0);
+    let run = |what: &str| -> Value {
+        let start = Instant::now();
+        let out = Command::new(memdir_bin())
+            .args([
+                "--dir",
+                dir.to_str().expect("utf-8 path"),
+                "import",
+                "local-memory",
+                src.to_str().expect("utf-8 path"),
+            ])
+            .output()
+            .expect("run memdir import");
+        let secs = start.elapsed().as_secs_f64();
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("import prints JSON");
+        let chunks = v["chunks"].as_u64().unwrap_or(0);
+        json!({"seconds": round(secs), "chunks": chunks, "existing": v["existing"], "chunks_per_s": (chunks as f64 / secs).round()})
+    };
+    let first = run("first import");
+    let second = run("second import");
+    Ok(
+        json!({"format": "local-memory", "turns": turns, "sessions": sessions, "source_mib": round(bytes as f64 / 1048576.0), "first": first, "again": second}),
     )
 }
 

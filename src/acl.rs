@@ -504,7 +504,15 @@ mod requests {
         DeleteRequest => |r| Need::Destroy { what: "delete categories", category: Some(&r.category) };
         RestoreRequest => |r| Need::Destroy { what: "restore versions", category: Some(&r.category) };
         CompactRequest => |r| Need::Destroy { what: "compact history", category: r.category.as_deref() };
-        ImportRequest => |r| if r.dry_run { Need::Nothing } else { Need::Privileged("import history") };
+        // Importers of categories write categories the source names, unknown before it is
+        // read: only a device that may write every category imports them, and a dry run, which
+        // tells whether content is already in a category's history, needs the right to read all.
+        ImportRequest => |r| match (crate::import::CATEGORY_FORMATS.contains(&r.format.as_str()), r.dry_run) {
+            (false, true) => Need::Nothing,
+            (false, false) => Need::Privileged("import history"),
+            (true, true) => Need::ReadAll,
+            (true, false) => Need::Admin { what: "import categories from another tool" },
+        };
         ForgetRequest => |r| match &r.category {
             Some(c) => Need::Destroy { what: "forget versions", category: Some(c) },
             None => Need::Privileged("forget session memory"),

@@ -1493,10 +1493,11 @@ pub struct HealthResponse {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct ImportRequest {
-    /// The source: jsonl (memdir chunk lines), claude-code or codex.
+    /// The source: jsonl (memdir chunk lines), claude-code, codex, opencode, local-memory,
+    /// mcp-memory-rs or mcp-memory-jsonl.
     pub format: String,
     /// A file or directory of the source [default: where the tool keeps its data; jsonl:
-    /// required, "-" for stdin].
+    /// required, "-" for stdin; mcp-memory-jsonl: $MEMORY_FILE_PATH, else required].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// Count what would be imported (sessions, chunks, skips) and write nothing.
@@ -1568,6 +1569,10 @@ pub struct ImportResponse {
     pub categories: usize,
     /// Records left out, by reason (tool calls, thinking, harness text, malformed lines, ...).
     pub skipped: BTreeMap<String, u64>,
+    /// Records kept but marked, by reason (e.g. a graph relation to a missing entity, kept with
+    /// `dangling: true`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub flagged: BTreeMap<String, u64>,
     /// The first malformed lines, as `file:line` (1-based).
     pub bad_lines: Vec<String>,
     /// Seconds taken.

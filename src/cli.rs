@@ -148,10 +148,11 @@ pub enum Command {
   memdir ingest --jsonl chunks.jsonl"
     )]
     Ingest(IngestArgs),
-    /// Import another tool's history: jsonl (memdir chunk lines), claude-code or codex. A
+    /// Import another tool's history: jsonl (memdir chunk lines), claude-code, codex,
+    /// opencode, local-memory (sessions), mcp-memory-rs, mcp-memory-jsonl (categories). A
     /// second run adds only what is new.
     #[command(
-        after_help = "Examples:\n  memdir import claude-code --dry-run\n  memdir import claude-code\n  memdir import codex ~/.codex/sessions\n  memdir export > all.jsonl && memdir --dir ~/other import jsonl all.jsonl"
+        after_help = "Examples:\n  memdir import claude-code --dry-run\n  memdir import claude-code\n  memdir import codex ~/.codex/sessions\n  memdir import opencode ~/.local/share/opencode\n  memdir import local-memory ~/.local/share/local-memory/memory.db\n  memdir import mcp-memory-rs ~/.memory\n  memdir import mcp-memory-jsonl ./memory.jsonl --dry-run\n  memdir export > all.jsonl && memdir --dir ~/other import jsonl all.jsonl"
     )]
     Import(api::ImportRequest),
     /// Read a session's chunks, page by page.

@@ -633,6 +633,15 @@ fn var(env: Env, name: &str) -> Option<String> {
     env(name).filter(|v| !v.is_empty())
 }
 
+/// The XDG data directory under which tools keep their data: `$XDG_DATA_HOME` when absolute,
+/// else `~/.local/share` (the importers look for other tools' data there).
+pub fn data_home(env: Env) -> Option<PathBuf> {
+    match var(env, "XDG_DATA_HOME").filter(|x| Path::new(x).is_absolute()) {
+        Some(x) => Some(PathBuf::from(x)),
+        None => var(env, "HOME").map(|h| PathBuf::from(h).join(".local/share")),
+    }
+}
+
 /// The config file's location.
 pub fn file_location(env: Env) -> FileLocation {
     if let Some(p) = var(env, "MEMDIR_CONFIG") {

@@ -10,6 +10,44 @@
 
 use serde_json::Value;
 
+/// An import's summary: what came in, then what was left out and why, and the first bad
+/// lines or files by name.
+fn imported(v: &Value) -> String {
+    let mut out = format!(
+        "{}{} chunks in {} sessions from {} files ({} already there){}{}\n",
+        if v["dry_run"] == Value::Bool(true) {
+            "would import "
+        } else {
+            "imported "
+        },
+        n(v, "chunks"),
+        n(v, "sessions"),
+        n(v, "files"),
+        n(v, "existing"),
+        match v["categories"].as_u64() {
+            Some(c) if c > 0 => format!(", {c} category versions"),
+            _ => String::new(),
+        },
+        v["seconds"]
+            .as_f64()
+            .map(|x| format!(" in {x:.1} s"))
+            .unwrap_or_default()
+    );
+    if let Some(skipped) = v["skipped"].as_object().filter(|m| !m.is_empty()) {
+        let list: Vec<String> = skipped.iter().map(|(k, c)| format!("{k} {c}")).collect();
+        out.push_str(&format!("left out: {}\n", list.join(", ")));
+    }
+    if let Some(flagged) = v["flagged"].as_object().filter(|m| !m.is_empty()) {
+        let list: Vec<String> = flagged.iter().map(|(k, c)| format!("{k} {c}")).collect();
+        out.push_str(&format!("kept, marked: {}\n", list.join(", ")));
+    }
+    if let Some(bad) = v["bad_lines"].as_array().filter(|b| !b.is_empty()) {
+        let list: Vec<&str> = bad.iter().filter_map(Value::as_str).collect();
+        out.push_str(&format!("unreadable: {}\n", list.join(", ")));
+    }
+    out
+}
+
 /// ANSI styles, or none.
 #[derive(Clone, Copy, Debug)]
 pub struct Style {
@@ -215,22 +253,7 @@ pub fn render(op: &str, v: &Value, st: Style) -> String {
         "verify_store" => verified(v, st),
         "context" => context(v, st),
         "sync" => synced(v, st),
-        "import" => format!(
-            "{}{} chunks in {} sessions from {} files ({} already there){}\n",
-            if v["dry_run"] == Value::Bool(true) {
-                "would import "
-            } else {
-                "imported "
-            },
-            n(v, "chunks"),
-            n(v, "sessions"),
-            n(v, "files"),
-            n(v, "existing"),
-            v["seconds"]
-                .as_f64()
-                .map(|x| format!(" in {x:.1} s"))
-                .unwrap_or_default()
-        ),
+        "import" => imported(v),
         "forget" => format!(
             "{} {} chunks and {} versions\n",
             if v["dry_run"] == Value::Bool(true) {

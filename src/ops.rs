@@ -495,7 +495,7 @@ fn build() -> Vec<Op> {
         op! {
             name: "import",
             summary: "Import another tool's history",
-            description: "Import another tool's history (jsonl: memdir chunk lines; claude-code; codex) from a file or directory (default: where the tool keeps it). Every chunk carries a source_id, so running it again adds only what is new. dry_run counts without writing.",
+            description: "Import another tool's history (jsonl: memdir chunk lines; claude-code; codex; opencode; local-memory; mcp-memory-rs and mcp-memory-jsonl, which become categories) from a file or directory (default: where the tool keeps it). Every chunk carries a source_id and a category version already in history is not added again, so running it again adds only what is new. dry_run counts without writing.",
             cli: Some("import"),
             mcp: None,
             rest: None,

@@ -14,6 +14,10 @@
 pub mod claude;
 pub mod codex;
 pub mod jsonl;
+pub mod local_memory;
+pub mod mcp_jsonl;
+pub mod mcp_rs;
+pub mod opencode;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{BufRead, Read};
@@ -38,7 +42,18 @@ const BAD_LINES_LISTED: usize = 100;
 const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The formats `import` reads.
-pub const FORMATS: &[&str] = &["jsonl", "claude-code", "codex"];
+pub const FORMATS: &[&str] = &[
+    "jsonl",
+    "claude-code",
+    "codex",
+    "opencode",
+    "local-memory",
+    "mcp-memory-rs",
+    "mcp-memory-jsonl",
+];
+
+/// The formats that write categories rather than sessions (access control asks more of them).
+pub const CATEGORY_FORMATS: &[&str] = &["mcp-memory-rs", "mcp-memory-jsonl"];
 
 /// Where a format's data lives by default; `env` looks up an environment variable.
 pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
@@ -56,7 +71,30 @@ pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Optio
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .or_else(|| home.map(|h| h.join(".codex"))),
+        "opencode" => crate::config::data_home(env).map(|d| d.join("opencode")),
+        "local-memory" => env("MEMORY_DB_PATH")
+            .filter(|d| !d.is_empty())
+            .map(|d| expand_home(&d, home.as_deref()))
+            .or_else(|| home.map(|h| h.join(".local/share/local-memory/memory.db"))),
+        "mcp-memory-rs" => env("MCP_MEMORY_DIR")
+            .filter(|d| !d.is_empty())
+            .map(|d| expand_home(&d, home.as_deref()))
+            .or_else(|| home.map(|h| h.join(".memory"))),
+        // The server keeps its file in its package directory unless told: only the variable
+        // names a place worth looking.
+        "mcp-memory-jsonl" => env("MEMORY_FILE_PATH")
+            .filter(|d| !d.is_empty())
+            .map(|d| expand_home(&d, home.as_deref())),
         _ => None,
+    }
+}
+
+/// A path from an environment variable, with a leading `~` read as the home directory.
+fn expand_home(p: &str, home: Option<&Path>) -> PathBuf {
+    match (p.strip_prefix("~/"), home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ if p == "~" && home.is_some() => home.map(Path::to_path_buf).unwrap_or_default(),
+        _ => PathBuf::from(p),
     }
 }
 
@@ -69,6 +107,7 @@ pub struct Report {
     pub existing: usize,
     pub categories: usize,
     pub skipped: BTreeMap<String, u64>,
+    pub flagged: BTreeMap<String, u64>,
     pub bad_lines: Vec<String>,
 }
 
@@ -78,11 +117,24 @@ impl Report {
         *self.skipped.entry(why.to_string()).or_default() += 1;
     }
 
+    /// Counts a record kept but marked, by reason.
+    pub fn flag(&mut self, why: &str) {
+        *self.flagged.entry(why.to_string()).or_default() += 1;
+    }
+
     /// Counts a malformed line (`line` 0-based) and names the first ones.
     pub fn bad_line(&mut self, file: &str, line: usize) {
         self.skip("malformed_line");
         if self.bad_lines.len() < BAD_LINES_LISTED {
             self.bad_lines.push(format!("{file}:{}", line + 1));
+        }
+    }
+
+    /// Counts a file that cannot be read as what it should be (`why`) and names it.
+    pub fn bad_file(&mut self, why: &str, file: &str) {
+        self.skip(why);
+        if self.bad_lines.len() < BAD_LINES_LISTED {
+            self.bad_lines.push(file.to_string());
         }
     }
 }
@@ -160,6 +212,26 @@ impl<'a> Sink<'a> {
         Ok(())
     }
 
+    /// Imports one version of a category (see [`Memdir::import_version`]): counted in
+    /// `categories` when it is (or, in a dry run, would be) written, else as a version already
+    /// imported.
+    pub fn category(&mut self, name: &str, content: &Value, reason: &str) -> Result<bool> {
+        let written = self
+            .memdir
+            .import_version(name, content, reason, self.dry_run)?;
+        if written {
+            self.report.categories += 1;
+        } else {
+            self.report.skip("version_already_imported");
+        }
+        Ok(written)
+    }
+
+    /// Adds to the size of the whole source, in the unit `advance` counts.
+    pub fn add_total(&mut self, total: u64) {
+        self.total += total;
+    }
+
     /// Moves the progress bar: `bytes` more of the source read.
     pub fn advance(&mut self, bytes: u64) {
         self.done += bytes;
@@ -214,6 +286,10 @@ pub fn run(
         "jsonl" => jsonl::import(&path, &mut sink)?,
         "claude-code" => claude::import(&path, &mut sink)?,
         "codex" => codex::import(&path, &mut sink)?,
+        "opencode" => opencode::import(&path, &mut sink)?,
+        "local-memory" => local_memory::import(&path, &mut sink)?,
+        "mcp-memory-rs" => mcp_rs::import(&path, &mut sink)?,
+        "mcp-memory-jsonl" => mcp_jsonl::import(&path, &mut sink)?,
         _ => unreachable!("checked above"),
     }
     sink.flush()?;
@@ -229,6 +305,7 @@ pub fn run(
         existing: r.existing,
         categories: r.categories,
         skipped: r.skipped,
+        flagged: r.flagged,
         bad_lines: r.bad_lines,
         seconds: start.elapsed().as_secs_f64(),
     })
@@ -268,6 +345,25 @@ pub fn relative(root: &Path, file: &Path) -> String {
 pub fn each_line(
     file: &Path,
     sink: &mut Sink<'_>,
+    f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<()>,
+) -> Result<()> {
+    read_lines(file, sink, false, f)
+}
+
+/// Like [`each_line`], for a file its writer replaces whole rather than appends to: a last
+/// line without its newline is read too.
+pub fn each_line_whole(
+    file: &Path,
+    sink: &mut Sink<'_>,
+    f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<()>,
+) -> Result<()> {
+    read_lines(file, sink, true, f)
+}
+
+fn read_lines(
+    file: &Path,
+    sink: &mut Sink<'_>,
+    whole: bool,
     mut f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<()>,
 ) -> Result<()> {
     let reader: Box<dyn Read> = if file.as_os_str() == "-" {
@@ -316,8 +412,11 @@ pub fn each_line(
                 n += 1;
                 continue;
             }
-            sink.report.skip("unterminated_tail");
-            return Ok(());
+            if !whole {
+                sink.report.skip("unterminated_tail");
+                return Ok(());
+            }
+            buf.push(b'\n');
         }
         let mut line: &[u8] = &buf[..buf.len() - 1];
         if n == 0 {

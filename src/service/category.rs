@@ -383,3 +383,74 @@ impl Memdir {
         }
     }
 }
+
+impl Memdir {
+    /// Imports one version of a category from another tool (`memdir import`): `content` (a
+    /// document, or a log whose entries have memdir's shape) becomes a new version, through the
+    /// same redaction, checks and history as a write, unless a version with the same content is
+    /// anywhere in the category's history already; so importing the same source again adds
+    /// nothing, even after the category changed since. With `dry_run`, only tells. Returns
+    /// whether a version was (or would be) written.
+    pub fn import_version(
+        &self,
+        category: &str,
+        content: &Value,
+        reason: &str,
+        dry_run: bool,
+    ) -> Result<bool> {
+        let name = CategoryName::new(category)?;
+        let (redacted, reason_redacted, _) = self.redact_data(content, Some(reason));
+        let content = redacted.unwrap_or_else(|| content.clone());
+        let reason = check_reason(Some(reason_redacted.as_deref().unwrap_or(reason)))?;
+        check_object("data", &content)?;
+        if CategoryKind::of(&content) == CategoryKind::Log {
+            super::log::check_log_shape(&content)
+                .map_err(|why| Error::invalid("data", format!("{}: {why}", name.as_str())))?;
+        }
+        let bytes = codec::to_pretty(&content);
+        if bytes.len() > limits::MAX_CATEGORY_BYTES {
+            return Err(Error::too_large(
+                "data",
+                bytes.len(),
+                limits::MAX_CATEGORY_BYTES,
+                "bytes",
+            ));
+        }
+        let hash = content_hash(&bytes);
+        let known = |memdir: &Memdir| -> Result<bool> {
+            for id in store::list_history_ids(memdir.layout(), &name)? {
+                let file = store::read_history(memdir.layout(), &name, &id)?;
+                if file
+                    .entry
+                    .is_ok_and(|e| e.hash.as_deref() == Some(hash.as_str()))
+                {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        if dry_run {
+            return Ok(!known(self)?);
+        }
+        self.with_write(|inner, lock| {
+            let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+            // Under the write lock: a concurrent import of the same source adds it once.
+            let head = st.exists() && st.row.file_hash.as_deref() == Some(hash.as_str());
+            if head || known(self)? {
+                return Ok(false);
+            }
+            self.commit_version(
+                inner,
+                lock,
+                &name,
+                &st,
+                VersionOp::Write,
+                &self.actor(),
+                reason.clone(),
+                Some(content.clone()),
+                true,
+            )?;
+            Ok(true)
+        })
+    }
+}
