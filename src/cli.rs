@@ -1138,7 +1138,8 @@ fn hook(cli: &Cli, agent: &str, timeout_ms: u64) {
     let dir = cfg.dir().ok().map(|d| d.value.clone());
     let log = |what: &str| hook_log(dir.as_deref(), &format!("{agent}: {what}"));
     let result = (|| -> Result<crate::import::hook::Capture> {
-        let input = hook_input(budget / 2)?;
+        // The agent writes the event at once; a little time is allowed even on a tiny budget.
+        let input = hook_input((budget / 2).max(std::time::Duration::from_millis(500)))?;
         let event = crate::import::hook::parse_event(&input)?;
         let Some(dir) = &dir else {
             return Err(Error::invalid("dir", "no memory directory is configured"));
