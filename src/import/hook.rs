@@ -182,7 +182,7 @@ pub fn claude_code(memdir: &Memdir, event: &Event, deadline: Instant) -> Result<
     out.chunks = sink.report.chunks;
     out.existing = sink.report.existing;
     out.to = next.at.offset;
-    out.stopped_early = sink.report.skipped.get("unterminated_tail").is_none()
+    out.stopped_early = !sink.report.skipped.contains_key("unterminated_tail")
         && next.at.offset < std::fs::metadata(file).map(|m| m.len()).unwrap_or(0)
         && Instant::now() >= deadline;
     if next != state.cursor {
