@@ -160,6 +160,7 @@ impl Memdir {
         // A marker for the span in which memdir's own git calls may hold git's index lock.
         let running = layout.meta_dir().join("sync-running");
         txn::write_synced(&running, std::process::id().to_string().as_bytes())?;
+        let mut purge = false;
         let result = (|| -> Result<()> {
             for round in 1..=MAX_ROUNDS {
                 resp.rounds = round;
@@ -196,7 +197,9 @@ impl Memdir {
                     let merged = self.with_write(|inner, lock| {
                         resp.committed +=
                             self.commit_local(inner, lock, &git, &mut resp.reported)? as usize;
-                        self.merge_remote(inner, lock, &git, &theirs, strategy, &mut resp)
+                        self.merge_remote(
+                            inner, lock, &git, &theirs, strategy, &mut resp, &mut purge,
+                        )
                     })?;
                     resp.merged |= merged;
                 }
@@ -243,6 +246,9 @@ impl Memdir {
         })();
         let _ = std::fs::remove_file(&running);
         result?;
+        if purge {
+            self.purge_derived()?;
+        }
         resp.head = git.rev("HEAD").map_err(git_err)?;
         Ok(resp)
     }
@@ -518,6 +524,7 @@ impl Memdir {
         theirs: &str,
         strategy: Strategy,
         resp: &mut SyncResponse,
+        purge: &mut bool,
     ) -> Result<bool> {
         let layout = self.layout().clone();
         let head = git.rev("HEAD").map_err(git_err)?;
@@ -610,6 +617,10 @@ impl Memdir {
                         rel: rel.into(),
                         bytes: t,
                     }),
+                    PathMerge::Merged(bytes) => writes.push(txn::FileWrite {
+                        rel: rel.into(),
+                        bytes: Some(bytes),
+                    }),
                     PathMerge::Picked(bytes, why) => {
                         resp.reported.push(problem("merged_by_rule", rel, why));
                         if bytes != ours {
@@ -623,6 +634,19 @@ impl Memdir {
             }
         }
         resp.files_received += writes.len();
+        // A chunk forgotten elsewhere arrives as a tombstone: its text must leave the index
+        // and the ledger's log here too, as after a local forget.
+        for w in &writes {
+            let rel = w.rel.to_string_lossy();
+            if PathKind::of(&rel) == PathKind::Segment
+                && let Some(new) = &w.bytes
+            {
+                let old = fsx::read(&layout.root.join(&w.rel), fsx::MAX_SEGMENT_FILE)?;
+                if tombstones(new) > old.as_deref().map(tombstones).unwrap_or(0) {
+                    *purge = true;
+                }
+            }
+        }
         if !writes.is_empty() {
             let txid = format!(
                 "sync-{}",
@@ -969,4 +993,12 @@ impl Memdir {
             })
         })
     }
+}
+
+/// How many lines of a segment's bytes are tombstones of forgotten chunks.
+fn tombstones(bytes: &[u8]) -> usize {
+    bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| codec::parse_chunk_line(l).is_ok_and(|c| c.is_tombstone()))
+        .count()
 }
