@@ -197,11 +197,10 @@ impl Memdir {
                     let merged = self.with_write(|inner, lock| {
                         resp.committed +=
                             self.commit_local(inner, lock, &git, &mut resp.reported)? as usize;
-                        self.merge_remote(
-                            inner, lock, &git, &theirs, strategy, &mut resp, &mut purge,
-                        )
+                        self.merge_remote(inner, lock, &git, &theirs, strategy, &mut resp)
                     })?;
-                    resp.merged |= merged;
+                    resp.merged |= merged.merged;
+                    purge |= merged.forgotten;
                 }
                 let Some(head) = git.rev("HEAD").map_err(git_err)? else {
                     return Ok(());
@@ -524,14 +523,13 @@ impl Memdir {
         theirs: &str,
         strategy: Strategy,
         resp: &mut SyncResponse,
-        purge: &mut bool,
-    ) -> Result<bool> {
+    ) -> Result<Merge> {
         let layout = self.layout().clone();
         let head = git.rev("HEAD").map_err(git_err)?;
         if let Some(h) = &head
             && (h == theirs || git.is_ancestor(theirs, h).map_err(git_err)?)
         {
-            return Ok(false);
+            return Ok(Merge::default());
         }
         let base = match &head {
             None => EMPTY_TREE.to_string(),
@@ -636,6 +634,7 @@ impl Memdir {
         resp.files_received += writes.len();
         // A chunk forgotten elsewhere arrives as a tombstone: its text must leave the index
         // and the ledger's log here too, as after a local forget.
+        let mut forgotten = false;
         for w in &writes {
             let rel = w.rel.to_string_lossy();
             if PathKind::of(&rel) == PathKind::Segment
@@ -643,7 +642,7 @@ impl Memdir {
             {
                 let old = fsx::read(&layout.root.join(&w.rel), fsx::MAX_SEGMENT_FILE)?;
                 if tombstones(new) > old.as_deref().map(tombstones).unwrap_or(0) {
-                    *purge = true;
+                    forgotten = true;
                 }
             }
         }
@@ -805,7 +804,10 @@ impl Memdir {
             );
             self.record_commit(git, &tree, &parents, &msg, head.as_deref())?;
         }
-        Ok(true)
+        Ok(Merge {
+            merged: true,
+            forgotten,
+        })
     }
 
     /// Stages memdir's paths as they are (no commit), leaving out files that do not parse.
@@ -1001,4 +1003,13 @@ fn tombstones(bytes: &[u8]) -> usize {
         .split(|&b| b == b'\n')
         .filter(|l| codec::parse_chunk_line(l).is_ok_and(|c| c.is_tombstone()))
         .count()
+}
+
+/// What merging a fetched commit did.
+#[derive(Default)]
+struct Merge {
+    /// Whether anything was merged (else the local commit already held the remote's).
+    merged: bool,
+    /// Whether tombstones of chunks forgotten on another replica arrived.
+    forgotten: bool,
 }
