@@ -155,6 +155,24 @@ pub enum Command {
         after_help = "Examples:\n  memdir import claude-code --dry-run\n  memdir import claude-code\n  memdir import codex ~/.codex/sessions\n  memdir import opencode ~/.local/share/opencode\n  memdir import local-memory ~/.local/share/local-memory/memory.db\n  memdir import mcp-memory-rs ~/.memory\n  memdir import mcp-memory-jsonl ./memory.jsonl --dry-run\n  memdir export > all.jsonl && memdir --dir ~/other import jsonl all.jsonl"
     )]
     Import(api::ImportRequest),
+    /// Capture an agent's session as it happens: run by the agent's hook with the hook's
+    /// JSON event on stdin, it saves the turns of the transcript not saved yet (the chunks
+    /// `import` would give). It always exits 0 and prints nothing: problems go to
+    /// `.memdir/hook.log` in the memory directory, and whatever it could not do (a busy
+    /// store, the deadline) the next event does. `memdir config --client claude --hooks`
+    /// installs it.
+    #[command(
+        after_help = "Examples:\n  memdir config --client claude --hooks      # install it into ~/.claude/settings.json\n  echo '{\"hook_event_name\":\"Stop\",\"transcript_path\":\"/home/me/.claude/projects/-home-me-app/5b2f.jsonl\"}' | memdir hook claude-code"
+    )]
+    Hook {
+        /// The agent whose hook runs it: claude-code
+        #[arg(value_parser = ["claude-code"])]
+        agent: String,
+        /// Time budget in milliseconds: reading stops after half of it, the store lock is
+        /// waited for a tenth of it, and the next event goes on from there
+        #[arg(long, default_value_t = 5000, value_name = "MS")]
+        timeout_ms: u64,
+    },
     /// Read a session's chunks, page by page.
     #[command(after_help = "Examples:\n  memdir fetch demo
   memdir fetch demo --position 20 --limit 20")]
@@ -368,7 +386,7 @@ pub enum Command {
     /// init` writes a commented example file, `config --client NAME` prints the snippet or
     /// command that registers memdir with an MCP client.
     #[command(
-        after_help = "Examples:\n  memdir config show\n  memdir config init\n  memdir config --client claude --setup --dry-run\n  memdir config --client cursor --dir ~/work-memory"
+        after_help = "Examples:\n  memdir config show\n  memdir config init\n  memdir config --client claude --setup --dry-run\n  memdir config --client claude --hooks --dry-run\n  memdir config --client cursor --dir ~/work-memory"
     )]
     Config(ConfigArgs),
 }
@@ -388,7 +406,13 @@ pub struct ConfigArgs {
     /// Run the registration command (claude, codex)
     #[arg(long)]
     setup: bool,
-    /// With --setup: print the command instead of running it
+    /// With --client claude: install `memdir hook claude-code` as Claude Code's Stop,
+    /// PreCompact and SessionEnd hooks in its settings.json ($CLAUDE_CONFIG_DIR, else
+    /// ~/.claude), keeping every other setting; running it again changes nothing
+    #[arg(long)]
+    hooks: bool,
+    /// With --setup: print the command instead of running it; with --hooks: print the new
+    /// settings.json and write nothing
     #[arg(long)]
     dry_run: bool,
 }
@@ -1025,6 +1049,212 @@ fn register(
     Ok((Output::Nothing, status.code().unwrap_or(1)))
 }
 
+/// Largest `hook.log` before it is rotated to `hook.log.1` (one old file is kept).
+const HOOK_LOG_BYTES: u64 = 256 * 1024;
+
+/// Appends a line to the hook log, `<dir>/.memdir/hook.log` (rotated at
+/// [`HOOK_LOG_BYTES`]); without a memory directory, the line goes to stderr. Never fails.
+fn hook_log(dir: Option<&std::path::Path>, line: &str) {
+    let line = format!(
+        "{} {}\n",
+        crate::clock::rfc3339(crate::clock::now_ms()),
+        line.replace('\n', " ")
+    );
+    let Some(dir) = dir else {
+        eprint!("memdir hook: {line}");
+        return;
+    };
+    let meta = dir.join(".memdir");
+    let path = meta.join("hook.log");
+    let written = std::fs::create_dir_all(&meta).and_then(|_| {
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > HOOK_LOG_BYTES) {
+            std::fs::rename(&path, meta.join("hook.log.1"))?;
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
+        f.write_all(line.as_bytes())
+    });
+    if written.is_err() {
+        eprint!("memdir hook: {line}");
+    }
+}
+
+/// Reads the hook event from stdin, waiting at most `wait` for it to end.
+fn hook_input(wait: std::time::Duration) -> Result<Vec<u8>> {
+    if std::io::stdin().is_terminal() {
+        return Err(Error::invalid(
+            "event",
+            "the hook reads its event (JSON) from stdin; none was piped",
+        ));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let r = std::io::stdin()
+            .take(crate::import::hook::MAX_EVENT_BYTES as u64 + 1)
+            .read_to_end(&mut buf)
+            .map(|_| buf);
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(wait) {
+        Ok(Ok(buf)) if buf.len() > crate::import::hook::MAX_EVENT_BYTES => Err(Error::too_large(
+            "event",
+            buf.len(),
+            crate::import::hook::MAX_EVENT_BYTES,
+            "bytes",
+        )),
+        Ok(Ok(buf)) => Ok(buf),
+        Ok(Err(e)) => Err(Error::new(
+            ErrorKind::Unavailable,
+            format!("reading the hook event from stdin: {e}"),
+        )),
+        Err(_) => Err(Error::invalid(
+            "event",
+            format!(
+                "no complete hook event on stdin within {} ms",
+                wait.as_millis()
+            ),
+        )),
+    }
+}
+
+/// `memdir hook AGENT`: captures what the agent's transcript holds beyond the saved cursor.
+/// It must never fail or hold up the agent: every problem is a line in the hook log, the exit
+/// code is always 0, and the time is bounded by `timeout_ms`.
+fn hook(cli: &Cli, agent: &str, timeout_ms: u64) {
+    let start = std::time::Instant::now();
+    let budget = std::time::Duration::from_millis(timeout_ms);
+    let cfg = match Config::load(&flags(cli), &config::process_env) {
+        Ok(c) => c,
+        Err(e) => {
+            hook_log(
+                cli.dir.as_deref(),
+                &format!("{agent}: configuration: {}", e.message),
+            );
+            return;
+        }
+    };
+    let dir = cfg.dir().ok().map(|d| d.value.clone());
+    let log = |what: &str| hook_log(dir.as_deref(), &format!("{agent}: {what}"));
+    let result = (|| -> Result<crate::import::hook::Capture> {
+        // The agent writes the event at once; a little time is allowed even on a tiny budget.
+        let input = hook_input((budget / 2).max(std::time::Duration::from_millis(500)))?;
+        let event = crate::import::hook::parse_event(&input)?;
+        let Some(dir) = &dir else {
+            return Err(Error::invalid("dir", "no memory directory is configured"));
+        };
+        let mut settings = cfg.settings()?;
+        // A busy store is given up on quickly: the next event resumes from the saved cursor.
+        settings.lock_timeout = settings.lock_timeout.min(budget / 10);
+        let m = Memdir::open_lazy_with(dir.clone(), settings);
+        // Access as for `import` (the same chunks, the same writes).
+        let caller = cfg.caller();
+        let req = api::ImportRequest {
+            format: agent.to_string(),
+            path: Some(event.transcript.display().to_string()),
+            dry_run: false,
+        };
+        caller.admit(&crate::acl::Guarded::need(&req), &|| Ok(Vec::new()))?;
+        let deadline = start + budget / 2;
+        let out = service::as_actor(&caller.device, || {
+            crate::import::hook::claude_code(&m, &event, deadline)
+        });
+        out.map_err(|e| e.detail("event", Value::from(event.name.clone())))
+    })();
+    match result {
+        Ok(c) if c.stopped_early => log(&format!(
+            "{} {}: stopped at its deadline after byte {} of the transcript ({} chunks saved); the next event goes on",
+            c.event, c.transcript, c.to, c.chunks
+        )),
+        Ok(_) => {}
+        Err(e) => {
+            let event = e
+                .details
+                .get("event")
+                .and_then(Value::as_str)
+                .map(|n| format!("{n}: "))
+                .unwrap_or_default();
+            log(&format!("{event}{} ({})", e.message, e.kind.code()))
+        }
+    }
+}
+
+/// `config --client claude --hooks`: Claude Code's settings.json with memdir's capture hooks,
+/// written in place (or, with --dry-run, printed).
+fn install_hooks(
+    args: &ConfigArgs,
+    client: &str,
+    dir: Option<&std::path::Path>,
+) -> Result<(Output, i32)> {
+    if client != "claude" {
+        return Err(Error::invalid(
+            "hooks",
+            format!(
+                "--hooks installs capture hooks for claude only; {client} has no hook memdir can install"
+            ),
+        ));
+    }
+    let dir = dir
+        .map(|d| {
+            std::path::absolute(d).map_err(|e| {
+                Error::invalid("dir", format!("cannot make {} absolute: {e}", d.display()))
+            })
+        })
+        .transpose()?;
+    let env = config::process_env;
+    let Some(root) = crate::import::default_path("claude-code", &env) else {
+        return Err(Error::invalid(
+            "hooks",
+            "no Claude Code directory: set CLAUDE_CONFIG_DIR or HOME",
+        ));
+    };
+    let path = root.join("settings.json");
+    let io = |op: &str, p: &std::path::Path, e: std::io::Error| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!("cannot {op} {}: {e}", p.display()),
+        )
+    };
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io("read", &path, e)),
+    };
+    let command = crate::client::hook_command(&args.command, dir.as_deref());
+    let merged = crate::client::claude_hooks(existing.as_deref(), &command)
+        .map_err(|e| e.detail("file", Value::from(path.display().to_string())))?;
+    if args.dry_run {
+        return Ok((Output::Text(merged.text), 0));
+    }
+    if !merged.changed {
+        return Ok((
+            Output::Json(
+                json!({"path": path.display().to_string(), "changed": false, "command": command}),
+            ),
+            0,
+        ));
+    }
+    std::fs::create_dir_all(&root).map_err(|e| io("create", &root, e))?;
+    // The settings appear whole or not at all: written beside the file, then renamed over it.
+    let tmp = path.with_extension("json.memdir-tmp");
+    std::fs::write(&tmp, &merged.text).map_err(|e| io("write", &tmp, e))?;
+    if let Err(e) = std::fs::rename(&tmp, &path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io("write", &path, e));
+    }
+    Ok((
+        Output::Json(json!({
+            "path": path.display().to_string(),
+            "changed": true,
+            "command": command,
+            "events": crate::client::HOOK_EVENTS,
+        })),
+        0,
+    ))
+}
+
 /// `config init`: writes the commented example to the config file's location.
 fn config_init(force: bool) -> Result<(Output, i32)> {
     let location = config::file_location(&config::process_env);
@@ -1260,6 +1490,10 @@ pub fn parse() -> std::result::Result<Cli, i32> {
 /// before it changes anything.
 pub fn run(cli: Cli) -> Result<(Output, i32)> {
     let env = config::process_env;
+    if let Command::Hook { agent, timeout_ms } = &cli.command {
+        hook(&cli, agent, *timeout_ms);
+        return Ok((Output::Nothing, 0));
+    }
     if let Command::Config(ConfigArgs {
         action: Some(ConfigAction::Init { force }),
         ..
@@ -1279,6 +1513,9 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             (Some(ConfigAction::Init { .. }), _) => Err(Error::internal(
                 "invariant: config init is handled before the configuration is loaded",
             )),
+            (None, Some(client)) if args.hooks => {
+                install_hooks(args, client, cli.dir.as_deref().or(Some(&cfg.dir()?.value)))
+            }
             (None, Some(client)) => register(args, client, cli.dir.as_deref()),
             (None, None) => Err(Error::invalid(
                 "client",
@@ -1462,7 +1699,8 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         | Command::Man { .. }
         | Command::Serve { .. }
         | Command::Ui { .. }
-        | Command::Config(_) => {
+        | Command::Config(_)
+        | Command::Hook { .. } => {
             return Err(Error::internal(
                 "invariant: run handles this command itself",
             ));

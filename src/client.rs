@@ -117,6 +117,110 @@ pub fn registration(client: &str, binary: &str, dir: Option<&Path>) -> Result<Re
     })
 }
 
+/// The Claude Code hook events memdir captures on: the end of each turn, before a
+/// compaction rewrites the context, and the end of the session.
+pub const HOOK_EVENTS: &[&str] = &["Stop", "PreCompact", "SessionEnd"];
+
+/// Seconds Claude Code lets the hook run (memdir stops itself well before).
+const HOOK_TIMEOUT_S: u64 = 30;
+
+/// The shell command of memdir's Claude Code hook, launching `binary`, optionally on `dir`.
+pub fn hook_command(binary: &str, dir: Option<&Path>) -> String {
+    let mut cmd = vec![binary.to_string()];
+    if let Some(d) = dir {
+        cmd.extend(["--dir".to_string(), d.display().to_string()]);
+    }
+    cmd.extend(["hook".to_string(), "claude-code".to_string()]);
+    shell_line(&cmd)
+}
+
+/// Whether a hook command is memdir's capture hook (whatever binary or directory it names).
+fn is_memdir_hook(command: &str) -> bool {
+    command.trim_end().ends_with(" hook claude-code")
+}
+
+/// Claude Code's settings with memdir's hooks merged in.
+pub struct MergedSettings {
+    /// The whole settings file (pretty JSON, keys in sorted order, a final newline).
+    pub text: String,
+    /// Whether it differs from the file as it was.
+    pub changed: bool,
+}
+
+/// Merges memdir's capture hook `command` into Claude Code's settings (`existing`, the text
+/// of settings.json if there is one): one `{"matcher": "", "hooks": [{"type": "command",
+/// "command": ..., "timeout": 30}]}` group per event of [`HOOK_EVENTS`]. Every other key and
+/// hook stays; a memdir hook already there is updated in place, never added twice. Settings
+/// that are not a JSON object, or whose `hooks` are not shaped as Claude Code reads them, are
+/// refused and nothing is returned to write.
+pub fn claude_hooks(existing: Option<&str>, command: &str) -> Result<MergedSettings> {
+    let malformed = |why: String| {
+        Error::invalid(
+            "hooks",
+            format!("Claude Code's settings.json {why}; it was left as it is"),
+        )
+        .hint("fix the file (or move it away) and run this again")
+    };
+    let text = existing.unwrap_or("");
+    let mut root: serde_json::Value = if text.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(text).map_err(|e| malformed(format!("is not valid JSON ({e})")))?
+    };
+    let before = root.clone();
+    let Some(obj) = root.as_object_mut() else {
+        return Err(malformed("is not a JSON object".to_string()));
+    };
+    let hooks = obj.entry("hooks").or_insert_with(|| json!({}));
+    let Some(hooks) = hooks.as_object_mut() else {
+        return Err(malformed("has `hooks` that is not an object".to_string()));
+    };
+    for event in HOOK_EVENTS {
+        let groups = hooks.entry(event.to_string()).or_insert_with(|| json!([]));
+        let Some(groups) = groups.as_array_mut() else {
+            return Err(malformed(format!("has `hooks.{event}` that is not a list")));
+        };
+        let mut found = false;
+        for (i, group) in groups.iter_mut().enumerate() {
+            let Some(list) = group.get_mut("hooks") else {
+                continue;
+            };
+            let Some(list) = list.as_array_mut() else {
+                return Err(malformed(format!(
+                    "has `hooks.{event}[{i}].hooks` that is not a list"
+                )));
+            };
+            for h in list.iter_mut() {
+                let ours = h
+                    .get("command")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(is_memdir_hook);
+                if ours {
+                    if found {
+                        continue;
+                    }
+                    found = true;
+                    h["command"] = json!(command);
+                    h["type"] = json!("command");
+                }
+            }
+        }
+        if !found {
+            groups.push(json!({
+                "matcher": "",
+                "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}],
+            }));
+        }
+    }
+    let changed = existing.is_none() || root != before;
+    let text = if changed {
+        serde_json::to_string_pretty(&root).expect("invariant: JSON serializes") + "\n"
+    } else {
+        text.to_string()
+    };
+    Ok(MergedSettings { text, changed })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +243,36 @@ mod tests {
             }
         }
         assert!(registration("vim", "memdir", None).is_err());
+    }
+
+    #[test]
+    fn hooks_merge_into_settings_once() {
+        let cmd = hook_command("memdir", Some(Path::new("/m")));
+        assert_eq!(cmd, "memdir --dir /m hook claude-code");
+        let old = r#"{"model": "opus", "hooks": {"Stop": [{"matcher": "", "hooks": [{"type": "command", "command": "say done"}]}]}}"#;
+        let once = claude_hooks(Some(old), &cmd).unwrap();
+        assert!(once.changed);
+        let v: serde_json::Value = serde_json::from_str(&once.text).unwrap();
+        assert_eq!(v["model"], "opus");
+        assert_eq!(v["hooks"]["Stop"].as_array().unwrap().len(), 2);
+        assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["command"], "say done");
+        for e in HOOK_EVENTS {
+            assert!(once.text.contains(e));
+        }
+        let twice = claude_hooks(Some(&once.text), &cmd).unwrap();
+        assert!(!twice.changed);
+        assert_eq!(twice.text, once.text);
+        // Another binary or directory updates the hook in place.
+        let moved = claude_hooks(Some(&once.text), "/opt/memdir hook claude-code").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&moved.text).unwrap();
+        assert_eq!(v["hooks"]["Stop"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            v["hooks"]["Stop"][1]["hooks"][0]["command"],
+            "/opt/memdir hook claude-code"
+        );
+        for bad in ["{", "[]", r#"{"hooks": []}"#, r#"{"hooks": {"Stop": {}}}"#] {
+            assert!(claude_hooks(Some(bad), &cmd).is_err(), "{bad}");
+        }
+        assert!(claude_hooks(None, &cmd).unwrap().changed);
     }
 }

@@ -200,6 +200,7 @@ CREATE TABLE IF NOT EXISTS txn (
 CREATE TABLE IF NOT EXISTS change (
   gen INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, key TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS change_kind ON change(kind, gen);
+CREATE TABLE IF NOT EXISTS import_cursor (source TEXT PRIMARY KEY, state TEXT NOT NULL);
 ";
 
 impl Ledger {
@@ -286,7 +287,8 @@ impl Ledger {
             // Another schema: everything here is derived, so drop it and rebuild from the files.
             ledger.conn.execute_batch(
                 "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS category; DROP TABLE IF EXISTS segment;
-                 DROP TABLE IF EXISTS source_key; DROP TABLE IF EXISTS change; DROP TABLE IF EXISTS txn;",
+                 DROP TABLE IF EXISTS source_key; DROP TABLE IF EXISTS change; DROP TABLE IF EXISTS txn;
+                 DROP TABLE IF EXISTS import_cursor;",
             )?;
             ledger.conn.execute_batch(SCHEMA)?;
         }
@@ -329,6 +331,29 @@ impl Ledger {
             .conn
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()?)
+    }
+
+    /// The saved read position of an incremental import of `source` (a file), as JSON text.
+    /// Only a fast path: without it the source is read again from its start, and idempotency
+    /// keys make that add nothing.
+    pub fn import_cursor(&self, source: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT state FROM import_cursor WHERE source = ?1",
+                [source],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Saves the read position of an incremental import of `source`.
+    pub fn put_import_cursor(&self, source: &str, state: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO import_cursor(source, state) VALUES (?1, ?2) ON CONFLICT(source) DO UPDATE SET state = ?2",
+            params![source, state],
+        )?;
+        Ok(())
     }
 
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {

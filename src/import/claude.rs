@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{Sink, chunk, each_line, find_files, parse_line, project_of, relative};
+use super::{
+    Flow, Position, Sink, chunk, each_line_from, find_files, parse_line, project_of, relative,
+};
 use crate::error::Result;
 
 /// User text that is a harness envelope, not something the user typed.
@@ -34,7 +36,7 @@ const INJECTED: &[&str] = &[
 ];
 
 /// Whether a file is a subagent transcript (or a subagent's bookkeeping).
-fn is_subagent(path: &Path) -> bool {
+pub(crate) fn is_subagent(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     name.starts_with("agent-") || path.components().any(|c| c.as_os_str() == "subagents")
 }
@@ -79,6 +81,37 @@ fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
 
 /// Imports one transcript.
 pub fn import_file(base: &Path, file: &Path, sink: &mut Sink<'_>) -> Result<()> {
+    import_from(base, file, &Cursor::default(), None, sink).map(|_| ())
+}
+
+/// How far the chunks of one transcript have been read, and what a read from there needs to
+/// know of the part before it: hook capture keeps one per transcript and hands it back on the
+/// next event, so an incremental read gives the chunks a whole-file import gives.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Cursor {
+    /// Bytes and lines consumed: the end of the last complete line read.
+    #[serde(flatten)]
+    pub at: Position,
+    /// The project (basename of the first `cwd`), once a read has found one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Whether a chunk was read: only the first chunk carries the session's title.
+    #[serde(default)]
+    pub started: bool,
+}
+
+/// Reads one transcript from `cursor` up to its length when opened (only complete lines),
+/// pushing its chunks into `sink`; stops early, after a whole line, once `deadline` has
+/// passed. Returns the cursor after the last line read. The first pass (title, project) reads
+/// from the start of the file while the cursor has not learned them yet; a read from 0 is a
+/// whole-file import.
+pub fn import_from(
+    base: &Path,
+    file: &Path,
+    cursor: &Cursor,
+    deadline: Option<std::time::Instant>,
+    sink: &mut Sink<'_>,
+) -> Result<Cursor> {
     let rel = relative(base, file);
     let stem = file
         .file_stem()
@@ -86,59 +119,90 @@ pub fn import_file(base: &Path, file: &Path, sink: &mut Sink<'_>) -> Result<()> 
         .unwrap_or("session")
         .to_string();
     let session = format!("cc-{stem}");
-    // First pass: titles can come before the records they name, and a summary counts only
-    // when its leaf is a record of this file.
-    let mut scan = Scan::default();
-    let mut probe = Sink::new(sink.memdir, true, None);
-    each_line(file, &mut probe, |_, _, text| {
-        let Some(v) = parse_line(text) else {
-            return Ok(());
-        };
-        if let Some(u) = str_of(&v, "uuid") {
-            scan.uuids.insert(u.to_string());
+    // Both passes read the same bytes, however the file grows meanwhile.
+    let end = match std::fs::metadata(file) {
+        Ok(md) => md.len(),
+        Err(_) => {
+            sink.report.skip("vanished_file");
+            return Ok(cursor.clone());
         }
-        if scan.cwd.is_none()
-            && let Some(c) = str_of(&v, "cwd").filter(|c| !c.is_empty())
-        {
-            scan.cwd = Some(c.to_string());
-        }
-        match str_of(&v, "type") {
-            Some("summary") => {
-                if let (Some(s), Some(l)) = (str_of(&v, "summary"), str_of(&v, "leafUuid")) {
-                    scan.summaries.insert(l.to_string(), s.to_string());
+    };
+    let mut title = None;
+    let mut project = cursor.project.clone();
+    if !cursor.started || project.is_none() {
+        // First pass: titles can come before the records they name, and a summary counts only
+        // when its leaf is a record of this file.
+        let mut scan = Scan::default();
+        let mut probe = Sink::new(sink.memdir, true, None);
+        each_line_from(
+            file,
+            Position::default(),
+            Some(end),
+            &mut probe,
+            |_, _, text| {
+                let Some(v) = parse_line(text) else {
+                    return Ok(Flow::Continue);
+                };
+                if let Some(u) = str_of(&v, "uuid") {
+                    scan.uuids.insert(u.to_string());
                 }
-            }
-            Some("custom-title") => scan.custom_title = str_of(&v, "customTitle").map(String::from),
-            Some("ai-title") => scan.ai_title = str_of(&v, "aiTitle").map(String::from),
-            _ => {}
+                if scan.cwd.is_none()
+                    && let Some(c) = str_of(&v, "cwd").filter(|c| !c.is_empty())
+                {
+                    scan.cwd = Some(c.to_string());
+                }
+                match str_of(&v, "type") {
+                    Some("summary") => {
+                        if let (Some(s), Some(l)) = (str_of(&v, "summary"), str_of(&v, "leafUuid"))
+                        {
+                            scan.summaries.insert(l.to_string(), s.to_string());
+                        }
+                    }
+                    Some("custom-title") => {
+                        scan.custom_title = str_of(&v, "customTitle").map(String::from)
+                    }
+                    Some("ai-title") => scan.ai_title = str_of(&v, "aiTitle").map(String::from),
+                    _ => {}
+                }
+                Ok(Flow::Continue)
+            },
+        )?;
+        title = scan
+            .custom_title
+            .clone()
+            .or(scan.ai_title.clone())
+            .or_else(|| {
+                scan.summaries
+                    .iter()
+                    .filter(|(leaf, _)| scan.uuids.contains(*leaf))
+                    .map(|(_, s)| s.clone())
+                    .min()
+            });
+        if project.is_none() {
+            project = scan.cwd.as_deref().map(project_of);
         }
-        Ok(())
-    })?;
-    let title = scan
-        .custom_title
-        .clone()
-        .or(scan.ai_title.clone())
-        .or_else(|| {
-            scan.summaries
-                .iter()
-                .filter(|(leaf, _)| scan.uuids.contains(*leaf))
-                .map(|(_, s)| s.clone())
-                .min()
-        });
-    let project = scan.cwd.as_deref().map(project_of).unwrap_or_default();
-    let mut first = true;
-    each_line(file, sink, |sink, n, text| {
+    }
+    let project_name = project.clone().unwrap_or_default();
+    let mut first = !cursor.started;
+    let at = each_line_from(file, cursor.at, Some(end), sink, |sink, n, text| {
+        let go_on = || {
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
+        };
         let Some(v) = parse_line(text) else {
             sink.report.bad_line(&rel, n);
-            return Ok(());
+            return Ok(go_on());
         };
         let kind = str_of(&v, "type").unwrap_or("");
         let Some((role, kind, content, mut meta)) = record(&v, kind, sink) else {
-            return Ok(());
+            return Ok(go_on());
         };
         let Some(uuid) = str_of(&v, "uuid") else {
             sink.report.skip("no_uuid");
-            return Ok(());
+            return Ok(go_on());
         };
         meta["role"] = json!(role);
         meta["kind"] = json!(kind);
@@ -165,13 +229,19 @@ pub fn import_file(base: &Path, file: &Path, sink: &mut Sink<'_>) -> Result<()> 
         }
         sink.push(chunk(
             session.clone(),
-            &project,
+            &project_name,
             str_of(&v, "timestamp"),
             content,
             format!("cc:{uuid}"),
             meta,
             import,
-        ))
+        ))?;
+        Ok(go_on())
+    })?;
+    Ok(Cursor {
+        at,
+        project,
+        started: !first,
     })
 }
 

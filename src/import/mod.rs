@@ -13,6 +13,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod hook;
 pub mod jsonl;
 pub mod local_memory;
 pub mod mcp_jsonl;
@@ -154,7 +155,11 @@ pub struct Sink<'a> {
 }
 
 impl<'a> Sink<'a> {
-    fn new(memdir: &'a Memdir, dry_run: bool, progress: Option<Progress<'a>>) -> Sink<'a> {
+    pub(crate) fn new(
+        memdir: &'a Memdir,
+        dry_run: bool,
+        progress: Option<Progress<'a>>,
+    ) -> Sink<'a> {
         Sink {
             memdir,
             dry_run,
@@ -338,6 +343,22 @@ pub fn relative(root: &Path, file: &Path) -> String {
     rel.to_string_lossy().into_owned()
 }
 
+/// Where a read of a foreign file stands: the bytes consumed (the end of the last complete
+/// line read) and the physical lines before that point (0-based numbers go on from there).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Position {
+    pub offset: u64,
+    pub line: usize,
+}
+
+/// Whether a line reader goes on after a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// Stop after this line (a deadline passed): it counts as consumed.
+    Stop,
+}
+
 /// Reads a JSONL file written by someone else, calling `f(line number (0-based), text)` for
 /// each complete line. A last line without its newline is being written: it is left for the
 /// next run. Invalid UTF-8 becomes U+FFFD; a BOM and a trailing CR are dropped. A file that
@@ -366,19 +387,57 @@ fn read_lines(
     whole: bool,
     mut f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<()>,
 ) -> Result<()> {
+    read_from(file, Position::default(), None, whole, sink, |s, n, t| {
+        f(s, n, t).map(|_| Flow::Continue)
+    })
+    .map(|_| ())
+}
+
+/// [`each_line`] from `start` (a [`Position`] an earlier read returned) up to `end` bytes
+/// (default: the file's length when it is opened, so a file that grows meanwhile is read to a
+/// fixed point). Returns where it stopped: after the last complete line it handed to `f`, or
+/// after the line for which `f` said [`Flow::Stop`]. Blank and oversized lines are consumed
+/// without a call.
+pub fn each_line_from(
+    file: &Path,
+    start: Position,
+    end: Option<u64>,
+    sink: &mut Sink<'_>,
+    f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<Flow>,
+) -> Result<Position> {
+    read_from(file, start, end, false, sink, f)
+}
+
+/// [`each_line_from`]; with `whole`, a last line without its newline is read too.
+fn read_from(
+    file: &Path,
+    start: Position,
+    end: Option<u64>,
+    whole: bool,
+    sink: &mut Sink<'_>,
+    mut f: impl FnMut(&mut Sink<'_>, usize, &str) -> Result<Flow>,
+) -> Result<Position> {
+    use std::io::Seek;
+    let mut pos = start;
     let reader: Box<dyn Read> = if file.as_os_str() == "-" {
         Box::new(std::io::stdin())
     } else {
         match std::fs::File::open(file) {
-            Ok(fh) => {
-                if let Ok(md) = fh.metadata() {
-                    sink.total += md.len();
+            Ok(mut fh) => {
+                let len = fh.metadata().map(|md| md.len()).unwrap_or(0);
+                let end = end.unwrap_or(len).min(len);
+                if start.offset > 0 {
+                    fh.seek(std::io::SeekFrom::Start(start.offset))
+                        .map_err(|e| {
+                            Error::invalid("path", format!("reading {}: {e}", file.display()))
+                        })?;
                 }
-                Box::new(fh)
+                sink.total += end.saturating_sub(start.offset);
+                Box::new(fh.take(end.saturating_sub(start.offset)))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 sink.report.skip("vanished_file");
-                return Ok(());
+                return Ok(pos);
             }
             Err(e) => {
                 return Err(Error::invalid(
@@ -391,7 +450,6 @@ fn read_lines(
     sink.report.files += 1;
     let mut r = std::io::BufReader::with_capacity(1 << 16, reader);
     let mut buf = Vec::new();
-    let mut n = 0usize;
     loop {
         buf.clear();
         let got = r
@@ -400,34 +458,42 @@ fn read_lines(
             .read_until(b'\n', &mut buf)
             .map_err(|e| Error::invalid("path", format!("reading {}: {e}", file.display())))?;
         if got == 0 {
-            return Ok(());
+            return Ok(pos);
         }
         sink.advance(got as u64);
         if buf.last() != Some(&b'\n') {
             if got as u64 >= MAX_LINE_BYTES {
                 // Longer than any line memdir reads: skip to its end.
-                sink.report.skip("oversized_line");
                 let mut rest = Vec::new();
-                let _ = r.read_until(b'\n', &mut rest);
-                n += 1;
+                let more = r.read_until(b'\n', &mut rest).unwrap_or(0);
+                if rest.last() != Some(&b'\n') {
+                    // Its end is not written yet: the next run looks again.
+                    sink.report.skip("unterminated_tail");
+                    return Ok(pos);
+                }
+                sink.report.skip("oversized_line");
+                pos.offset += (got + more) as u64;
+                pos.line += 1;
                 continue;
             }
             if !whole {
                 sink.report.skip("unterminated_tail");
-                return Ok(());
+                return Ok(pos);
             }
             buf.push(b'\n');
         }
+        let n = pos.line;
+        pos.offset += got as u64;
+        pos.line += 1;
         let mut line: &[u8] = &buf[..buf.len() - 1];
         if n == 0 {
             line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         }
         line = line.strip_suffix(b"\r").unwrap_or(line);
         let text = String::from_utf8_lossy(line);
-        if !text.trim().is_empty() {
-            f(sink, n, &text)?;
+        if !text.trim().is_empty() && f(sink, n, &text)? == Flow::Stop {
+            return Ok(pos);
         }
-        n += 1;
     }
 }
 

@@ -387,7 +387,7 @@ impl Memdir {
     /// After a forget: the index absorbs the tombstones and drops the deleted documents from
     /// its files, and the ledger's write-ahead log is folded in, so no derived file keeps the
     /// forgotten text.
-    fn purge_derived(&self) -> Result<()> {
+    pub(super) fn purge_derived(&self) -> Result<()> {
         self.catch_up(false, None)?;
         {
             let g = self.index_guard()?;

@@ -298,6 +298,40 @@ impl Memdir {
         Ok(())
     }
 
+    /// The saved position of an incremental import of `source` (see
+    /// [`Memdir::save_import_cursor`]); `None` before the first save or after the ledger was
+    /// rebuilt.
+    pub fn import_cursor(&self, source: &str) -> Result<Option<String>> {
+        let guard = self.inner()?;
+        match guard.as_ref() {
+            Some(inner) => inner.ledger.import_cursor(source),
+            None => Ok(None),
+        }
+    }
+
+    /// Saves the position of an incremental import of `source` (opaque JSON text), under the
+    /// write lock, if the saved one is still `expected` (what the caller started from): of two
+    /// imports of one source at once, the first to finish wins and the other's is dropped,
+    /// which costs the next run a re-read that idempotency keys make harmless. Call it only
+    /// after the chunks read up to the position are acknowledged. Returns whether it saved.
+    pub fn save_import_cursor(
+        &self,
+        source: &str,
+        expected: Option<&str>,
+        state: &str,
+    ) -> Result<bool> {
+        self.with_write(|inner, _lock| {
+            crate::store::failpoint::hit("cursor.before_save");
+            inner.ledger.atomically(|l| {
+                if l.import_cursor(source)?.as_deref() != expected {
+                    return Ok(false);
+                }
+                l.put_import_cursor(source, state)?;
+                Ok(true)
+            })
+        })
+    }
+
     /// Which of these `(session, source_id)` pairs a chunk already holds; writes nothing.
     pub fn source_ids_known(&self, pairs: &[(String, String)]) -> Result<Vec<bool>> {
         let mut guard = self.inner()?;

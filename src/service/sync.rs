@@ -160,6 +160,7 @@ impl Memdir {
         // A marker for the span in which memdir's own git calls may hold git's index lock.
         let running = layout.meta_dir().join("sync-running");
         txn::write_synced(&running, std::process::id().to_string().as_bytes())?;
+        let mut purge = false;
         let result = (|| -> Result<()> {
             for round in 1..=MAX_ROUNDS {
                 resp.rounds = round;
@@ -198,7 +199,8 @@ impl Memdir {
                             self.commit_local(inner, lock, &git, &mut resp.reported)? as usize;
                         self.merge_remote(inner, lock, &git, &theirs, strategy, &mut resp)
                     })?;
-                    resp.merged |= merged;
+                    resp.merged |= merged.merged;
+                    purge |= merged.forgotten;
                 }
                 let Some(head) = git.rev("HEAD").map_err(git_err)? else {
                     return Ok(());
@@ -243,6 +245,9 @@ impl Memdir {
         })();
         let _ = std::fs::remove_file(&running);
         result?;
+        if purge {
+            self.purge_derived()?;
+        }
         resp.head = git.rev("HEAD").map_err(git_err)?;
         Ok(resp)
     }
@@ -518,13 +523,13 @@ impl Memdir {
         theirs: &str,
         strategy: Strategy,
         resp: &mut SyncResponse,
-    ) -> Result<bool> {
+    ) -> Result<Merge> {
         let layout = self.layout().clone();
         let head = git.rev("HEAD").map_err(git_err)?;
         if let Some(h) = &head
             && (h == theirs || git.is_ancestor(theirs, h).map_err(git_err)?)
         {
-            return Ok(false);
+            return Ok(Merge::default());
         }
         let base = match &head {
             None => EMPTY_TREE.to_string(),
@@ -610,6 +615,10 @@ impl Memdir {
                         rel: rel.into(),
                         bytes: t,
                     }),
+                    PathMerge::Merged(bytes) => writes.push(txn::FileWrite {
+                        rel: rel.into(),
+                        bytes: Some(bytes),
+                    }),
                     PathMerge::Picked(bytes, why) => {
                         resp.reported.push(problem("merged_by_rule", rel, why));
                         if bytes != ours {
@@ -623,6 +632,20 @@ impl Memdir {
             }
         }
         resp.files_received += writes.len();
+        // A chunk forgotten elsewhere arrives as a tombstone: its text must leave the index
+        // and the ledger's log here too, as after a local forget.
+        let mut forgotten = false;
+        for w in &writes {
+            let rel = w.rel.to_string_lossy();
+            if PathKind::of(&rel) == PathKind::Segment
+                && let Some(new) = &w.bytes
+            {
+                let old = fsx::read(&layout.root.join(&w.rel), fsx::MAX_SEGMENT_FILE)?;
+                if tombstones(new) > old.as_deref().map(tombstones).unwrap_or(0) {
+                    forgotten = true;
+                }
+            }
+        }
         if !writes.is_empty() {
             let txid = format!(
                 "sync-{}",
@@ -781,7 +804,10 @@ impl Memdir {
             );
             self.record_commit(git, &tree, &parents, &msg, head.as_deref())?;
         }
-        Ok(true)
+        Ok(Merge {
+            merged: true,
+            forgotten,
+        })
     }
 
     /// Stages memdir's paths as they are (no commit), leaving out files that do not parse.
@@ -969,4 +995,21 @@ impl Memdir {
             })
         })
     }
+}
+
+/// How many lines of a segment's bytes are tombstones of forgotten chunks.
+fn tombstones(bytes: &[u8]) -> usize {
+    bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| codec::parse_chunk_line(l).is_ok_and(|c| c.is_tombstone()))
+        .count()
+}
+
+/// What merging a fetched commit did.
+#[derive(Default)]
+struct Merge {
+    /// Whether anything was merged (else the local commit already held the remote's).
+    merged: bool,
+    /// Whether tombstones of chunks forgotten on another replica arrived.
+    forgotten: bool,
 }

@@ -27,6 +27,9 @@ const FAILPOINTS: &[&str] = &[
     "append.write",
     // On the search path: `search::lazy_commits` kills a search after a lazy index commit.
     "index.after_lazy_commit",
+    // On the hook's path: `hook::a_killed_hook_resumes_without_loss_or_duplicates` kills a
+    // capture after its chunks are saved and before its cursor is.
+    "cursor.before_save",
 ];
 
 /// An operation run with a failpoint armed.

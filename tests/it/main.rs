@@ -13,6 +13,7 @@ mod forget;
 mod format;
 mod handedit;
 mod hardening;
+mod hook;
 mod import;
 mod mcp;
 mod mcp_framing;

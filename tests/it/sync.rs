@@ -603,3 +603,105 @@ fn an_edit_pushed_with_plain_git_is_adopted_not_lost() {
     fleet.assert_identical();
     assert_eq!(a.category_data("doc"), Some(json!({"a": "by hand"})));
 }
+
+/// Files of a replica (outside `.git/`) whose bytes hold `word`.
+fn holding(e: &TestEnv, word: &str) -> Vec<String> {
+    let git_dir = e.dir.join(".git");
+    crate::redaction::files_containing(&e.dir, word)
+        .into_iter()
+        .filter(|p| !Path::new(p).starts_with(&git_dir))
+        .collect()
+}
+
+/// A chunk forgotten on one replica is forgotten on every replica after a sync, also when the
+/// segment's own writer appended to it meanwhile: the tombstone wins over the line it replaces,
+/// the appended lines stay, every replica ends with the same bytes, and the text leaves the
+/// other replica's index and ledger as after a local forget.
+#[test]
+fn a_forget_on_one_replica_travels_to_the_others() {
+    let fleet = Fleet::new(2);
+    let (a, b) = (&fleet.replicas[0], &fleet.replicas[1]);
+    for text in [
+        "first note about the pool",
+        "the quokkasecret token was pasted here",
+        "third note about deploys",
+    ] {
+        a.ok(&["ingest", "--session-id", "s", "--text", text]);
+    }
+    // A's index holds the chunk before the forget travels.
+    assert_eq!(
+        a.ok(&["search", "quokkasecret"])["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    fleet.sync(0, &[]);
+    fleet.sync(1, &[]);
+    let id = b.ok(&["fetch", "s"])["chunks"][1]["chunk_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    b.ok(&["forget", "--session-id", "s", "--chunk-id", &id, "--yes"]);
+    // A appends to its own segment meanwhile: both sides changed it.
+    a.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--text",
+        "fourth note after the forget",
+    ]);
+    fleet.sync(1, &[]);
+    let report = fleet.sync(0, &[]);
+    assert_eq!(
+        report["reported"],
+        json!([]),
+        "a forget merges cleanly: {report:#}"
+    );
+    fleet.converge();
+    fleet.assert_identical();
+    for (name, e) in [("A", a), ("B", b)] {
+        let seg = std::fs::read_to_string(e.segment_of("s")).unwrap();
+        assert_eq!(seg.lines().count(), 4, "{name}: {seg}");
+        let lines: Vec<Value> = seg
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[1]["content"], "", "{name}: {seg}");
+        assert!(lines[1]["metadata"]["forgotten"].is_string(), "{name}");
+        assert_eq!(lines[3]["content"], "fourth note after the forget");
+        assert_eq!(
+            e.ok(&["search", "quokkasecret"])["results"],
+            json!([]),
+            "{name} still finds the forgotten chunk"
+        );
+        assert_eq!(
+            e.ok(&["search", "fourth"])["results"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(holding(e, "quokkasecret"), Vec::<String>::new(), "{name}");
+        e.assert_clean();
+    }
+
+    // The plain case: A did not touch the segment; B's forget is taken as it is.
+    assert_eq!(
+        a.ok(&["search", "pool"])["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let first = b.ok(&["fetch", "s"])["chunks"][0]["chunk_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    b.ok(&["forget", "--session-id", "s", "--chunk-id", &first, "--yes"]);
+    fleet.sync(1, &[]);
+    fleet.sync(0, &[]);
+    fleet.assert_identical();
+    assert_eq!(a.ok(&["search", "pool"])["results"], json!([]));
+    assert_eq!(holding(a, "first note about"), Vec::<String>::new());
+}
