@@ -21,6 +21,8 @@ mod session;
 mod snapshot;
 mod status;
 mod sync;
+mod sync_http;
+pub use sync_http::SyncAccess;
 mod verify;
 mod version;
 
