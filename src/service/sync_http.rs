@@ -184,6 +184,7 @@ fn remote_err(url: &str, e: RemoteError) -> Error {
             status,
             code,
             message,
+            details,
         } => {
             let kind = match code.as_str() {
                 "forbidden" => ErrorKind::Forbidden,
@@ -195,11 +196,14 @@ fn remote_err(url: &str, e: RemoteError) -> Error {
                 "not_found" => ErrorKind::NotFound,
                 _ => ErrorKind::Unavailable,
             };
-            Error::new(
+            let mut e = Error::new(
                 kind,
                 format!("the remote {url} answered HTTP {status}: {message}"),
-            )
-            .detail("remote_code", Value::from(code))
+            );
+            for (k, v) in details {
+                e = e.detail(&k, v);
+            }
+            e
         }
         RemoteError::Protocol(m) => Error::new(ErrorKind::Unavailable, m),
     }
@@ -495,12 +499,18 @@ impl Memdir {
                 )
             })?;
             used += data.len() as u64;
+            let mut text = text.to_string();
+            let hash = content_hash(data);
+            if failpoint::armed_as("sync.page", "corrupt") {
+                // A test's stand-in for damage in transit: the data no longer has its hash.
+                text = text.replacen(|c: char| c.is_ascii_alphanumeric(), "#", 1);
+            }
             page.items.push(SyncItem {
                 path: w.path.clone(),
                 from: w.from,
                 prefix: (from > 0).then(|| content_hash(&bytes[..from])),
-                hash: content_hash(data),
-                data: text.to_string(),
+                hash,
+                data: text,
             });
             if cut {
                 page.rest.push(SyncWant {

@@ -28,6 +28,8 @@ pub enum RemoteError {
         status: u16,
         code: String,
         message: String,
+        /// The error's other fields (the rule that refused, the device, ...).
+        details: serde_json::Map<String, Value>,
     },
     /// An answer that is not what the protocol says.
     Protocol(String),
@@ -95,6 +97,15 @@ impl Remote {
                     .as_str()
                     .map(String::from)
                     .unwrap_or_else(|| format!("HTTP {status} from {url}")),
+                details: err
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .filter(|(k, _)| !["code", "message", "hints"].contains(&k.as_str()))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             });
         }
         Ok(v)

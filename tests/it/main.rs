@@ -22,3 +22,4 @@ mod redaction;
 mod search;
 mod snapshot;
 mod sync;
+mod sync_http;
