@@ -515,7 +515,6 @@ mod requests {
         SyncRequest => |r| Need::Admin { what: "sync the store with a remote" };
         // The sync plane's reads and writes are checked per category and project by the
         // access the table hands the engine (`ops::with_sync_access`).
-        SyncManifestRequest => |r| Need::Nothing;
         SyncDiffRequest => |r| Need::Nothing;
         SyncPullRequest => |r| Need::Nothing;
         SyncPushRequest => |r| Need::Nothing;

@@ -1636,11 +1636,6 @@ pub struct SyncFile {
     pub hash: String,
 }
 
-/// Parameters of `sync_manifest` (none).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SyncManifestRequest {}
-
 /// `sync_manifest`: a two-level hash tree of the files a sync exchanges.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct SyncManifestResponse {

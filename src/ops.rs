@@ -525,7 +525,7 @@ fn build() -> Vec<Op> {
             description: "Commit local changes, fetch, merge with memdir's rules (concurrent versions resolved by the conflict strategy, losers kept in history and conflict records), then push. Offline, commits locally and reports the push as pending.",
             cli: Some("sync"),
             mcp: tool("memory_sync", "Sync with a remote", Profile::Full),
-            rest: post("/api/v1/sync", "sync", &["sync"], &[400, 404, 409, 500, 503]),
+            rest: post("/api/v1/sync", "sync", &["sync"], &[400, 404, 409, 413, 422, 500, 503]),
             flags: (false, true, false),
             // An HTTP remote that cannot be reached: the report says so and that the push is
             // pending.
@@ -549,10 +549,10 @@ fn build() -> Vec<Op> {
             description: "The root and per-bucket BLAKE3 hashes of the history entries, conflict records and session segments this device may read. Equal roots on two stores: nothing to sync. Used by `sync` against an HTTP remote.",
             cli: None,
             mcp: tool("sync_manifest", "Sync manifest", Profile::Full),
-            rest: post("/api/v1/sync/manifest", "syncManifest", &["sync"], &[400, 500, 503]),
+            rest: get("/api/v1/sync/manifest", "syncManifest", &["sync"], &[400, 500, 503]),
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(SyncManifestRequest, SyncManifestResponse, |m, _r, c| {
+            typed: typed!(Empty, SyncManifestResponse, |m, _r, c| {
                 with_sync_access(m, c, |a| m.sync_manifest(a))
             }),
         },
@@ -562,7 +562,7 @@ fn build() -> Vec<Op> {
             description: "Given the caller's files in the buckets whose hashes differ from sync_manifest's, lists what this store lacks (push) and what the caller lacks (pull): whole files, or segment tails from a byte offset. A file the caller would push into a category it may not write refuses the whole diff.",
             cli: None,
             mcp: tool("sync_diff", "Sync diff", Profile::Full),
-            rest: post("/api/v1/sync/diff", "syncDiff", &["sync"], &[400, 500, 503]),
+            rest: post("/api/v1/sync/diff", "syncDiff", &["sync"], &[400, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("nothing", json!({"buckets": {}}))],
             typed: typed!(SyncDiffRequest, SyncDiffResponse, |m, r, c| {
@@ -575,7 +575,7 @@ fn build() -> Vec<Op> {
             description: "Sends the files and segment tails asked for (as sync_diff listed them under pull), at most max_bytes of data per page, each with its BLAKE3 hash; what did not fit is listed under rest.",
             cli: None,
             mcp: tool("sync_pull", "Sync pull", Profile::Full),
-            rest: post("/api/v1/sync/pull", "syncPull", &["sync"], &[400, 404, 422, 500, 503]),
+            rest: post("/api/v1/sync/pull", "syncPull", &["sync"], &[400, 404, 413, 422, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("nothing", json!({"want": []}))],
             typed: typed!(SyncPullRequest, SyncPage, |m, r, c| {

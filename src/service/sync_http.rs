@@ -788,12 +788,12 @@ impl Memdir {
             ..Default::default()
         };
         let all = SyncAccess::all();
-        let call = |route: &str, body: Value| remote.call(route, &body);
+        let call = |route: &str, body: Value| remote.call(route, Some(&body));
         for round in 1..=MAX_ROUNDS {
             resp.rounds = round;
             let mine = self.current_sync_files(all.read)?;
             let (root, buckets) = tree(&mine);
-            let theirs: SyncManifestResponse = match call(wire::MANIFEST, json!({})) {
+            let theirs: SyncManifestResponse = match remote.call(wire::MANIFEST, None) {
                 Ok(v) => decode(url, v)?,
                 Err(RemoteError::Unreachable(m)) => {
                     resp.offline = Some(m);

@@ -62,19 +62,31 @@ impl Remote {
         }
     }
 
-    /// POSTs `body` to `route` and returns the JSON answer.
-    pub fn call(&self, route: &str, body: &Value) -> Result<Value, RemoteError> {
+    /// POSTs `body` to `route` (GETs `route` when `body` is `None`) and returns the JSON
+    /// answer.
+    pub fn call(&self, route: &str, body: Option<&Value>) -> Result<Value, RemoteError> {
         let url = format!("{}{route}", self.base);
-        let mut req = self
-            .agent
-            .post(&url)
-            .header("Content-Type", "application/json");
-        if let Some(t) = &self.token {
-            req = req.header("Authorization", &format!("Bearer {t}"));
-        }
-        let mut resp = req
-            .send_json(body)
-            .map_err(|e| RemoteError::Unreachable(format!("{url}: {e}")))?;
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let sent = match body {
+            Some(b) => {
+                let mut req = self
+                    .agent
+                    .post(&url)
+                    .header("Content-Type", "application/json");
+                if let Some(a) = &auth {
+                    req = req.header("Authorization", a);
+                }
+                req.send_json(b)
+            }
+            None => {
+                let mut req = self.agent.get(&url);
+                if let Some(a) = &auth {
+                    req = req.header("Authorization", a);
+                }
+                req.call()
+            }
+        };
+        let mut resp = sent.map_err(|e| RemoteError::Unreachable(format!("{url}: {e}")))?;
         let status = resp.status().as_u16();
         let text = resp
             .body_mut()

@@ -36,11 +36,14 @@ impl Served {
         while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             if let Some(i) = line.find("listening on ") {
                 let url = line[i + "listening on ".len()..].trim().to_string();
+                // The server runs until the test drops it (which kills and waits).
+                #[allow(clippy::zombie_processes)]
                 return Served { child, url };
             }
             seen.push(line);
         }
         let _ = child.kill();
+        let _ = child.wait();
         panic!("the server did not say where it listens: {seen:?}");
     }
 }
