@@ -1663,6 +1663,7 @@ pub struct SyncDiffRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyncWant {
+    /// The file, relative to the memory directory.
     pub path: String,
     /// The byte offset to send from (the receiver's length of a segment; 0 for a new file).
     #[serde(default)]
@@ -1686,6 +1687,7 @@ pub struct SyncDiffResponse {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyncItem {
+    /// The file, relative to the memory directory.
     pub path: String,
     /// Where `data` starts in the file (0 for a whole file).
     #[serde(default)]
@@ -1718,6 +1720,7 @@ pub struct SyncPullRequest {
 pub struct SyncPage {
     /// `memdir-sync/1`.
     pub format: String,
+    /// The files and segment tails of this page.
     pub items: Vec<SyncItem>,
     /// What did not fit in this page: ask for it next.
     pub rest: Vec<SyncWant>,
@@ -1730,6 +1733,7 @@ pub struct SyncPushRequest {
     /// `memdir-sync/1` (default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
+    /// The files and segment tails of this page (as `sync_pull` answers them).
     #[serde(default)]
     pub items: Vec<SyncItem>,
     /// How the server resolves concurrent versions (default: its `[sync] conflict_strategy`;

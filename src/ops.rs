@@ -531,9 +531,10 @@ fn build() -> Vec<Op> {
             // pending.
             examples: || vec![("offline", json!({"remote": "http://127.0.0.1:9"}))],
             typed: typed!(SyncRequest, SyncResponse, |m, r| {
-                let token = match &r.token_env {
+                let configured = Some(m.settings().sync_token_env.clone()).filter(|e| !e.is_empty());
+                let token = match r.token_env.clone().or(configured) {
                     None => None,
-                    Some(name) => Some(crate::config::process_env(name).ok_or_else(|| {
+                    Some(name) => Some(crate::config::process_env(&name).ok_or_else(|| {
                         Error::invalid(
                             "token_env",
                             format!("the environment variable {name:?} that should hold the remote's token is not set"),

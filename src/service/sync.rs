@@ -97,6 +97,11 @@ impl Memdir {
     /// `memdir sync` with the bearer token of an HTTP remote (read by the caller from the
     /// variable `token_env` names).
     pub fn sync_with(&self, req: &SyncRequest, token: Option<String>) -> Result<SyncResponse> {
+        let mut req = req.clone();
+        if req.remote.is_none() && !self.settings().sync_remote.is_empty() {
+            req.remote = Some(self.settings().sync_remote.clone());
+        }
+        let req = &req;
         if let Some(url) = req
             .remote
             .as_deref()

@@ -319,3 +319,25 @@ token_env = "LAPTOP_TOKEN"
         "a refused push changed the hub"
     );
 }
+
+#[test]
+fn a_plain_sync_uses_the_configured_remote_and_token() {
+    let replicas: Vec<TestEnv> = (0..2).map(replica).collect();
+    replicas[0].ok(&["write", "doc", "--data", r#"{"a":1}"#]);
+    let server = Served::start(&replicas[0], &["--token", TOKEN]);
+    let mut client = replica(1);
+    let cfg = client.tmp.path().join("home/cfg.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[sync]\nremote = {:?}\ntoken_env = \"SYNC_TOKEN\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    client.set_env("MEMDIR_CONFIG", &cfg.display().to_string());
+    let v = client.ok(&["sync"]);
+    assert_eq!(v["pushed"], json!(true), "{v:#}");
+    assert_eq!(v["remote"], json!(server.url), "{v:#}");
+    assert_eq!(client.category_data("doc"), Some(json!({"a": 1})));
+}
