@@ -521,6 +521,11 @@ mod requests {
         ExportRequest => |r| Need::ReadAll;
         RestoreSnapshotRequest => |r| Need::Admin { what: "replace the store with a snapshot" };
         SyncRequest => |r| Need::Admin { what: "sync the store with a remote" };
+        // The sync plane's reads and writes are checked per category and project by the
+        // access the table hands the engine (`ops::with_sync_access`).
+        SyncDiffRequest => |r| Need::Nothing;
+        SyncPullRequest => |r| Need::Nothing;
+        SyncPushRequest => |r| Need::Nothing;
         ResolveRequest => |r| Need::Write(&r.category);
         IngestRequest => |r| Need::Ingest(match &r.chunks {
             Some(chunks) => chunks.iter().map(|c| c.project.as_deref().unwrap_or("")).collect(),
@@ -551,6 +556,10 @@ mod requests {
         InitResponse,
         ImportResponse,
         SyncResponse,
+        SyncManifestResponse,
+        SyncDiffResponse,
+        SyncPage,
+        SyncPushResponse,
         ResolveResponse,
         ForgetResponse,
         SnapshotResponse,

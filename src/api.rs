@@ -1597,6 +1597,12 @@ pub struct SyncRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<String>,
+    /// For an HTTP remote (`remote` is an `http://` or `https://` URL of a `memdir serve
+    /// --transport http`): the environment variable holding its bearer token (default
+    /// `[sync] token_env`, else none).
+    #[arg(long = "token-env", value_name = "NAME")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
 }
 
 /// `sync`: what was committed, merged and pushed.
@@ -1632,6 +1638,147 @@ pub struct SyncResponse {
     /// The commit this replica is at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head: Option<String>,
+    /// Files (or segment tails) sent to an HTTP remote.
+    #[serde(default)]
+    pub files_sent: usize,
+}
+
+/// The format tag of the HTTP sync plane's messages.
+pub const SYNC_FORMAT: &str = "memdir-sync/1";
+
+/// One file of a sync manifest or diff: a history entry, a conflict record or a session
+/// segment, by path relative to the memory directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncFile {
+    /// `history/<category>/<id>.json`, `conflicts/<category>/<hash>.json` or
+    /// `sessions/<session>/<replica>.jsonl` (names encoded as on disk).
+    pub path: String,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The BLAKE3 of its bytes (64 hex digits).
+    pub hash: String,
+}
+
+/// `sync_manifest`: a two-level hash tree of the files a sync exchanges.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SyncManifestResponse {
+    /// `memdir-sync/1`.
+    pub format: String,
+    /// BLAKE3 of the sorted `<bucket> <hash>` lines: equal roots mean nothing to sync.
+    pub root: String,
+    /// Per bucket (`history/<category>`, `conflicts/<category>`, `sessions/<session>`): the
+    /// BLAKE3 of its sorted `<path> <len> <hash>` lines.
+    pub buckets: BTreeMap<String, String>,
+    /// How many files the buckets hold.
+    pub files: usize,
+}
+
+/// Parameters of `sync_diff`: the caller's files in the buckets whose hashes differ.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncDiffRequest {
+    /// Per differing bucket, the caller's files in it (an empty list: the caller has none).
+    #[serde(default)]
+    pub buckets: BTreeMap<String, Vec<SyncFile>>,
+}
+
+/// A file, or the tail of a segment from a byte offset, that one side lacks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncWant {
+    /// The file, relative to the memory directory.
+    pub path: String,
+    /// The byte offset to send from (the receiver's length of a segment; 0 for a new file).
+    #[serde(default)]
+    pub from: u64,
+}
+
+/// `sync_diff`: what each side lacks.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SyncDiffResponse {
+    /// What the server lacks: send it with `sync_push`.
+    pub push: Vec<SyncWant>,
+    /// What the caller lacks: fetch it with `sync_pull`.
+    pub pull: Vec<SyncWant>,
+    /// Files both sides hold with different contents where neither can be a prefix of the
+    /// other (a broken invariant: a write-once file with two contents, a segment written by
+    /// two machines under one replica id); left as they are on both sides.
+    pub diverged: Vec<String>,
+}
+
+/// One file or segment tail in a sync page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncItem {
+    /// The file, relative to the memory directory.
+    pub path: String,
+    /// Where `data` starts in the file (0 for a whole file).
+    #[serde(default)]
+    pub from: u64,
+    /// For a segment tail (`from` > 0): the BLAKE3 of the sender's first `from` bytes, which
+    /// must be the receiver's whole file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// The BLAKE3 of `data`'s bytes, checked on arrival.
+    pub hash: String,
+    /// The bytes (memdir's files are UTF-8 text).
+    pub data: String,
+}
+
+/// Parameters of `sync_pull`: what to send, in one page.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncPullRequest {
+    /// Files and segment tails, as `sync_diff` listed them under `pull`.
+    #[serde(default)]
+    pub want: Vec<SyncWant>,
+    /// Largest page in bytes of data (default 1 MiB, at most 8 MiB); one item is always sent,
+    /// and a long segment tail is cut at a line end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+}
+
+/// A page of files: `sync_pull`'s answer, and `sync_push`'s argument.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SyncPage {
+    /// `memdir-sync/1`.
+    pub format: String,
+    /// The files and segment tails of this page.
+    pub items: Vec<SyncItem>,
+    /// What did not fit in this page: ask for it next.
+    pub rest: Vec<SyncWant>,
+}
+
+/// Parameters of `sync_push`: a page of files the server lacks.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncPushRequest {
+    /// `memdir-sync/1` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// The files and segment tails of this page (as `sync_pull` answers them).
+    #[serde(default)]
+    pub items: Vec<SyncItem>,
+    /// How the server resolves concurrent versions (default: its `[sync] conflict_strategy`;
+    /// `local_wins` means the pushed side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+}
+
+/// `sync_push`: what was applied.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SyncPushResponse {
+    /// Items written (files created, segment tails appended).
+    pub applied: usize,
+    /// Items the server already held.
+    pub present: usize,
+    /// Categories whose current file changed.
+    pub categories: Vec<String>,
+    /// Conflict records opened (`conflicts/<name>/<file>`).
+    pub conflicts: Vec<String>,
+    /// Items left out, and why.
+    pub reported: Vec<Problem>,
 }
 
 /// Parameters of a conflict resolution.

@@ -128,6 +128,10 @@ pub struct Config {
     pub tools: Setting<String>,
     /// `[sync] conflict_strategy`: how a sync resolves concurrent versions of a category.
     pub conflict_strategy: Setting<String>,
+    /// `[sync] remote`: the remote `sync` uses when none is given (empty: `origin`).
+    pub sync_remote: Setting<String>,
+    /// `[sync] token_env`: the variable holding an HTTP remote's token (empty: none).
+    pub sync_token_env: Setting<String>,
     pub http: HttpConfig,
     /// The access-control policy: `None` without an `[acl]` section (everything allowed).
     pub acl: Option<std::sync::Arc<crate::acl::Acl>>,
@@ -325,6 +329,48 @@ struct FileLogs {
 #[serde(deny_unknown_fields)]
 struct FileSync {
     conflict_strategy: Option<ConflictStrategy>,
+    remote: Option<SyncRemote>,
+    token_env: Option<SyncTokenEnv>,
+}
+
+/// `[sync] token_env`: an environment variable's name, or empty for none.
+#[derive(Debug)]
+struct SyncTokenEnv(String);
+
+impl<'de> Deserialize<'de> for SyncTokenEnv {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                Ok(SyncTokenEnv(s.to_string()))
+            } else {
+                Err(format!("{s:?} is not an environment variable's name"))
+            }
+        })
+    }
+}
+
+/// `[sync] remote`: a git remote's name or an HTTP server's URL.
+#[derive(Debug)]
+struct SyncRemote(String);
+
+impl<'de> Deserialize<'de> for SyncRemote {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        checked(d, |s| {
+            let s = s.trim();
+            let url = s.starts_with("http://") || s.starts_with("https://");
+            let name = !s.is_empty()
+                && !s.starts_with('-')
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if url || name || s.is_empty() {
+                Ok(SyncRemote(s.to_string()))
+            } else {
+                Err(format!(
+                    "{s:?} is neither a git remote name nor an http:// or https:// URL"
+                ))
+            }
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -978,6 +1024,14 @@ impl Config {
                 &path,
                 "last_write_wins".to_string(),
             ),
+            sync_remote: pick(None, None, f.sync.remote.map(|r| r.0), &path, String::new()),
+            sync_token_env: pick(
+                None,
+                None,
+                f.sync.token_env.map(|e| e.0),
+                &path,
+                String::new(),
+            ),
             http: HttpConfig {
                 host: pick(
                     flags.host.clone().map(|x| (x, "--host")),
@@ -1113,6 +1167,8 @@ impl Config {
             analyzer: AnalyzerConfig::parse(&self.analyzer.value)?,
             log_max_entries: self.log_max_entries.value,
             conflict_strategy: self.conflict_strategy.value.clone(),
+            sync_remote: self.sync_remote.value.clone(),
+            sync_token_env: self.sync_token_env.value.clone(),
             redaction: std::sync::Arc::new(
                 crate::redact::Redactor::new(
                     self.redaction.enabled.value,
@@ -1152,6 +1208,8 @@ impl Config {
             ("logs.max_entries", entry(&self.log_max_entries)),
             ("mcp.tools", entry(&self.tools)),
             ("sync.conflict_strategy", entry(&self.conflict_strategy)),
+            ("sync.remote", entry(&self.sync_remote)),
+            ("sync.token_env", entry(&self.sync_token_env)),
             ("http.host", entry(&h.host)),
             ("http.port", entry(&h.port)),
             ("http.body_limit", entry(&h.body_limit)),

@@ -163,6 +163,22 @@ fn hidden(m: &Memdir, c: &Caller) -> Result<Vec<String>> {
         .collect())
 }
 
+/// What `c` may touch through the sync plane: the policy decides here, the engine asks.
+fn with_sync_access<R>(
+    m: &Memdir,
+    c: &Caller,
+    f: impl FnOnce(&crate::service::SyncAccess<'_>) -> Result<R>,
+) -> Result<R> {
+    let read = |n: &str| c.can_read(n);
+    let write = |n: &str| c.admit(&Need::Write(n), &|| category_names(m));
+    let ingest = |ps: &[&str]| c.admit(&Need::Ingest(ps.to_vec()), &|| category_names(m));
+    f(&crate::service::SyncAccess {
+        read: &read,
+        write: &write,
+        ingest: &ingest,
+    })
+}
+
 macro_rules! op {
     (
         name: $name:literal,
@@ -508,13 +524,77 @@ fn build() -> Vec<Op> {
             summary: "Sync with the git remote",
             description: "Commit local changes, fetch, merge with memdir's rules (concurrent versions resolved by the conflict strategy, losers kept in history and conflict records), then push. Offline, commits locally and reports the push as pending.",
             cli: Some("sync"),
-            mcp: None,
-            rest: None,
+            mcp: tool("memory_sync", "Sync with a remote", Profile::Full),
+            rest: post("/api/v1/sync", "sync", &["sync"], &[400, 404, 409, 413, 422, 500, 503]),
             flags: (false, true, false),
-            // A remote that cannot be reached: the store becomes a git work tree, commits
-            // locally and reports the push as pending.
-            examples: || vec![("offline", json!({"init": "../memory.git"}))],
-            typed: typed!(SyncRequest, SyncResponse, |m, r| m.sync(&r)),
+            // An HTTP remote that cannot be reached: the report says so and that the push is
+            // pending.
+            examples: || vec![("offline", json!({"remote": "http://127.0.0.1:9"}))],
+            typed: typed!(SyncRequest, SyncResponse, |m, r| {
+                let configured = Some(m.settings().sync_token_env.clone()).filter(|e| !e.is_empty());
+                let token = match r.token_env.clone().or(configured) {
+                    None => None,
+                    Some(name) => Some(crate::config::process_env(&name).ok_or_else(|| {
+                        Error::invalid(
+                            "token_env",
+                            format!("the environment variable {name:?} that should hold the remote's token is not set"),
+                        )
+                    })?),
+                };
+                m.sync_with(&r, token)
+            }),
+        },
+        op! {
+            name: "sync_manifest",
+            summary: "The hash tree of the files a sync exchanges",
+            description: "The root and per-bucket BLAKE3 hashes of the history entries, conflict records and session segments this device may read. Equal roots on two stores: nothing to sync. Used by `sync` against an HTTP remote.",
+            cli: None,
+            mcp: tool("sync_manifest", "Sync manifest", Profile::Full),
+            rest: get("/api/v1/sync/manifest", "syncManifest", &["sync"], &[400, 500, 503]),
+            flags: (true, false, true),
+            examples: no_examples,
+            typed: typed!(Empty, SyncManifestResponse, |m, _r, c| {
+                with_sync_access(m, c, |a| m.sync_manifest(a))
+            }),
+        },
+        op! {
+            name: "sync_diff",
+            summary: "What each side of a sync lacks",
+            description: "Given the caller's files in the buckets whose hashes differ from sync_manifest's, lists what this store lacks (push) and what the caller lacks (pull): whole files, or segment tails from a byte offset. A file the caller would push into a category it may not write refuses the whole diff.",
+            cli: None,
+            mcp: tool("sync_diff", "Sync diff", Profile::Full),
+            rest: post("/api/v1/sync/diff", "syncDiff", &["sync"], &[400, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("nothing", json!({"buckets": {}}))],
+            typed: typed!(SyncDiffRequest, SyncDiffResponse, |m, r, c| {
+                with_sync_access(m, c, |a| m.sync_diff(&r, a))
+            }),
+        },
+        op! {
+            name: "sync_pull",
+            summary: "A page of files for a sync",
+            description: "Sends the files and segment tails asked for (as sync_diff listed them under pull), at most max_bytes of data per page, each with its BLAKE3 hash; what did not fit is listed under rest.",
+            cli: None,
+            mcp: tool("sync_pull", "Sync pull", Profile::Full),
+            rest: post("/api/v1/sync/pull", "syncPull", &["sync"], &[400, 404, 413, 422, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("nothing", json!({"want": []}))],
+            typed: typed!(SyncPullRequest, SyncPage, |m, r, c| {
+                with_sync_access(m, c, |a| m.sync_pull(&r, a))
+            }),
+        },
+        op! {
+            name: "sync_push",
+            summary: "Apply a page of files from a sync",
+            description: "Checks every item of the page (BLAKE3 hash, path, content, access) and applies all of them as one transaction, or none: new history entries and conflict records, segment tails; categories whose history grew are derived by the same merge as git sync.",
+            cli: None,
+            mcp: tool("sync_push", "Sync push", Profile::Full),
+            rest: post("/api/v1/sync/push", "syncPush", &["sync"], &[400, 409, 413, 422, 500, 503]),
+            flags: (false, false, true),
+            examples: || vec![("nothing", json!({"items": []}))],
+            typed: typed!(SyncPushRequest, SyncPushResponse, |m, r, c| {
+                with_sync_access(m, c, |a| m.sync_push(&r, a))
+            }),
         },
         op! {
             name: "resolve",

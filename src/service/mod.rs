@@ -21,6 +21,8 @@ mod session;
 mod snapshot;
 mod status;
 mod sync;
+mod sync_http;
+pub use sync_http::SyncAccess;
 mod verify;
 mod version;
 
@@ -137,6 +139,10 @@ pub struct Settings {
     /// How a sync resolves concurrent versions of a category (`last_write_wins`, `merge`,
     /// `manual`).
     pub conflict_strategy: String,
+    /// `[sync] remote`: the remote a sync uses when the request names none (empty: `origin`).
+    pub sync_remote: String,
+    /// `[sync] token_env`: the variable holding an HTTP remote's token (empty: none).
+    pub sync_token_env: String,
     /// What is redacted before anything is stored (`crate::redact`).
     pub redaction: std::sync::Arc<crate::redact::Redactor>,
     /// The embeddings provider (`[embeddings]`); `None`: keyword search only.
@@ -182,6 +188,8 @@ impl Default for Settings {
             analyzer: crate::index::AnalyzerConfig::default(),
             log_max_entries: limits::DEFAULT_LOG_ENTRIES,
             conflict_strategy: "last_write_wins".to_string(),
+            sync_remote: String::new(),
+            sync_token_env: String::new(),
             redaction: std::sync::Arc::new(crate::redact::Redactor::default()),
             embeddings: None,
             background_embedding: false,

@@ -91,6 +91,37 @@ fn category_of(rel: &str) -> Option<CategoryName> {
 impl Memdir {
     /// `memdir sync`: see the module documentation.
     pub fn sync(&self, req: &SyncRequest) -> Result<SyncResponse> {
+        self.sync_with(req, None)
+    }
+
+    /// `memdir sync` with the bearer token of an HTTP remote (read by the caller from the
+    /// variable `token_env` names).
+    pub fn sync_with(&self, req: &SyncRequest, token: Option<String>) -> Result<SyncResponse> {
+        let mut req = req.clone();
+        if req.remote.is_none() && !self.settings().sync_remote.is_empty() {
+            req.remote = Some(self.settings().sync_remote.clone());
+        }
+        let req = &req;
+        if let Some(url) = req
+            .remote
+            .as_deref()
+            .filter(|r| crate::sync::http::is_url(r))
+        {
+            let strategy = self.sync_strategy(req.strategy.as_deref())?;
+            drop(self.inner_for_write()?);
+            let _sync_lock = WriteLock::acquire(
+                &self.layout().meta_dir().join("sync.lock"),
+                std::time::Duration::from_millis(0),
+            )
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Busy,
+                    "another sync of this memory directory is running",
+                )
+                .hint("retry when it has finished")
+            })?;
+            return self.sync_http(url, token, strategy);
+        }
         if !Git::available() {
             return Err(Error::new(
                 ErrorKind::Unavailable,
@@ -693,62 +724,10 @@ impl Memdir {
                     }
                 }
             }
-            let mut files = Vec::new();
-            let served: Option<Value> =
-                match merge::resolve(name.as_str(), &entries, strategy, &local_heads) {
-                    None => match merge::heads(&entries).first() {
-                        Some(h) => (!h.is_tombstone()).then(|| h.content.clone()),
-                        None => continue,
-                    },
-                    Some(r) => {
-                        let hist_rel =
-                            Layout::history_rel(name).join(format!("{}.json", r.entry.id));
-                        if !layout.root.join(&hist_rel).exists() {
-                            files.push(txn::FileWrite {
-                                rel: hist_rel,
-                                bytes: Some(codec::to_pretty(
-                                    &serde_json::to_value(&r.entry)
-                                        .expect("invariant: history entries serialize"),
-                                )),
-                            });
-                        }
-                        if let Some(c) = &r.conflict {
-                            let crel = Path::new("conflicts")
-                                .join(name.file_stem())
-                                .join(c.file_name());
-                            resp.conflicts.push(crel.to_string_lossy().into_owned());
-                            if !layout.root.join(&crel).exists() {
-                                files.push(txn::FileWrite {
-                                    rel: crel,
-                                    bytes: Some(c.to_bytes()),
-                                });
-                            }
-                        }
-                        (!r.entry.content.is_null()).then(|| r.entry.content.clone())
-                    }
-                };
-            let bytes = served.as_ref().map(codec::to_pretty);
-            let current = store::read_category(&layout, name)?;
-            let malformed = current.as_ref().is_some_and(|f| f.content.is_err());
-            if malformed {
-                // A hand edit that does not parse stays in the work tree, untouched; the
-                // commit gets the merged file.
-                resp.reported.push(problem(
-                    "not_committed",
-                    &rel_s,
-                    "malformed; the merged version is committed, the file is left as it is",
-                ));
-                index_only.push((rel_s.clone(), bytes));
-            } else if current.as_ref().map(|f| &f.bytes) != bytes.as_ref() {
-                files.push(txn::FileWrite { rel, bytes });
-                resp.categories.push(name.to_string());
-            }
-            if !files.is_empty() {
-                let txid = format!(
-                    "sync-{}",
-                    &crate::model::content_hash(format!("{theirs}{name}").as_bytes())[..12]
-                );
-                txn::commit(&layout.root, &layout.staging(), &txid, &files)?;
+            if let Some(io) =
+                self.settle_category(name, &entries, strategy, &local_heads, theirs, resp)?
+            {
+                index_only.push(io);
             }
         }
         // The ledger and the change feed (the index catches up from it).
@@ -808,6 +787,82 @@ impl Memdir {
             merged: true,
             forgotten,
         })
+    }
+
+    /// Derives one category's file from its merged history (after a transport brought new
+    /// versions): one head is served as it is; several are resolved by [`merge::resolve`],
+    /// whose version and conflict record are written too. Caller holds the lock. Returns the
+    /// path and bytes to commit in place of a malformed hand edit left in the work tree.
+    pub(super) fn settle_category(
+        &self,
+        name: &CategoryName,
+        entries: &[HistoryEntry],
+        strategy: Strategy,
+        local_heads: &BTreeSet<String>,
+        seed: &str,
+        resp: &mut SyncResponse,
+    ) -> Result<Option<(String, Option<Vec<u8>>)>> {
+        let layout = self.layout().clone();
+        let rel = Layout::category_rel(name);
+        let rel_s = rel.to_string_lossy().into_owned();
+        let mut index_only = None;
+        let mut files = Vec::new();
+        let served: Option<Value> =
+            match merge::resolve(name.as_str(), entries, strategy, local_heads) {
+                None => match merge::heads(entries).first() {
+                    Some(h) => (!h.is_tombstone()).then(|| h.content.clone()),
+                    None => return Ok(None),
+                },
+                Some(r) => {
+                    let hist_rel = Layout::history_rel(name).join(format!("{}.json", r.entry.id));
+                    if !layout.root.join(&hist_rel).exists() {
+                        files.push(txn::FileWrite {
+                            rel: hist_rel,
+                            bytes: Some(codec::to_pretty(
+                                &serde_json::to_value(&r.entry)
+                                    .expect("invariant: history entries serialize"),
+                            )),
+                        });
+                    }
+                    if let Some(c) = &r.conflict {
+                        let crel = Path::new("conflicts")
+                            .join(name.file_stem())
+                            .join(c.file_name());
+                        resp.conflicts.push(crel.to_string_lossy().into_owned());
+                        if !layout.root.join(&crel).exists() {
+                            files.push(txn::FileWrite {
+                                rel: crel,
+                                bytes: Some(c.to_bytes()),
+                            });
+                        }
+                    }
+                    (!r.entry.content.is_null()).then(|| r.entry.content.clone())
+                }
+            };
+        let bytes = served.as_ref().map(codec::to_pretty);
+        let current = store::read_category(&layout, name)?;
+        let malformed = current.as_ref().is_some_and(|f| f.content.is_err());
+        if malformed {
+            // A hand edit that does not parse stays in the work tree, untouched; the
+            // commit gets the merged file.
+            resp.reported.push(problem(
+                "not_committed",
+                &rel_s,
+                "malformed; the merged version is committed, the file is left as it is",
+            ));
+            index_only = Some((rel_s.clone(), bytes));
+        } else if current.as_ref().map(|f| &f.bytes) != bytes.as_ref() {
+            files.push(txn::FileWrite { rel, bytes });
+            resp.categories.push(name.to_string());
+        }
+        if !files.is_empty() {
+            let txid = format!(
+                "sync-{}",
+                &crate::model::content_hash(format!("{seed}{name}").as_bytes())[..12]
+            );
+            txn::commit(&layout.root, &layout.staging(), &txid, &files)?;
+        }
+        Ok(index_only)
     }
 
     /// Stages memdir's paths as they are (no commit), leaving out files that do not parse.

@@ -70,3 +70,9 @@ pub fn io(name: &str) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Whether `name` is armed with exactly `action` (e.g. `corrupt`: a test damages data in
+/// transit at that step).
+pub fn armed_as(name: &str, action: &str) -> bool {
+    armed().is_some_and(|(n, a)| n == name && a == action)
+}

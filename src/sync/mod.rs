@@ -3,4 +3,5 @@
 //! is in `service::sync`.
 
 pub mod git;
+pub mod http;
 pub mod merge;

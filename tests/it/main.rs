@@ -23,3 +23,4 @@ mod redaction;
 mod search;
 mod snapshot;
 mod sync;
+mod sync_http;

@@ -84,35 +84,41 @@ impl Fleet {
     }
 
     fn assert_identical(&self) {
-        let snap = |e: &TestEnv| -> BTreeMap<String, Vec<u8>> {
-            truth_files(&e.dir)
-                .into_iter()
-                .filter(|p| !p.starts_with(".git/"))
-                .map(|p| {
-                    let b = std::fs::read(e.dir.join(&p)).unwrap();
-                    (p, b)
-                })
-                .collect()
-        };
-        let first = snap(&self.replicas[0]);
-        for (i, r) in self.replicas.iter().enumerate().skip(1) {
-            let other = snap(r);
-            let a: BTreeSet<&String> = first.keys().collect();
-            let b: BTreeSet<&String> = other.keys().collect();
-            assert_eq!(a, b, "replica {i} holds other files than replica 0");
-            for (p, bytes) in &first {
-                assert_eq!(
-                    bytes,
-                    &other[p],
-                    "replica {i} differs in {p}:\n{}\n---\n{}",
-                    String::from_utf8_lossy(bytes),
-                    String::from_utf8_lossy(&other[p])
-                );
-            }
+        assert_identical(&self.replicas);
+    }
+}
+
+/// Every replica holds the same files, byte for byte (git's own excepted), and verify-store
+/// is clean on each.
+pub(crate) fn assert_identical(replicas: &[TestEnv]) {
+    let snap = |e: &TestEnv| -> BTreeMap<String, Vec<u8>> {
+        truth_files(&e.dir)
+            .into_iter()
+            .filter(|p| !p.starts_with(".git/"))
+            .map(|p| {
+                let b = std::fs::read(e.dir.join(&p)).unwrap();
+                (p, b)
+            })
+            .collect()
+    };
+    let first = snap(&replicas[0]);
+    for (i, r) in replicas.iter().enumerate().skip(1) {
+        let other = snap(r);
+        let a: BTreeSet<&String> = first.keys().collect();
+        let b: BTreeSet<&String> = other.keys().collect();
+        assert_eq!(a, b, "replica {i} holds other files than replica 0");
+        for (p, bytes) in &first {
+            assert_eq!(
+                bytes,
+                &other[p],
+                "replica {i} differs in {p}:\n{}\n---\n{}",
+                String::from_utf8_lossy(bytes),
+                String::from_utf8_lossy(&other[p])
+            );
         }
-        for r in &self.replicas {
-            r.assert_clean();
-        }
+    }
+    for r in replicas {
+        r.assert_clean();
     }
 }
 
@@ -130,6 +136,118 @@ fn all_hashes(e: &TestEnv) -> BTreeSet<String> {
     out
 }
 
+/// What a random workload acknowledged.
+#[derive(Default)]
+pub(crate) struct Acked {
+    /// Content hashes of acknowledged category versions.
+    pub hashes: Vec<String>,
+    /// Texts of acknowledged chunks (each starts with a unique token).
+    pub texts: Vec<String>,
+    /// Ids of acknowledged log entries.
+    pub log: Vec<String>,
+}
+
+/// One random offline operation on a random replica: ingest, write, merge, log append,
+/// delete, restore or a hand edit. `n` numbers the operation (unique tokens and keys).
+pub(crate) fn random_op(
+    replicas: &[TestEnv],
+    rng: &mut Rng,
+    n: usize,
+    round: usize,
+    acked: &mut Acked,
+) {
+    let i = rng.below(replicas.len() as u64) as usize;
+    let r = &replicas[i];
+    let cat = ["shared", "notes", "prefs"][rng.below(3) as usize];
+    match rng.below(8) {
+        0 | 1 => {
+            let text = format!("token{n} replica{i} round{round}");
+            let session = format!("s{}", rng.below(3));
+            r.ok(&["ingest", "--session-id", &session, "--text", &text]);
+            acked.texts.push(text);
+        }
+        2 => {
+            let v = r.ok(&["write", cat, "--data", &format!(r#"{{"k{n}":{n}}}"#)]);
+            acked
+                .hashes
+                .push(v["new_hash"].as_str().unwrap().to_string());
+        }
+        3 => {
+            let key = ["a", "b", "c"][rng.below(3) as usize];
+            let v = r.ok(&[
+                "write",
+                cat,
+                "--merge",
+                "--data",
+                &format!(r#"{{"{key}":{n}}}"#),
+            ]);
+            acked
+                .hashes
+                .push(v["new_hash"].as_str().unwrap().to_string());
+        }
+        4 => {
+            let v = r.ok(&["append", "events", "--data", &format!(r#"{{"n":{n}}}"#)]);
+            acked.log.push(v["id"].as_str().unwrap().to_string());
+        }
+        5 => {
+            let _ = r.run(&["delete", cat]);
+        }
+        6 => {
+            let _ = r.run(&["restore", cat, "--version", "1"]);
+        }
+        _ => {
+            // A hand edit of a category file.
+            let p = r.dir.join("categories").join(format!("{cat}.json"));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, format!("{{\n  \"hand\": {n}\n}}\n")).unwrap();
+        }
+    }
+}
+
+/// Every acknowledged write is present on every replica (category versions in history, log
+/// entries in the log's history or file), and search gives the same hits everywhere.
+pub(crate) fn assert_acked(replicas: &[TestEnv], acked: &Acked, seed: u64) {
+    let hashes = all_hashes(&replicas[0]);
+    for h in &acked.hashes {
+        assert!(hashes.contains(h), "seed {seed}: version {h} was lost");
+    }
+    let history_text: String = truth_files(&replicas[0].dir)
+        .into_iter()
+        .filter(|p| p.starts_with("history/events") || p == "categories/events.json")
+        .map(|p| std::fs::read_to_string(replicas[0].dir.join(p)).unwrap())
+        .collect();
+    for id in &acked.log {
+        assert!(
+            history_text.contains(id),
+            "seed {seed}: log entry {id} was lost"
+        );
+    }
+    // Search returns the same hits everywhere, and every ingested chunk is found.
+    let hits = |e: &TestEnv, q: &str| {
+        let v = e.ok(&["search", q, "--limit", "50"]);
+        v["results"].clone()
+    };
+    for text in &acked.texts {
+        let token = text.split(' ').next().unwrap();
+        let first = hits(&replicas[0], token);
+        assert!(
+            first
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["content"] == json!(text)),
+            "seed {seed}: chunk {text:?} not found: {first:#}"
+        );
+        for r in &replicas[1..] {
+            assert_eq!(
+                hits(r, token),
+                first,
+                "seed {seed}: search differs for {token}"
+            );
+        }
+    }
+}
+
 #[test]
 fn three_replicas_converge_after_random_offline_work() {
     for seed in [1u64, 7] {
@@ -140,55 +258,12 @@ fn three_replicas_converge_after_random_offline_work() {
         for i in 0..3 {
             fleet.sync(i, &[]);
         }
-        let mut acked_hashes: Vec<String> = Vec::new();
-        let mut acked_texts: Vec<String> = Vec::new();
-        let mut acked_log: Vec<String> = Vec::new();
+        let mut acked = Acked::default();
         let mut n = 0;
         for round in 0..4 {
             for _ in 0..12 {
                 n += 1;
-                let i = rng.below(3) as usize;
-                let r = &fleet.replicas[i];
-                let cat = ["shared", "notes", "prefs"][rng.below(3) as usize];
-                match rng.below(8) {
-                    0 | 1 => {
-                        let text = format!("token{n} replica{i} round{round}");
-                        let session = format!("s{}", rng.below(3));
-                        r.ok(&["ingest", "--session-id", &session, "--text", &text]);
-                        acked_texts.push(text);
-                    }
-                    2 => {
-                        let v = r.ok(&["write", cat, "--data", &format!(r#"{{"k{n}":{n}}}"#)]);
-                        acked_hashes.push(v["new_hash"].as_str().unwrap().to_string());
-                    }
-                    3 => {
-                        let key = ["a", "b", "c"][rng.below(3) as usize];
-                        let v = r.ok(&[
-                            "write",
-                            cat,
-                            "--merge",
-                            "--data",
-                            &format!(r#"{{"{key}":{n}}}"#),
-                        ]);
-                        acked_hashes.push(v["new_hash"].as_str().unwrap().to_string());
-                    }
-                    4 => {
-                        let v = r.ok(&["append", "events", "--data", &format!(r#"{{"n":{n}}}"#)]);
-                        acked_log.push(v["id"].as_str().unwrap().to_string());
-                    }
-                    5 => {
-                        let _ = r.run(&["delete", cat]);
-                    }
-                    6 => {
-                        let _ = r.run(&["restore", cat, "--version", "1"]);
-                    }
-                    _ => {
-                        // A hand edit of a category file.
-                        let p = r.dir.join("categories").join(format!("{cat}.json"));
-                        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-                        std::fs::write(&p, format!("{{\n  \"hand\": {n}\n}}\n")).unwrap();
-                    }
-                }
+                random_op(&fleet.replicas, &mut rng, n, round, &mut acked);
             }
             // Syncs in a random order and with random pairs.
             for _ in 0..3 {
@@ -197,46 +272,7 @@ fn three_replicas_converge_after_random_offline_work() {
         }
         fleet.converge();
         fleet.assert_identical();
-        // Every acknowledged write is present: in history (category versions) or the files.
-        let hashes = all_hashes(&fleet.replicas[0]);
-        for h in &acked_hashes {
-            assert!(hashes.contains(h), "seed {seed}: version {h} was lost");
-        }
-        let history_text: String = truth_files(&fleet.replicas[0].dir)
-            .into_iter()
-            .filter(|p| p.starts_with("history/events") || p == "categories/events.json")
-            .map(|p| std::fs::read_to_string(fleet.replicas[0].dir.join(p)).unwrap())
-            .collect();
-        for id in &acked_log {
-            assert!(
-                history_text.contains(id),
-                "seed {seed}: log entry {id} was lost"
-            );
-        }
-        // Search returns the same hits everywhere, and every ingested chunk is found.
-        let hits = |e: &TestEnv, q: &str| {
-            let v = e.ok(&["search", q, "--limit", "50"]);
-            v["results"].clone()
-        };
-        for text in &acked_texts {
-            let token = text.split(' ').next().unwrap();
-            let first = hits(&fleet.replicas[0], token);
-            assert!(
-                first
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|h| h["content"] == json!(text)),
-                "seed {seed}: chunk {text:?} not found: {first:#}"
-            );
-            for r in &fleet.replicas[1..] {
-                assert_eq!(
-                    hits(r, token),
-                    first,
-                    "seed {seed}: search differs for {token}"
-                );
-            }
-        }
+        assert_acked(&fleet.replicas, &acked, seed);
     }
 }
 

@@ -48,6 +48,11 @@ FULL_ONLY_TOOLS = [
     "memory_restore",
     "memory_forget",
     "memory_doctor",
+    "memory_sync",
+    "sync_manifest",
+    "sync_diff",
+    "sync_pull",
+    "sync_push",
 ]
 ALL_TOOLS = DEFAULT_TOOLS + FULL_ONLY_TOOLS
 READ_ONLY_TOOLS = {
@@ -62,6 +67,9 @@ READ_ONLY_TOOLS = {
     "memory_context",
     "memory_delta",
     "memory_doctor",
+    "sync_manifest",
+    "sync_diff",
+    "sync_pull",
 }
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 ZERO_HASH = "0" * 64
@@ -73,6 +81,11 @@ VALID_ARGS: dict[str, dict[str, Any]] = {
     "memory_search": {"query": "alpha"},
     "memory_fetch": {"session_id": "s1"},
     "memory_overview": {},
+    "memory_sync": {"remote": "http://127.0.0.1:9"},
+    "sync_manifest": {},
+    "sync_diff": {"buckets": {}},
+    "sync_pull": {"want": []},
+    "sync_push": {"items": []},
     "memory_ingest": {"session_id": "s1", "content": "a valid chunk"},
     "memory_read": {"category": "base"},
     "memory_write": {"category": "base", "data": {"k": "v"}},
@@ -963,6 +976,26 @@ INVALID_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     ],
     "memory_doctor": [
         ({"bogus": 1}, "invalid"),
+    ],
+    "memory_sync": [
+        ({"bogus": 1}, "invalid"),
+        ({"remote": "http://127.0.0.1:9", "strategy": "coin_flip"}, "invalid"),
+    ],
+    "sync_manifest": [
+        ({"bogus": 1}, "invalid"),
+    ],
+    "sync_diff": [
+        ({"buckets": {"history/x": [{"path": "../../etc/passwd", "len": 1, "hash": "0" * 64}]}}, "invalid"),
+        ({"buckets": []}, "invalid"),
+    ],
+    "sync_pull": [
+        ({"want": [{"path": "history/../x.json"}]}, "invalid"),
+        ({"want": "all"}, "invalid"),
+    ],
+    "sync_push": [
+        ({"items": [{"path": "sessions/s/r.jsonl", "hash": "0" * 64, "data": "{}\n"}]}, "corrupt"),
+        ({"items": [{"path": "categories/x.json", "hash": "0" * 64, "data": "{}"}]}, "invalid"),
+        ({"format": "other/9", "items": []}, "invalid"),
     ],
 }
 

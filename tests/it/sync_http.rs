@@ -1,0 +1,343 @@
+//! Sync over HTTP: replicas that sync with a memory directory served by `memdir serve
+//! --transport http` (loopback, started by each test).
+
+use std::io::{BufRead, BufReader};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::sync::{Acked, assert_acked, assert_identical, random_op};
+use crate::util::{Rng, TestEnv};
+
+const TOKEN: &str = "sync-test-token-0123456789abcdef0123456789";
+
+/// A running `memdir serve --transport http` over one replica's store.
+struct Served {
+    child: Child,
+    url: String,
+}
+
+impl Served {
+    fn start(env: &TestEnv, extra: &[&str]) -> Served {
+        let mut args = vec!["serve", "--transport", "http", "--port", "0"];
+        args.extend(extra);
+        let mut child = env.spawn(&args);
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                // Keep draining after the address so the server never blocks on stderr.
+                let _ = tx.send(line.unwrap_or_default());
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = Vec::new();
+        while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            if let Some(i) = line.find("listening on ") {
+                let url = line[i + "listening on ".len()..].trim().to_string();
+                // The server runs until the test drops it (which kills and waits).
+                #[allow(clippy::zombie_processes)]
+                return Served { child, url };
+            }
+            seen.push(line);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the server did not say where it listens: {seen:?}");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn replica(i: usize) -> TestEnv {
+    let mut e = TestEnv::new();
+    e.set_env("MEMDIR_DEVICE", &format!("device{i}"));
+    e.set_env("MEMDIR_SEED", &format!("seed{i}"));
+    e.set_env("SYNC_TOKEN", TOKEN);
+    e
+}
+
+/// Syncs `e` with the server and checks the report says both sides agree.
+fn sync(e: &TestEnv, url: &str) -> Value {
+    let v = e.ok(&["sync", "--remote", url, "--token-env", "SYNC_TOKEN"]);
+    assert_eq!(v["pushed"], json!(true), "{v:#}");
+    v
+}
+
+/// The files of a store that a sync exchanges or derives, by path.
+fn store_files(e: &TestEnv) -> std::collections::BTreeMap<String, Vec<u8>> {
+    e.snapshot()
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with(".memdir/"))
+        .collect()
+}
+
+#[test]
+fn three_replicas_converge_over_http_after_random_offline_work() {
+    for seed in [3u64, 11] {
+        // Replica 0 is the served store; 1 and 2 sync with it.
+        let replicas: Vec<TestEnv> = (0..3).map(replica).collect();
+        replicas[0].ok(&["write", "shared", "--data", r#"{"a":1,"b":1}"#]);
+        let server = Served::start(&replicas[0], &["--token", TOKEN]);
+        for r in &replicas[1..] {
+            sync(r, &server.url);
+        }
+        let mut rng = Rng(seed);
+        let mut acked = Acked::default();
+        let mut n = 0;
+        for round in 0..4 {
+            for _ in 0..12 {
+                n += 1;
+                random_op(&replicas, &mut rng, n, round, &mut acked);
+            }
+            // Syncs in a random order (replica 0 is the server: its writes are simply there).
+            for _ in 0..3 {
+                let i = rng.below(3) as usize;
+                if i > 0 {
+                    sync(&replicas[i], &server.url);
+                }
+            }
+        }
+        for _ in 0..2 {
+            for r in &replicas[1..] {
+                sync(r, &server.url);
+            }
+        }
+        // A converged store answers a sync at once: one round, nothing moved.
+        let v = sync(&replicas[1], &server.url);
+        assert_eq!(
+            (
+                v["rounds"].clone(),
+                v["files_sent"].clone(),
+                v["files_received"].clone()
+            ),
+            (json!(1), json!(0), json!(0)),
+            "{v:#}"
+        );
+        assert_identical(&replicas);
+        assert_acked(&replicas, &acked, seed);
+    }
+}
+
+#[test]
+fn a_client_killed_mid_sync_converges_on_the_next_sync() {
+    let replicas: Vec<TestEnv> = (0..2).map(replica).collect();
+    for (i, r) in replicas.iter().enumerate() {
+        r.ok(&["write", "doc", "--data", &format!(r#"{{"side":{i}}}"#)]);
+        for k in 0..5 {
+            r.ok(&[
+                "ingest",
+                "--session-id",
+                &format!("s{k}"),
+                "--text",
+                &format!("word{i}x{k}"),
+            ]);
+        }
+    }
+    let server = Served::start(&replicas[0], &["--token", TOKEN]);
+    for point in ["sync.http.after_pull_page", "sync.http.after_push_page"] {
+        replicas[1].ok(&[
+            "append",
+            "events",
+            "--data",
+            &format!(r#"{{"at":"{point}"}}"#),
+        ]);
+        replicas[0].ok(&["ingest", "--session-id", "s0", "--text", point]);
+        let raw = replicas[1].run_env(
+            &["sync", "--remote", &server.url, "--token-env", "SYNC_TOKEN"],
+            &[("MEMDIR_FAILPOINT", point)],
+            b"",
+        );
+        assert!(
+            raw.signal.is_some(),
+            "{point}: the client was not killed: {}",
+            raw.run.stderr
+        );
+        sync(&replicas[1], &server.url);
+    }
+    assert_identical(&replicas);
+    let hits = replicas[1].ok(&["search", "word0x3"]);
+    assert_eq!(hits["results"][0]["content"], json!("word0x3"), "{hits:#}");
+}
+
+#[test]
+fn a_corrupted_page_is_refused_and_changes_nothing() {
+    let replicas: Vec<TestEnv> = (0..2).map(replica).collect();
+    replicas[0].ok(&["write", "doc", "--data", r#"{"a":1}"#]);
+    replicas[0].ok(&["ingest", "--session-id", "s", "--text", "served text"]);
+    replicas[1].ok(&["write", "mine", "--data", r#"{"b":2}"#]);
+    // Pages the server sends are damaged in transit: the client refuses them.
+    let mut bad_server_env = replica(0);
+    bad_server_env.dir = replicas[0].dir.clone();
+    bad_server_env.set_env("MEMDIR_DIR", &replicas[0].dir.display().to_string());
+    bad_server_env.set_env("MEMDIR_FAILPOINT", "sync.page=corrupt");
+    let before = store_files(&replicas[1]);
+    {
+        let server = Served::start(&bad_server_env, &["--token", TOKEN]);
+        let err = replicas[1].fail(
+            &["sync", "--remote", &server.url, "--token-env", "SYNC_TOKEN"],
+            7,
+        );
+        assert_eq!(err["code"], json!("corrupt"), "{err:#}");
+        assert!(
+            err["message"].as_str().unwrap().contains("BLAKE3"),
+            "{err:#}"
+        );
+    }
+    assert_eq!(
+        store_files(&replicas[1]),
+        before,
+        "a refused page changed the client"
+    );
+    // A damaged page pushed to the server: refused whole with 422, nothing applied.
+    let server = Served::start(&replicas[0], &["--token", TOKEN]);
+    let before = store_files(&replicas[0]);
+    let line = "{\"a\":1}\n";
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let body = json!({"items": [
+        {"path": "sessions/x/device1-aaaa.jsonl", "from": 0, "hash": blake3::hash(line.as_bytes()).to_hex().to_string(), "data": line},
+        {"path": "sessions/y/device1-aaaa.jsonl", "from": 0, "hash": blake3::hash(b"other").to_hex().to_string(), "data": line},
+    ]});
+    let mut resp = agent
+        .post(&format!("{}/api/v1/sync/push", server.url))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .send_json(&body)
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 422);
+    let v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(v["error"]["code"], json!("corrupt"), "{v:#}");
+    assert_eq!(
+        store_files(&replicas[0]),
+        before,
+        "a refused push changed the server"
+    );
+    // Undamaged, the sync goes through.
+    sync(&replicas[1], &server.url);
+    assert_identical(&replicas);
+}
+
+#[test]
+fn a_bad_token_is_a_clear_error() {
+    let replicas: Vec<TestEnv> = (0..2).map(replica).collect();
+    replicas[0].ok(&["write", "doc", "--data", r#"{"a":1}"#]);
+    let server = Served::start(&replicas[0], &["--token", TOKEN]);
+    let mut client = replica(1);
+    client.set_env("SYNC_TOKEN", "not-the-token-0123456789abcdef0123456789");
+    client.ok(&["write", "mine", "--data", r#"{"b":2}"#]);
+    let before = store_files(&client);
+    let err = client.fail(
+        &["sync", "--remote", &server.url, "--token-env", "SYNC_TOKEN"],
+        11,
+    );
+    assert_eq!(err["code"], json!("denied"), "{err:#}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("refused the token"),
+        "{err:#}"
+    );
+    assert_eq!(store_files(&client), before);
+    // A variable that is not set is named.
+    let err = client.fail(
+        &[
+            "sync",
+            "--remote",
+            &server.url,
+            "--token-env",
+            "NO_SUCH_VAR",
+        ],
+        3,
+    );
+    assert!(
+        err["message"].as_str().unwrap().contains("NO_SUCH_VAR"),
+        "{err:#}"
+    );
+}
+
+#[test]
+fn a_device_pulls_only_what_it_may_read_and_a_forbidden_push_is_refused_whole() {
+    let mut hub = replica(0);
+    hub.set_env("MEMDIR_DEVICE", "hub");
+    let cfg = hub.tmp.path().join("home/cfg.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+[acl]
+admin_devices = ["hub"]
+device_categories = ["laptop"]
+
+[[acl.rules]]
+device = "laptop"
+read = ["laptop", "notes_*"]
+write = ["notes_*"]
+
+[[http.tokens]]
+device = "laptop"
+token_env = "LAPTOP_TOKEN"
+"#,
+    )
+    .unwrap();
+    hub.set_env("MEMDIR_CONFIG", &cfg.display().to_string());
+    hub.set_env("LAPTOP_TOKEN", TOKEN);
+    hub.ok(&["write", "secret", "--data", r#"{"code":42}"#]);
+    hub.ok(&["write", "notes_a", "--data", r#"{"n":1}"#]);
+    let server = Served::start(&hub, &[]);
+    let mut laptop = replica(1);
+    laptop.set_env("MEMDIR_DEVICE", "laptop");
+    // Reads: the hidden category never arrives.
+    sync(&laptop, &server.url);
+    assert!(laptop.path("history/notes_a").exists());
+    assert!(!laptop.path("history/secret").exists());
+    assert!(!laptop.path("categories/secret.json").exists());
+    // Writes: an allowed and a forbidden change together; the sync is refused whole.
+    laptop.ok(&["write", "notes_b", "--data", r#"{"n":2}"#]);
+    laptop.ok(&["write", "base", "--data", r#"{"owned":true}"#]);
+    let hub_before = store_files(&hub);
+    let err = laptop.fail(
+        &["sync", "--remote", &server.url, "--token-env", "SYNC_TOKEN"],
+        12,
+    );
+    assert_eq!(err["code"], json!("forbidden"), "{err:#}");
+    assert_eq!(err["rule"], json!("acl.admin_devices"), "{err:#}");
+    assert!(
+        err["message"].as_str().unwrap().contains("\"base\""),
+        "{err:#}"
+    );
+    assert_eq!(
+        store_files(&hub),
+        hub_before,
+        "a refused push changed the hub"
+    );
+}
+
+#[test]
+fn a_plain_sync_uses_the_configured_remote_and_token() {
+    let replicas: Vec<TestEnv> = (0..2).map(replica).collect();
+    replicas[0].ok(&["write", "doc", "--data", r#"{"a":1}"#]);
+    let server = Served::start(&replicas[0], &["--token", TOKEN]);
+    let mut client = replica(1);
+    let cfg = client.tmp.path().join("home/cfg.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[sync]\nremote = {:?}\ntoken_env = \"SYNC_TOKEN\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    client.set_env("MEMDIR_CONFIG", &cfg.display().to_string());
+    let v = client.ok(&["sync"]);
+    assert_eq!(v["pushed"], json!(true), "{v:#}");
+    assert_eq!(v["remote"], json!(server.url), "{v:#}");
+    assert_eq!(client.category_data("doc"), Some(json!({"a": 1})));
+}
