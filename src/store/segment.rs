@@ -6,6 +6,11 @@
 //! (under the lock) completes when it parses as a chunk or cuts off otherwise. A batch first
 //! records an intent (`.memdir/staging/<txid>.append`, holding the segment's length before the
 //! batch); recovery cuts the segment back to that length, so a batch is all or nothing.
+//!
+//! A batch touching many segments writes them all first and then flushes them together
+//! ([`sync_together`]): concurrent flushes share journal commits, so a batch over 1,000
+//! sessions costs a few waits for the disk instead of 1,000. The acknowledgement still follows
+//! every flush.
 
 use std::fs;
 use std::io::Write;
