@@ -209,6 +209,65 @@ fn fill_sessions(
     Ok(start.elapsed().as_secs_f64())
 }
 
+/// Bulk ingest through the CLI, as a user runs it: `memdir ingest --jsonl FILE` on a fresh
+/// store, with `--chunks` chunks of 30 words over `--sessions` sessions, the lines interleaved
+/// (chunk i goes to session i mod sessions), so every batch of 1,000 touches
+/// min(sessions, 1,000) segments. `--bin PATH` measures another build of `memdir`.
+fn bench_bulk(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let chunks = arg(args, "--chunks", 100_000);
+    let sessions = arg(args, "--sessions", 100).max(1);
+    let bin = args
+        .iter()
+        .position(|a| a == "--bin")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from)
+        .unwrap_or_else(memdir_bin);
+    let vocab = Vocab::new(5000);
+    let mut r = Rng(17);
+    let input = dir.with_extension("jsonl");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&input).expect("jsonl"));
+        for i in 0..chunks {
+            let s = i % sessions;
+            let line = json!({"session_id": format!("s-{s:05}"), "project": format!("p-{}", s % 10), "content": vocab.sentence(&mut r, 30)});
+            writeln!(f, "{line}").expect("write jsonl");
+        }
+    }
+    let start = Instant::now();
+    let out = Command::new(&bin)
+        .arg("--dir")
+        .arg(&dir)
+        .args(["--json", "ingest", "--jsonl"])
+        .arg(&input)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run memdir");
+    let secs = start.elapsed().as_secs_f64();
+    assert!(out.status.success(), "memdir ingest failed");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        v["count"].as_u64(),
+        Some(chunks as u64),
+        "every chunk saved: {v}"
+    );
+    // SAFETY: getrusage only writes the struct it is handed.
+    let max_rss_kib = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
+        u.ru_maxrss
+    };
+    let _ = std::fs::remove_file(&input);
+    Ok(json!({
+        "chunks": chunks,
+        "sessions": sessions,
+        "seconds": round(secs),
+        "chunks_per_s": (chunks as f64 / secs).round(),
+        "peak_rss_mib": round(max_rss_kib as f64 / 1024.0),
+        "bin": bin.display().to_string(),
+    }))
+}
+
 fn arg(args: &[String], name: &str, default: usize) -> usize {
     args.iter()
         .position(|a| a == name)
@@ -1418,11 +1477,12 @@ fn main() {
         "http" => bench_http(&args),
         "fresh" => bench_fresh(&args),
         "import" => bench_import(&args),
+        "bulk" => bench_bulk(&args),
         "redact" => bench_redact(&args),
         "embeddings" => embeddings::bench_embeddings(&args),
         other => {
             eprintln!(
-                "unknown benchmark {other:?}: use store, search, mcp, recall, http, fresh, import or redact"
+                "unknown benchmark {other:?}: use store, search, mcp, recall, http, fresh, import, bulk or redact"
             );
             std::process::exit(2);
         }

@@ -426,7 +426,26 @@ pub struct Part {
     loaded: std::sync::atomic::AtomicU64,
     /// Whether the files written now are fsynced (see [`LazyDir`]); `None` in memory.
     durable: Option<Arc<AtomicBool>>,
+    /// The payload of the last commit read, with the stamp of the `meta.json` it came from.
+    seen: std::sync::Mutex<Option<(MetaStamp, Option<Payload>)>>,
 }
+
+/// What identifies one version of `meta.json`: every commit (by any process) writes it to a
+/// new file and renames that into place, so the inode changes with each commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MetaStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+    /// The mtime was [`SETTLED`] old when the stamp was taken: any later commit gets a later
+    /// mtime, so the stamp cannot recur.
+    settled: bool,
+}
+
+/// How old `meta.json` must be before its stamp stands for its content (several ticks of the
+/// coarse clock file times come from).
+const SETTLED: Duration = Duration::from_millis(50);
 
 // ---------------------------------------------------------------------------------------------
 // Commits without fsync
@@ -691,6 +710,7 @@ impl Part {
             dir: dir.to_path_buf(),
             loaded: std::sync::atomic::AtomicU64::new(u64::MAX),
             durable: None,
+            seen: std::sync::Mutex::new(None),
         })
     }
 
@@ -702,8 +722,25 @@ impl Part {
 
     /// Reloads the reader if another commit (by any process) happened since it last loaded;
     /// returns the payload of the newest commit.
+    ///
+    /// Every search asks this first, and most find nothing new: when `meta.json` is the very
+    /// file read last time (same inode, length and mtime), the reader is current and the
+    /// payload is the one read then, so one `stat` replaces reading and parsing the metas.
+    /// A stamp is remembered only once its mtime is [`SETTLED`] old: file times come from a
+    /// coarse clock, and a freed inode may be reused, so two commits in one tick could
+    /// otherwise leave a stamp equal to an older one.
     pub fn refresh(&self) -> Result<Option<Payload>> {
         use std::sync::atomic::Ordering;
+        // Taken before the metas are read: a commit in between leaves an older stamp, so the
+        // next call reads again.
+        let stamp = self.meta_stamp();
+        if let Some(stamp) = stamp
+            && let Ok(seen) = self.seen.lock()
+            && let Some((s, payload)) = seen.as_ref()
+            && *s == stamp
+        {
+            return Ok(payload.clone());
+        }
         let metas = self
             .index
             .load_metas()
@@ -712,10 +749,40 @@ impl Part {
             self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
             self.loaded.store(metas.opstamp, Ordering::Release);
         }
-        Ok(metas
+        let payload: Option<Payload> = metas
             .payload
             .as_deref()
-            .and_then(|p| serde_json::from_str(p).ok()))
+            .and_then(|p| serde_json::from_str(p).ok());
+        if let Ok(mut seen) = self.seen.lock() {
+            *seen = stamp.filter(|s| s.settled).map(|s| (s, payload.clone()));
+        }
+        Ok(payload)
+    }
+
+    /// The stamp of `meta.json` on disk; `None` in memory or when it cannot be read.
+    fn meta_stamp(&self) -> Option<MetaStamp> {
+        self.durable.as_ref()?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i128)
+                .unwrap_or(0);
+            let m = std::fs::symlink_metadata(self.dir.join("meta.json")).ok()?;
+            let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+            Some(MetaStamp {
+                dev: m.dev(),
+                ino: m.ino(),
+                len: m.len(),
+                mtime_ns,
+                settled: now - mtime_ns >= SETTLED.as_nanos() as i128,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            None
+        }
     }
 
     /// A writer, waiting (bounded) while another process holds the index's writer lock.

@@ -23,6 +23,8 @@ const FAILPOINTS: &[&str] = &[
     "append.after_intent",
     "append.torn",
     "append.after_write",
+    "append.before_sync",
+    "append.sync",
     "stage.write",
     "append.write",
     // On the search path: `search::lazy_commits` kills a search after a lazy index commit.
@@ -66,7 +68,8 @@ fn ops_for(fp: &str) -> Vec<Op> {
         "ledger.before_update" | "ledger.update" => [CATEGORY_OPS, SESSION_OPS].concat(),
         "stage.write" => [CATEGORY_OPS, &[Op::Batch]].concat(),
         "append.after_intent" => vec![Op::Batch],
-        "append.torn" | "append.after_write" | "append.write" => SESSION_OPS.to_vec(),
+        "append.torn" | "append.after_write" | "append.write" | "append.before_sync"
+        | "append.sync" => SESSION_OPS.to_vec(),
         other => panic!("unknown failpoint {other}"),
     }
 }
@@ -87,7 +90,9 @@ fn lands(fp: &str, op: Op) -> bool {
         | "txn.after_publish"
         | "ledger.before_update"
         | "ledger.update" => true,
-        "append.after_write" => op != Op::Batch,
+        // Every line is written whole before the flushes begin: a killed process (not a
+        // power loss) leaves a single chunk's line in place, and a batch's intent cuts it back.
+        "append.after_write" | "append.before_sync" | "append.sync" => op != Op::Batch,
         other => panic!("unknown failpoint {other}"),
     }
 }
@@ -504,6 +509,124 @@ fn crash_at_append_after_write() {
 }
 
 #[test]
+fn crash_at_append_before_sync() {
+    crash_at("append.before_sync");
+}
+
+#[test]
+fn crash_at_append_sync() {
+    crash_at("append.sync");
+}
+
+/// A JSONL batch of `per` chunks in each of `sessions` sessions, interleaved (every session
+/// is touched by every few lines, as a merged export would be).
+fn many_sessions_batch(sessions: usize, per: usize, tag: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..per {
+        for s in 0..sessions {
+            let line =
+                json!({"session_id": format!("m{s:03}"), "content": format!("{tag} {s} {i}")});
+            out.extend_from_slice(format!("{line}\n").as_bytes());
+        }
+    }
+    out
+}
+
+/// A batch touching 100 sessions (half of them new) is flushed as a group: a crash after
+/// every line is written but before the flushes end keeps none of it; a crash after the flushes
+/// (before the ledger heard of it) keeps all of it; an acknowledged batch is all there.
+#[test]
+fn a_batch_over_a_hundred_sessions_is_all_or_nothing() {
+    const SESSIONS: usize = 100;
+    const PER: usize = 3;
+    let env = TestEnv::new();
+    // Sessions m000..m049 exist; m050..m099 are new to the batch.
+    env.ok_stdin(
+        &["ingest", "--jsonl", "-"],
+        &many_sessions_batch(SESSIONS / 2, 1, "old"),
+    );
+    let old: Vec<Vec<String>> = (0..SESSIONS)
+        .map(|s| env.session_contents(&format!("m{s:03}")))
+        .collect();
+    let batch = many_sessions_batch(SESSIONS, PER, "new");
+    for fp in ["append.before_sync", "append.sync", "append.after_write"] {
+        let r = env.run_env(
+            &["ingest", "--jsonl", "-"],
+            &[("MEMDIR_FAILPOINT", fp)],
+            &batch,
+        );
+        assert_eq!(
+            r.signal,
+            Some(6),
+            "{fp}: expected an abort: {}",
+            r.run.stderr
+        );
+        assert!(
+            r.run.stdout.is_empty(),
+            "{fp}: acknowledged: {}",
+            r.run.stdout
+        );
+        for (s, before) in old.iter().enumerate() {
+            assert_eq!(
+                &env.session_contents(&format!("m{s:03}")),
+                before,
+                "{fp}: session m{s:03} after the crash"
+            );
+        }
+        assert!(
+            env.staging_entries().is_empty(),
+            "{fp}: staging left: {:?}",
+            env.staging_entries()
+        );
+        let sessions = std::fs::read_dir(env.path("sessions")).unwrap().count();
+        assert_eq!(sessions, SESSIONS / 2, "{fp}: new session directories left");
+        env.assert_clean();
+    }
+    // Past the flushes: the files hold the batch, though the ledger never heard of it.
+    let r = env.run_env(
+        &["ingest", "--jsonl", "-"],
+        &[("MEMDIR_FAILPOINT", "ledger.before_update")],
+        &batch,
+    );
+    assert_eq!(r.signal, Some(6), "expected an abort: {}", r.run.stderr);
+    let with_batch = |s: usize, before: &[String]| {
+        let mut want = before.to_vec();
+        want.extend((0..PER).map(|i| format!("new {s} {i}")));
+        want
+    };
+    for (s, before) in old.iter().enumerate() {
+        assert_eq!(
+            env.session_contents(&format!("m{s:03}")),
+            with_batch(s, before),
+            "session m{s:03} after a crash past the flushes"
+        );
+    }
+    env.assert_clean();
+    // Acknowledged: every chunk of the batch is there, positions gap-free, in every session.
+    let ack = env.ok_stdin(
+        &["ingest", "--jsonl", "-"],
+        &many_sessions_batch(SESSIONS, 1, "acked"),
+    );
+    assert_eq!(ack["count"], json!(SESSIONS), "{ack}");
+    for (s, before) in old.iter().enumerate() {
+        let mut want = with_batch(s, before);
+        want.push(format!("acked {s} 0"));
+        assert_eq!(
+            env.session_contents(&format!("m{s:03}")),
+            want,
+            "session m{s:03}"
+        );
+    }
+    let found = env.ok(&["search", "acked", "--limit", "1000"]);
+    assert_eq!(
+        found["results"].as_array().map(Vec::len),
+        Some(SESSIONS),
+        "every acknowledged chunk is searchable"
+    );
+    env.assert_clean();
+}
+
+#[test]
 fn crash_at_stage_write() {
     crash_at("stage.write");
 }
@@ -640,11 +763,13 @@ fn full_disk_while_staging_is_unavailable_and_changes_nothing() {
 #[test]
 fn full_disk_while_appending_is_unavailable_and_changes_nothing() {
     run_cases(
-        SESSION_OPS
-            .iter()
-            .map(|&op| {
-                let case: Box<dyn FnOnce()> = Box::new(move || enospc_case("append.write", op));
-                (format!("append.write=enospc during {op:?}"), case)
+        ["append.write", "append.sync"]
+            .into_iter()
+            .flat_map(|point| {
+                SESSION_OPS.iter().map(move |&op| {
+                    let case: Box<dyn FnOnce()> = Box::new(move || enospc_case(point, op));
+                    (format!("{point}=enospc during {op:?}"), case)
+                })
             })
             .collect(),
     );
