@@ -32,6 +32,10 @@ const FAILPOINTS: &[&str] = &[
     // On the hook's path: `hook::a_killed_hook_resumes_without_loss_or_duplicates` kills a
     // capture after its chunks are saved and before its cursor is.
     "cursor.before_save",
+    // On the HTTP sync client's path: `sync_http::a_client_killed_mid_sync_converges_on_the_
+    // next_sync` kills a client after a pulled page and after a pushed page.
+    "sync.http.after_pull_page",
+    "sync.http.after_push_page",
 ];
 
 /// An operation run with a failpoint armed.

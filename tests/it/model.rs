@@ -175,8 +175,15 @@ const FAILPOINTS: &[(&str, &[Kind])] = &[
     ("append.write", &[Kind::Chunk, Kind::Batch]),
     ("append.write=enospc", &[Kind::Chunk, Kind::Batch]),
     ("append.after_write", &[Kind::Chunk, Kind::Batch]),
+    ("append.before_sync", &[Kind::Chunk, Kind::Batch]),
+    ("append.sync", &[Kind::Chunk, Kind::Batch]),
     // On the search path, on no write's: `search::lazy_commits` crashes searches there.
     ("index.after_lazy_commit", &[]),
+    // On the hook's path: `hook::a_killed_hook_resumes_without_loss_or_duplicates`.
+    ("cursor.before_save", &[]),
+    // On the HTTP sync client's path: `sync_http::a_client_killed_mid_sync_converges...`.
+    ("sync.http.after_pull_page", &[]),
+    ("sync.http.after_push_page", &[]),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,7 +216,9 @@ fn lands(fp: &str, k: Kind) -> Option<bool> {
         | "txn.after_publish"
         | "ledger.before_update"
         | "ledger.update" => Some(true),
-        "append.after_write" => Some(k != Kind::Batch),
+        // Every line is written whole before the flushes begin: a single chunk is on disk, a
+        // batch's intent cuts it back.
+        "append.after_write" | "append.before_sync" | "append.sync" => Some(k != Kind::Batch),
         _ => None,
     }
 }
