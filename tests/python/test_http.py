@@ -78,6 +78,11 @@ FULL_ONLY_TOOLS = [
     "memory_restore",
     "memory_forget",
     "memory_doctor",
+    "memory_sync",
+    "sync_manifest",
+    "sync_diff",
+    "sync_pull",
+    "sync_push",
 ]
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 ZERO_HASH = "0" * 64
