@@ -57,6 +57,28 @@ pub fn open_read_only(file: &Path, what: &str) -> Result<Connection> {
     Ok(conn)
 }
 
+/// Opens `file` read-only as a `kind` database, refusing it unless it has every one of
+/// `tables`.
+pub fn open_with_tables(file: &Path, kind: &str, tables: &[&str]) -> Result<Connection> {
+    let conn = open_read_only(file, &format!("{kind} database"))?;
+    if let Some(t) = tables.iter().find(|t| !has_table(&conn, t)) {
+        return Err(Error::invalid(
+            "path",
+            format!(
+                "{} is not {} {kind} database: it has no {t} table",
+                file.display(),
+                if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                }
+            ),
+        )
+        .detail("path", Value::from(file.display().to_string())));
+    }
+    Ok(conn)
+}
+
 /// Whether the database has a table of this name.
 pub fn has_table(conn: &Connection, name: &str) -> bool {
     conn.query_row(
@@ -116,19 +138,7 @@ struct Row {
 /// Imports every chunk of the database at `path` (or `path/memory.db`).
 pub fn import(path: &Path, sink: &mut Sink<'_>) -> Result<()> {
     let file = db_file(path);
-    let conn = open_read_only(&file, "local-memory database")?;
-    for t in ["sessions", "chunks"] {
-        if !has_table(&conn, t) {
-            return Err(Error::invalid(
-                "path",
-                format!(
-                    "{} is not a local-memory database: it has no {t} table",
-                    file.display()
-                ),
-            )
-            .detail("path", Value::from(file.display().to_string())));
-        }
-    }
+    let conn = open_with_tables(&file, "local-memory", &["sessions", "chunks"])?;
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use super::local_memory::{has_table, open_read_only};
+use super::local_memory::{has_table, open_with_tables};
 use super::{Sink, chunk, find_files, parse_line, project_of, relative};
 use crate::error::{Error, Result};
 
@@ -291,19 +291,7 @@ fn databases(root: &Path) -> Vec<PathBuf> {
 }
 
 fn open_db(file: &Path) -> Result<Source> {
-    let conn = open_read_only(file, "opencode database")?;
-    for t in ["session", "message", "part"] {
-        if !has_table(&conn, t) {
-            return Err(Error::invalid(
-                "path",
-                format!(
-                    "{} is not an opencode database: it has no {t} table",
-                    file.display()
-                ),
-            )
-            .detail("path", Value::from(file.display().to_string())));
-        }
-    }
+    let conn = open_with_tables(file, "opencode", &["session", "message", "part"])?;
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -89,6 +89,21 @@ fn category_of(rel: &str) -> Option<CategoryName> {
 }
 
 impl Memdir {
+    /// The lock that admits one sync of the store at a time, without waiting.
+    fn sync_lock(&self) -> Result<WriteLock> {
+        WriteLock::acquire(
+            &self.layout().meta_dir().join("sync.lock"),
+            std::time::Duration::from_millis(0),
+        )
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Busy,
+                "another sync of this memory directory is running",
+            )
+            .hint("retry when it has finished")
+        })
+    }
+
     /// `memdir sync`: see the module documentation.
     pub fn sync(&self, req: &SyncRequest) -> Result<SyncResponse> {
         self.sync_with(req, None)
@@ -109,17 +124,7 @@ impl Memdir {
         {
             let strategy = self.sync_strategy(req.strategy.as_deref())?;
             drop(self.inner_for_write()?);
-            let _sync_lock = WriteLock::acquire(
-                &self.layout().meta_dir().join("sync.lock"),
-                std::time::Duration::from_millis(0),
-            )
-            .map_err(|_| {
-                Error::new(
-                    ErrorKind::Busy,
-                    "another sync of this memory directory is running",
-                )
-                .hint("retry when it has finished")
-            })?;
+            let _sync_lock = self.sync_lock()?;
             return self.sync_http(url, token, strategy);
         }
         if !Git::available() {
@@ -165,17 +170,7 @@ impl Memdir {
         drop(self.inner_for_write()?);
         let layout = self.layout().clone();
         let git = Git::new(&layout.root);
-        let _sync_lock = WriteLock::acquire(
-            &layout.meta_dir().join("sync.lock"),
-            std::time::Duration::from_millis(0),
-        )
-        .map_err(|_| {
-            Error::new(
-                ErrorKind::Busy,
-                "another sync of this memory directory is running",
-            )
-            .hint("retry when it has finished")
-        })?;
+        let _sync_lock = self.sync_lock()?;
         let mut resp = SyncResponse {
             remote: remote.clone(),
             strategy: strategy.as_str().to_string(),
