@@ -1386,6 +1386,29 @@ pub struct StatusResponse {
     /// Conflicts a sync decided that are still open (see `resolve`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<OpenConflict>,
+    /// How the last sync of this memory directory ended (none yet: absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync: Option<LastSync>,
+}
+
+/// How the last sync of a memory directory ended (`.memdir/last-sync.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LastSync {
+    /// When it ended (RFC 3339).
+    pub at: String,
+    /// The remote: a git remote's name or an HTTP URL.
+    pub remote: String,
+    /// Whether the remote holds everything this store holds now.
+    pub pushed: bool,
+    /// Whether local changes still wait to reach the remote.
+    pub push_pending: bool,
+    /// Why the remote was not reached, or the error that stopped the sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How many problems the sync reported (see its answer).
+    pub reported: usize,
+    /// What ran it: `command` (sync, memory_sync, REST) or `periodic` (`memdir serve`).
+    pub by: String,
 }
 
 /// Access control as it applies to a caller.
@@ -1692,6 +1715,35 @@ pub struct SyncWant {
     /// The byte offset to send from (the receiver's length of a segment; 0 for a new file).
     #[serde(default)]
     pub from: u64,
+    /// For a segment tail the server lacks: the BLAKE3 of the server's whole copy, which the
+    /// sender checks against its own first `from` bytes. When they differ (a chunk forgotten
+    /// on one side), the segment travels whole and the receiver merges it line by line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// Send the whole segment in one item, never cut: both sides hold different copies (a
+    /// forget rewrote one) and the receiver merges them line by line.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole: bool,
+}
+
+impl SyncWant {
+    /// A file or a segment tail from `from`.
+    pub fn at(path: impl Into<String>, from: u64) -> SyncWant {
+        SyncWant {
+            path: path.into(),
+            from,
+            prefix: None,
+            whole: false,
+        }
+    }
+
+    /// A whole segment, to be merged line by line with the receiver's copy.
+    pub fn whole(path: impl Into<String>) -> SyncWant {
+        SyncWant {
+            whole: true,
+            ..SyncWant::at(path, 0)
+        }
+    }
 }
 
 /// `sync_diff`: what each side lacks.

@@ -160,14 +160,18 @@ pub enum Command {
     /// `import` would give). It always exits 0 and prints nothing: problems go to
     /// `.memdir/hook.log` in the memory directory, and whatever it could not do (a busy
     /// store, the deadline) the next event does. `memdir config --client claude --hooks`
-    /// installs it.
+    /// (or `--client codex`) installs it.
     #[command(
-        after_help = "Examples:\n  memdir config --client claude --hooks      # install it into ~/.claude/settings.json\n  echo '{\"hook_event_name\":\"Stop\",\"transcript_path\":\"/home/me/.claude/projects/-home-me-app/5b2f.jsonl\"}' | memdir hook claude-code"
+        after_help = "Examples:\n  memdir config --client claude --hooks      # install it into ~/.claude/settings.json\n  memdir config --client codex --hooks       # Codex's notify program in ~/.codex/config.toml\n  memdir hook codex '{\"type\":\"agent-turn-complete\",\"thread-id\":\"019c8a2e-5f10-7b3d-a8c4-1e2f3a4b5c6d\"}'\n  echo '{\"hook_event_name\":\"Stop\",\"transcript_path\":\"/home/me/.claude/projects/-home-me-app/5b2f.jsonl\"}' | memdir hook claude-code"
     )]
     Hook {
-        /// The agent whose hook runs it: claude-code
-        #[arg(value_parser = ["claude-code"])]
+        /// The agent whose hook runs it: claude-code (event on stdin) or codex (Codex's
+        /// `notify` program: the notification is the last argument)
+        #[arg(value_parser = ["claude-code", "codex"])]
         agent: String,
+        /// The event as an argument instead of stdin (how Codex's `notify` passes it)
+        #[arg(value_name = "JSON")]
+        event: Option<String>,
         /// Time budget in milliseconds: reading stops after half of it, the store lock is
         /// waited for a tenth of it, and the next event goes on from there
         #[arg(long, default_value_t = 5000, value_name = "MS")]
@@ -386,7 +390,7 @@ pub enum Command {
     /// init` writes a commented example file, `config --client NAME` prints the snippet or
     /// command that registers memdir with an MCP client.
     #[command(
-        after_help = "Examples:\n  memdir config show\n  memdir config init\n  memdir config --client claude --setup --dry-run\n  memdir config --client claude --hooks --dry-run\n  memdir config --client cursor --dir ~/work-memory"
+        after_help = "Examples:\n  memdir config show\n  memdir config init\n  memdir config --client claude --setup --dry-run\n  memdir config --client claude --hooks --dry-run\n  memdir config --client codex --hooks\n  memdir config --client cursor --dir ~/work-memory"
     )]
     Config(ConfigArgs),
 }
@@ -408,11 +412,13 @@ pub struct ConfigArgs {
     setup: bool,
     /// With --client claude: install `memdir hook claude-code` as Claude Code's Stop,
     /// PreCompact and SessionEnd hooks in its settings.json ($CLAUDE_CONFIG_DIR, else
-    /// ~/.claude), keeping every other setting; running it again changes nothing
+    /// ~/.claude). With --client codex: set `memdir hook codex` as the `notify` program in
+    /// Codex's config.toml ($CODEX_HOME, else ~/.codex). Every other setting is kept; running
+    /// it again changes nothing
     #[arg(long)]
     hooks: bool,
     /// With --setup: print the command instead of running it; with --hooks: print the new
-    /// settings.json and write nothing
+    /// settings file and write nothing
     #[arg(long)]
     dry_run: bool,
 }
@@ -1123,7 +1129,7 @@ fn hook_input(wait: std::time::Duration) -> Result<Vec<u8>> {
 /// `memdir hook AGENT`: captures what the agent's transcript holds beyond the saved cursor.
 /// It must never fail or hold up the agent: every problem is a line in the hook log, the exit
 /// code is always 0, and the time is bounded by `timeout_ms`.
-fn hook(cli: &Cli, agent: &str, timeout_ms: u64) {
+fn hook(cli: &Cli, agent: &str, arg: Option<&str>, timeout_ms: u64) {
     let start = std::time::Instant::now();
     let budget = std::time::Duration::from_millis(timeout_ms);
     let cfg = match Config::load(&flags(cli), &config::process_env) {
@@ -1140,8 +1146,10 @@ fn hook(cli: &Cli, agent: &str, timeout_ms: u64) {
     let log = |what: &str| hook_log(dir.as_deref(), &format!("{agent}: {what}"));
     let result = (|| -> Result<crate::import::hook::Capture> {
         // The agent writes the event at once; a little time is allowed even on a tiny budget.
-        let input = hook_input((budget / 2).max(std::time::Duration::from_millis(500)))?;
-        let event = crate::import::hook::parse_event(&input)?;
+        let input = match arg {
+            Some(a) => a.as_bytes().to_vec(),
+            None => hook_input((budget / 2).max(std::time::Duration::from_millis(500)))?,
+        };
         let Some(dir) = &dir else {
             return Err(Error::invalid("dir", "no memory directory is configured"));
         };
@@ -1153,10 +1161,24 @@ fn hook(cli: &Cli, agent: &str, timeout_ms: u64) {
         let caller = cfg.caller();
         let req = api::ImportRequest {
             format: agent.to_string(),
-            path: Some(event.transcript.display().to_string()),
+            path: None,
             dry_run: false,
         };
         caller.admit(&crate::acl::Guarded::need(&req), &|| Ok(Vec::new()))?;
+        if agent == "codex" {
+            let event = crate::import::hook::parse_codex_event(&input)?;
+            let Some(home) = crate::import::default_path("codex", &config::process_env) else {
+                return Err(Error::invalid(
+                    "event",
+                    "no Codex directory: set CODEX_HOME or HOME",
+                ));
+            };
+            let out = service::as_actor(&caller.device, || {
+                crate::import::hook::codex(&m, &home, &event)
+            });
+            return out.map_err(|e| e.detail("event", Value::from(event.name.clone())));
+        }
+        let event = crate::import::hook::parse_event(&input)?;
         let deadline = start + budget / 2;
         let out = service::as_actor(&caller.device, || {
             crate::import::hook::claude_code(&m, &event, deadline)
@@ -1181,21 +1203,70 @@ fn hook(cli: &Cli, agent: &str, timeout_ms: u64) {
     }
 }
 
-/// `config --client claude --hooks`: Claude Code's settings.json with memdir's capture hooks,
-/// written in place (or, with --dry-run, printed).
+/// `[sync] interval_ms` under `memdir serve`: a thread that syncs with the configured remote
+/// every interval, in one server per memory directory (the one holding the syncer lock; the
+/// others try again each interval, so one takes over when it stops). Each outcome is recorded
+/// for `status`; a problem is also a line on stderr. Nothing is synced at start.
+fn spawn_syncer(cfg: &Config, dir: std::path::PathBuf, settings: service::Settings) {
+    let every = settings.sync_interval;
+    if every.is_zero() {
+        return;
+    }
+    let device = cfg.caller().device.clone();
+    std::thread::spawn(move || {
+        let m = Memdir::open_lazy_with(dir, settings);
+        let mut holder = None;
+        loop {
+            std::thread::sleep(every);
+            if holder.is_none() {
+                holder = m.syncer_lock().ok();
+                if holder.is_none() {
+                    continue;
+                }
+            }
+            let req = api::SyncRequest::default();
+            let outcome = service::as_actor(&device, || {
+                let token = crate::ops::sync_token(&m, &req)?;
+                m.sync_recorded(&req, token, None, "periodic")
+            });
+            match outcome {
+                Ok(r) if r.push_pending => eprintln!(
+                    "memdir: periodic sync with {}: push pending: {}",
+                    r.remote,
+                    r.offline.unwrap_or_default()
+                ),
+                Ok(r) if !r.reported.is_empty() => eprintln!(
+                    "memdir: periodic sync with {}: {} problems reported (memdir status)",
+                    r.remote,
+                    r.reported.len()
+                ),
+                Ok(_) => {}
+                Err(e) => eprintln!("memdir: periodic sync: {}", e.message),
+            }
+        }
+    });
+}
+
+/// `config --client claude|codex --hooks`: the agent's settings with memdir's capture hook
+/// (Claude Code's settings.json hooks, Codex's config.toml `notify`), written in place (or,
+/// with --dry-run, printed).
 fn install_hooks(
     args: &ConfigArgs,
     client: &str,
     dir: Option<&std::path::Path>,
 ) -> Result<(Output, i32)> {
-    if client != "claude" {
-        return Err(Error::invalid(
-            "hooks",
-            format!(
-                "--hooks installs capture hooks for claude only; {client} has no hook memdir can install"
-            ),
-        ));
-    }
+    let (agent, file) = match client {
+        "claude" => ("claude-code", "settings.json"),
+        "codex" => ("codex", "config.toml"),
+        _ => {
+            return Err(Error::invalid(
+                "hooks",
+                format!(
+                    "--hooks installs capture hooks for claude and codex; {client} has no hook memdir can install"
+                ),
+            ));
+        }
+    };
     let dir = dir
         .map(|d| {
             std::path::absolute(d).map_err(|e| {
@@ -1204,13 +1275,18 @@ fn install_hooks(
         })
         .transpose()?;
     let env = config::process_env;
-    let Some(root) = crate::import::default_path("claude-code", &env) else {
+    let Some(root) = crate::import::default_path(agent, &env) else {
+        let var = if agent == "codex" {
+            "CODEX_HOME"
+        } else {
+            "CLAUDE_CONFIG_DIR"
+        };
         return Err(Error::invalid(
             "hooks",
-            "no Claude Code directory: set CLAUDE_CONFIG_DIR or HOME",
+            format!("no {agent} directory: set {var} or HOME"),
         ));
     };
-    let path = root.join("settings.json");
+    let path = root.join(file);
     let io = |op: &str, p: &std::path::Path, e: std::io::Error| {
         Error::new(
             ErrorKind::Unavailable,
@@ -1222,9 +1298,16 @@ fn install_hooks(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io("read", &path, e)),
     };
-    let command = crate::client::hook_command(&args.command, dir.as_deref());
-    let merged = crate::client::claude_hooks(existing.as_deref(), &command)
-        .map_err(|e| e.detail("file", Value::from(path.display().to_string())))?;
+    let (merged, command, events) = if agent == "codex" {
+        let argv = crate::client::codex_notify_argv(&args.command, dir.as_deref());
+        let merged = crate::client::codex_notify(existing.as_deref(), &argv);
+        (merged, json!(argv), json!(["agent-turn-complete"]))
+    } else {
+        let command = crate::client::hook_command(&args.command, dir.as_deref());
+        let merged = crate::client::claude_hooks(existing.as_deref(), &command);
+        (merged, json!(command), json!(crate::client::HOOK_EVENTS))
+    };
+    let merged = merged.map_err(|e| e.detail("file", Value::from(path.display().to_string())))?;
     if args.dry_run {
         return Ok((Output::Text(merged.text), 0));
     }
@@ -1238,7 +1321,7 @@ fn install_hooks(
     }
     std::fs::create_dir_all(&root).map_err(|e| io("create", &root, e))?;
     // The settings appear whole or not at all: written beside the file, then renamed over it.
-    let tmp = path.with_extension("json.memdir-tmp");
+    let tmp = root.join(format!("{file}.memdir-tmp"));
     std::fs::write(&tmp, &merged.text).map_err(|e| io("write", &tmp, e))?;
     if let Err(e) = std::fs::rename(&tmp, &path) {
         let _ = std::fs::remove_file(&tmp);
@@ -1249,7 +1332,7 @@ fn install_hooks(
             "path": path.display().to_string(),
             "changed": true,
             "command": command,
-            "events": crate::client::HOOK_EVENTS,
+            "events": events,
         })),
         0,
     ))
@@ -1490,8 +1573,13 @@ pub fn parse() -> std::result::Result<Cli, i32> {
 /// before it changes anything.
 pub fn run(cli: Cli) -> Result<(Output, i32)> {
     let env = config::process_env;
-    if let Command::Hook { agent, timeout_ms } = &cli.command {
-        hook(&cli, agent, *timeout_ms);
+    if let Command::Hook {
+        agent,
+        event,
+        timeout_ms,
+    } = &cli.command
+    {
+        hook(&cli, agent, event.as_deref(), *timeout_ms);
         return Ok((Output::Nothing, 0));
     }
     if let Command::Config(ConfigArgs {
@@ -1547,6 +1635,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             background_embedding: true,
             ..settings
         };
+        spawn_syncer(&cfg, dir.value.clone(), settings.clone());
         let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
         if transport == "stdio" {
             eprintln!("{}", serving_line(dir));
@@ -1680,7 +1769,9 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Context(r) => call(m, "context", &r)?,
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
-        Command::Sync(r) => call(m, "sync", &r)?,
+        Command::Sync(r) => with_progress(m, "sync", &r, |show| {
+            m.sync_with(&r, crate::ops::sync_token(m, &r)?, Some(show))
+        })?,
         Command::Resolve(r) => call(m, "resolve", &r)?,
         Command::Forget { req, yes } => forget(m, req, yes)?,
         Command::Snapshot(r) => with_progress(m, "snapshot", &r, |show| {

@@ -221,6 +221,115 @@ pub fn claude_hooks(existing: Option<&str>, command: &str) -> Result<MergedSetti
     Ok(MergedSettings { text, changed })
 }
 
+/// The argv Codex runs as its `notify` program: `binary [--dir DIR] hook codex` (Codex adds
+/// the notification as the last argument).
+pub fn codex_notify_argv(binary: &str, dir: Option<&Path>) -> Vec<String> {
+    let mut argv = vec![binary.to_string()];
+    if let Some(d) = dir {
+        argv.extend(["--dir".to_string(), d.display().to_string()]);
+    }
+    argv.extend(["hook".to_string(), "codex".to_string()]);
+    argv
+}
+
+/// Whether a `notify` value is memdir's Codex hook (whatever binary or directory it names).
+fn is_memdir_notify(v: &toml::Value) -> bool {
+    let Some(a) = v.as_array() else {
+        return false;
+    };
+    let words: Vec<&str> = a.iter().filter_map(toml::Value::as_str).collect();
+    words.len() == a.len() && words.ends_with(&["hook", "codex"])
+}
+
+/// Sets memdir's notify program in Codex's `config.toml` (`existing`, its text if there is
+/// one) as the top-level `notify = [...]`. The file is edited as text, so comments, order
+/// and formatting stay; the result is parsed back and must hold exactly the old settings plus
+/// the new `notify`. Codex runs one notify program: a file that names another one, or that is
+/// not valid TOML, is refused and nothing is returned to write.
+pub fn codex_notify(existing: Option<&str>, argv: &[String]) -> Result<MergedSettings> {
+    let malformed = |why: String| {
+        Error::invalid(
+            "hooks",
+            format!("Codex's config.toml {why}; it was left as it is"),
+        )
+    };
+    let text = existing.unwrap_or("");
+    let table: toml::Table = toml::from_str(text).map_err(|e| {
+        malformed(format!("is not valid TOML ({})", e.message()))
+            .hint("fix the file (or move it away) and run this again")
+    })?;
+    let want = toml::Value::Array(argv.iter().map(|a| toml::Value::from(a.as_str())).collect());
+    let line = format!(
+        "notify = [{}]\n",
+        argv.iter()
+            // A JSON string is a valid TOML basic string.
+            .map(|a| serde_json::Value::from(a.as_str()).to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    match table.get("notify") {
+        Some(v) if *v == want => {
+            return Ok(MergedSettings {
+                text: text.to_string(),
+                changed: false,
+            });
+        }
+        Some(v) if !is_memdir_notify(v) => {
+            return Err(malformed(format!(
+                "already names a notify program ({}), and Codex runs only one",
+                serde_json::to_string(v).unwrap_or_default()
+            ))
+            .hint("remove that `notify` line, or have that program also run `memdir hook codex \"$1\"`, then run this again"));
+        }
+        _ => {}
+    }
+    // The expected result: the old settings with `notify` set.
+    let mut expected = table.clone();
+    expected.insert("notify".into(), want);
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let ok =
+        |candidate: &str| toml::from_str::<toml::Table>(candidate).is_ok_and(|t| t == expected);
+    let join = |before: &[&str], after: &[&str]| {
+        let mut out: String = before.concat();
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&line);
+        out.push_str(&after.concat());
+        out
+    };
+    let mut candidates: Vec<String> = Vec::new();
+    if table.contains_key("notify") {
+        // memdir's own line(s), from `notify =` to where the value ends: replaced.
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            if t.starts_with("notify") && t["notify".len()..].trim_start().starts_with('=') {
+                for end in i + 1..=lines.len() {
+                    candidates.push(join(&lines[..i], &lines[end..]));
+                }
+            }
+        }
+    } else {
+        // A new top-level key goes before the first table header (or at the end).
+        for (i, l) in lines.iter().enumerate() {
+            if l.trim_start().starts_with('[') {
+                candidates.push(join(&lines[..i], &lines[i..]));
+            }
+        }
+        candidates.push(join(&lines, &[]));
+    }
+    match candidates.into_iter().find(|c| ok(c)) {
+        Some(out) => Ok(MergedSettings {
+            text: out,
+            changed: true,
+        }),
+        None => Err(malformed(
+            "could not take a top-level `notify` line without changing anything else".into(),
+        )
+        .hint("add the line yourself, near the top: ".to_string() + line.trim_end())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,5 +383,51 @@ mod tests {
             assert!(claude_hooks(Some(bad), &cmd).is_err(), "{bad}");
         }
         assert!(claude_hooks(None, &cmd).unwrap().changed);
+    }
+
+    #[test]
+    fn codex_notify_is_set_once_and_keeps_the_rest_of_the_file() {
+        let argv = codex_notify_argv("memdir", Some(Path::new("/m y")));
+        assert_eq!(argv, ["memdir", "--dir", "/m y", "hook", "codex"]);
+        let old = "# my codex settings\nmodel = \"o3\"  # fast\n\n[mcp_servers.x]\ncommand = \"x\"\nargs = [\n  \"[not a header]\",\n]\n";
+        let once = codex_notify(Some(old), &argv).unwrap();
+        assert!(once.changed);
+        assert!(
+            once.text
+                .starts_with("# my codex settings\nmodel = \"o3\"  # fast\n\nnotify = ["),
+            "{}",
+            once.text
+        );
+        assert!(
+            once.text.ends_with(
+                "[mcp_servers.x]\ncommand = \"x\"\nargs = [\n  \"[not a header]\",\n]\n"
+            ),
+            "{}",
+            once.text
+        );
+        let t: toml::Table = toml::from_str(&once.text).unwrap();
+        assert_eq!(t["notify"].as_array().unwrap().len(), 5);
+        assert_eq!(t["mcp_servers"]["x"]["command"].as_str(), Some("x"));
+        let twice = codex_notify(Some(&once.text), &argv).unwrap();
+        assert!(!twice.changed);
+        assert_eq!(twice.text, once.text);
+        // Another binary replaces memdir's line in place, even one spread over lines.
+        let spread = once.text.replace("notify = [", "notify = [\n ");
+        let moved = codex_notify(Some(&spread), &codex_notify_argv("/opt/memdir", None)).unwrap();
+        let t: toml::Table = toml::from_str(&moved.text).unwrap();
+        assert_eq!(
+            t["notify"].as_array().unwrap()[0].as_str(),
+            Some("/opt/memdir")
+        );
+        assert_eq!(moved.text.matches("notify").count(), 1, "{}", moved.text);
+        assert!(moved.text.contains("[mcp_servers.x]"));
+        // Someone else's notify program, or a broken file: refused.
+        assert!(codex_notify(Some("notify = [\"say\", \"done\"]\n"), &argv).is_err());
+        assert!(codex_notify(Some("model = \n"), &argv).is_err());
+        let fresh = codex_notify(None, &argv).unwrap();
+        assert_eq!(
+            fresh.text,
+            "notify = [\"memdir\", \"--dir\", \"/m y\", \"hook\", \"codex\"]\n"
+        );
     }
 }

@@ -132,6 +132,8 @@ pub struct Config {
     pub sync_remote: Setting<String>,
     /// `[sync] token_env`: the variable holding an HTTP remote's token (empty: none).
     pub sync_token_env: Setting<String>,
+    /// `[sync] interval_ms`: how often `memdir serve` syncs on its own (0: never).
+    pub sync_interval_ms: Setting<u64>,
     pub http: HttpConfig,
     /// The access-control policy: `None` without an `[acl]` section (everything allowed).
     pub acl: Option<std::sync::Arc<crate::acl::Acl>>,
@@ -331,6 +333,7 @@ struct FileSync {
     conflict_strategy: Option<ConflictStrategy>,
     remote: Option<SyncRemote>,
     token_env: Option<SyncTokenEnv>,
+    interval_ms: Option<Ranged<0, DAY_MS>>,
 }
 
 /// `[sync] token_env`: an environment variable's name, or empty for none.
@@ -1032,6 +1035,7 @@ impl Config {
                 &path,
                 String::new(),
             ),
+            sync_interval_ms: pick(None, None, f.sync.interval_ms.map(|r| r.0), &path, 0),
             http: HttpConfig {
                 host: pick(
                     flags.host.clone().map(|x| (x, "--host")),
@@ -1169,6 +1173,7 @@ impl Config {
             conflict_strategy: self.conflict_strategy.value.clone(),
             sync_remote: self.sync_remote.value.clone(),
             sync_token_env: self.sync_token_env.value.clone(),
+            sync_interval: Duration::from_millis(self.sync_interval_ms.value),
             redaction: std::sync::Arc::new(
                 crate::redact::Redactor::new(
                     self.redaction.enabled.value,
@@ -1210,6 +1215,7 @@ impl Config {
             ("sync.conflict_strategy", entry(&self.conflict_strategy)),
             ("sync.remote", entry(&self.sync_remote)),
             ("sync.token_env", entry(&self.sync_token_env)),
+            ("sync.interval_ms", entry(&self.sync_interval_ms)),
             ("http.host", entry(&h.host)),
             ("http.port", entry(&h.port)),
             ("http.body_limit", entry(&h.body_limit)),

@@ -163,6 +163,20 @@ fn hidden(m: &Memdir, c: &Caller) -> Result<Vec<String>> {
         .collect())
 }
 
+/// The bearer token of a sync's HTTP remote: the variable the request or the config names.
+pub(crate) fn sync_token(m: &Memdir, r: &SyncRequest) -> Result<Option<String>> {
+    let configured = Some(m.settings().sync_token_env.clone()).filter(|e| !e.is_empty());
+    match r.token_env.clone().or(configured) {
+        None => Ok(None),
+        Some(name) => crate::config::process_env(&name).map(Some).ok_or_else(|| {
+            Error::invalid(
+                "token_env",
+                format!("the environment variable {name:?} that should hold the remote's token is not set"),
+            )
+        }),
+    }
+}
+
 /// What `c` may touch through the sync plane: the policy decides here, the engine asks.
 fn with_sync_access<R>(
     m: &Memdir,
@@ -531,17 +545,7 @@ fn build() -> Vec<Op> {
             // pending.
             examples: || vec![("offline", json!({"remote": "http://127.0.0.1:9"}))],
             typed: typed!(SyncRequest, SyncResponse, |m, r| {
-                let configured = Some(m.settings().sync_token_env.clone()).filter(|e| !e.is_empty());
-                let token = match r.token_env.clone().or(configured) {
-                    None => None,
-                    Some(name) => Some(crate::config::process_env(&name).ok_or_else(|| {
-                        Error::invalid(
-                            "token_env",
-                            format!("the environment variable {name:?} that should hold the remote's token is not set"),
-                        )
-                    })?),
-                };
-                m.sync_with(&r, token)
+                m.sync_with(&r, sync_token(m, &r)?, None)
             }),
         },
         op! {

@@ -718,6 +718,14 @@
     for (const l of s.malformed_lines || []) items.push(h('li', null, 'Segment lines that do not parse: ', h('code', null, JSON.stringify(l))));
     for (const t of s.pending_staging || []) items.push(h('li', null, 'Staged transaction not yet recovered: ', h('code', null, t)));
     for (const n of s.notices || []) items.push(h('li', null, n));
+    for (const c of s.conflicts || []) {
+      items.push(h('li', { class: 'conflict' }, 'Category ', h('a', { href: link('category', c.category, { tab: 'history' }) }, c.category),
+        ` has an open sync conflict (${c.kind}, ${c.heads.length} heads, ${c.strategy}): pick a version with `, h('code', null, `memdir resolve ${c.category} --pick VERSION`), '.'));
+    }
+    const ls = s.last_sync;
+    if (ls && (ls.push_pending || ls.error)) {
+      items.push(h('li', { id: 'sync-pending' }, `Sync with ${ls.remote} pending since ${ls.at}`, ls.error ? ': ' + ls.error : '', '.'));
+    }
     const verifyBox = h('div', { id: 'verify' }, h('p', { class: 'muted' }, 'Checking the store (verify-store)…'));
     const attentionBox = h('section', { 'aria-labelledby': 'attention-title' }, h('h2', { id: 'attention-title' }, 'Needs attention'), attention);
     const showAttention = (pending) => {
@@ -739,6 +747,8 @@
         h('dt', null, 'Directory'), h('dd', null, h('code', null, s.dir), s.dir_source ? ` (${s.dir_source})` : ''),
         s.replica ? [h('dt', null, 'Replica'), h('dd', null, h('code', null, s.replica))] : null,
         s.actor ? [h('dt', null, 'Device'), h('dd', null, s.actor)] : null,
+        ls ? [h('dt', null, 'Last sync'), h('dd', { id: 'last-sync' }, `${ls.at} with ${ls.remote} (${ls.by}): `,
+          ls.pushed ? 'in step' : 'pending', ls.reported ? `, ${ls.reported} problem${ls.reported === 1 ? '' : 's'} reported` : '')] : null,
         s.access ? [h('dt', null, 'Access'), h('dd', { id: 'access' }, `${s.access.device} (${s.access.role}): ${s.access.summary}`)] : null)),
       s.index ? h('details', { class: 'card' }, h('summary', null, 'Search index'), h('pre', null, JSON.stringify(s.index, null, 2))) : null,
       s.ledger ? h('details', { class: 'card' }, h('summary', null, 'Ledger'), h('pre', null, JSON.stringify(s.ledger, null, 2))) : null,

@@ -194,6 +194,151 @@ pub fn claude_code(memdir: &Memdir, event: &Event, deadline: Instant) -> Result<
     Ok(out)
 }
 
+/// A Codex notification: Codex runs its `notify` program with one JSON argument after each
+/// turn (`{"type": "agent-turn-complete", "thread-id": ..., "cwd": ..., ...}`).
+#[derive(Debug)]
+pub struct CodexEvent {
+    /// The notification's `type`.
+    pub name: String,
+    /// The thread id, which names the rollout file (`rollout-<time>-<thread id>.jsonl`).
+    pub thread: String,
+}
+
+/// Parses a Codex notification. Its thread id must be an id (letters, digits, `-`), never a
+/// path.
+pub fn parse_codex_event(input: &[u8]) -> Result<CodexEvent> {
+    let v: Value = serde_json::from_slice(input)
+        .map_err(|e| Error::invalid("event", format!("the Codex notification is not JSON: {e}")))?;
+    let Some(obj) = v.as_object() else {
+        return Err(Error::invalid(
+            "event",
+            "the Codex notification is not a JSON object",
+        ));
+    };
+    let name = obj
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let Some(thread) = obj.get("thread-id").and_then(Value::as_str) else {
+        return Err(Error::invalid(
+            "thread-id",
+            "the Codex notification has no thread-id",
+        ));
+    };
+    if thread.is_empty()
+        || thread.len() > 100
+        || !thread
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return Err(Error::invalid(
+            "thread-id",
+            format!("{thread:?} is not a Codex thread id"),
+        ));
+    }
+    Ok(CodexEvent {
+        name,
+        thread: thread.to_string(),
+    })
+}
+
+/// The rollout of `thread` under `<codex home>/sessions/YYYY/MM/DD/`, newest day first.
+fn find_rollout(home: &Path, thread: &str) -> Option<PathBuf> {
+    let suffix = format!("-{thread}.jsonl");
+    let newest_first = |dir: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v.reverse();
+        v
+    };
+    for year in newest_first(&home.join("sessions")) {
+        for month in newest_first(&year) {
+            for day in newest_first(&month) {
+                for f in newest_first(&day) {
+                    let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    if name.starts_with("rollout-") && name.ends_with(&suffix) && f.is_file() {
+                        return Some(f);
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// What a Codex capture remembers of a rollout: where the file is, its length when read, and
+/// the hash of its last bytes then.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct CodexState {
+    path: String,
+    len: u64,
+    tail: String,
+}
+
+/// Captures the turns of a Codex thread not saved yet. The rollout is found by its thread id
+/// (once; its path is kept with the cursor) and read by the Codex importer, so a capture gives
+/// what `import codex` gives; keys make a re-read add nothing. A rollout unchanged since the
+/// last capture is not read.
+pub fn codex(memdir: &Memdir, home: &Path, event: &CodexEvent) -> Result<Capture> {
+    let mut out = Capture {
+        event: event.name.clone(),
+        ..Capture::default()
+    };
+    if event.name != "agent-turn-complete" {
+        // Other notifications carry no turn.
+        return Ok(out);
+    }
+    let key = format!("codex-thread:{}", event.thread);
+    let saved = memdir.import_cursor(&key)?;
+    let state: CodexState = saved
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    let known = Some(PathBuf::from(&state.path)).filter(|p| !state.path.is_empty() && p.is_file());
+    let Some(file) = known.or_else(|| find_rollout(home, &event.thread)) else {
+        return Err(Error::invalid(
+            "thread-id",
+            format!(
+                "no rollout of thread {} under {}",
+                event.thread,
+                home.join("sessions").display()
+            ),
+        ));
+    };
+    out.transcript = file.display().to_string();
+    let len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    out.to = len;
+    if state.path == out.transcript
+        && state.len == len
+        && tail_hash(&file, len).as_deref() == Some(state.tail.as_str())
+    {
+        out.from = len;
+        return Ok(out);
+    }
+    let mut sink = Sink::new(memdir, false, None);
+    let root = if file.starts_with(home) {
+        home
+    } else {
+        file.parent().unwrap_or(home)
+    };
+    super::codex::import_file(root, &file, &mut sink)?;
+    sink.flush()?;
+    out.chunks = sink.report.chunks;
+    out.existing = sink.report.existing;
+    let next = CodexState {
+        path: out.transcript.clone(),
+        len,
+        tail: tail_hash(&file, len).unwrap_or_default(),
+    };
+    let text =
+        serde_json::to_string(&next).map_err(|e| Error::internal(format!("hook cursor: {e}")))?;
+    memdir.save_import_cursor(&key, saved.as_deref(), &text)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +362,53 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn codex_notifications_need_a_thread_id_that_is_no_path() {
+        let e = parse_codex_event(
+            br#"{"type":"agent-turn-complete","thread-id":"019c8a2e-5f10-7b3d-a8c4-1e2f3a4b5c6d","cwd":"/w"}"#,
+        )
+        .unwrap();
+        assert_eq!(e.name, "agent-turn-complete");
+        assert_eq!(e.thread, "019c8a2e-5f10-7b3d-a8c4-1e2f3a4b5c6d");
+        for bad in [
+            &b"not json"[..],
+            b"[1]",
+            br#"{"type":"agent-turn-complete"}"#,
+            br#"{"thread-id":"../../etc/passwd"}"#,
+            br#"{"thread-id":"a/b"}"#,
+            br#"{"thread-id":""}"#,
+            br#"{"thread-id":7}"#,
+        ] {
+            assert!(
+                parse_codex_event(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn a_rollout_is_found_by_its_thread_id_newest_day_first() {
+        let home = tempfile::tempdir().unwrap();
+        let thread = "019c8a2e-5f10-7b3d-a8c4-1e2f3a4b5c6d";
+        for day in ["2026/03/01", "2026/03/02"] {
+            let d = home.path().join("sessions").join(day);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(
+                d.join(format!("rollout-2026-03-02T09-05-11-{thread}.jsonl")),
+                b"",
+            )
+            .unwrap();
+            std::fs::write(d.join("rollout-2026-03-02T09-05-11-other.jsonl"), b"").unwrap();
+        }
+        let found = find_rollout(home.path(), thread).unwrap();
+        assert!(
+            found.starts_with(home.path().join("sessions/2026/03/02")),
+            "{found:?}"
+        );
+        assert_eq!(find_rollout(home.path(), "0000"), None);
     }
 
     #[test]

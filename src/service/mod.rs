@@ -143,6 +143,8 @@ pub struct Settings {
     pub sync_remote: String,
     /// `[sync] token_env`: the variable holding an HTTP remote's token (empty: none).
     pub sync_token_env: String,
+    /// `[sync] interval_ms`: how often a server syncs on its own (zero: never).
+    pub sync_interval: std::time::Duration,
     /// What is redacted before anything is stored (`crate::redact`).
     pub redaction: std::sync::Arc<crate::redact::Redactor>,
     /// The embeddings provider (`[embeddings]`); `None`: keyword search only.
@@ -190,6 +192,7 @@ impl Default for Settings {
             conflict_strategy: "last_write_wins".to_string(),
             sync_remote: String::new(),
             sync_token_env: String::new(),
+            sync_interval: std::time::Duration::ZERO,
             redaction: std::sync::Arc::new(crate::redact::Redactor::default()),
             embeddings: None,
             background_embedding: false,

@@ -49,6 +49,7 @@ impl Memdir {
                 notices: self.notices(),
                 access: None,
                 conflicts: Vec::new(),
+                last_sync: None,
             });
         };
         self.scan(inner)?;
@@ -98,6 +99,7 @@ impl Memdir {
             notices: self.notices(),
             access: None,
             conflicts: self.open_conflicts()?,
+            last_sync: self.last_sync(),
         })
     }
 

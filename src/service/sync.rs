@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::adoption::Sync;
 use super::{Inner, Memdir};
 use crate::api::{
-    OpenConflict, Problem, ResolveRequest, ResolveResponse, SyncRequest, SyncResponse,
+    LastSync, OpenConflict, Problem, ResolveRequest, ResolveResponse, SyncRequest, SyncResponse,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{CategoryName, HistoryEntry, VersionOp, decode_component};
@@ -39,6 +39,9 @@ const TRACKED: [&str; 7] = [
 
 /// Rounds of fetch-merge-push before a sync gives up on a remote that keeps moving.
 const MAX_ROUNDS: usize = 5;
+
+/// The record of the last sync, under `.memdir/`.
+const LAST_SYNC: &str = "last-sync.json";
 
 fn git_err(e: GitError) -> Error {
     Error::new(ErrorKind::Unavailable, e.to_string())
@@ -104,19 +107,104 @@ impl Memdir {
         })
     }
 
+    /// The lock a server's periodic syncer holds for as long as it runs: one syncer per
+    /// memory directory. `busy` while another server holds it.
+    pub fn syncer_lock(&self) -> Result<WriteLock> {
+        WriteLock::acquire(
+            &self.layout().meta_dir().join("syncer.lock"),
+            std::time::Duration::from_millis(0),
+        )
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Busy,
+                "another server syncs this memory directory periodically",
+            )
+        })
+    }
+
     /// `memdir sync`: see the module documentation.
     pub fn sync(&self, req: &SyncRequest) -> Result<SyncResponse> {
-        self.sync_with(req, None)
+        self.sync_with(req, None, None)
     }
 
     /// `memdir sync` with the bearer token of an HTTP remote (read by the caller from the
-    /// variable `token_env` names).
-    pub fn sync_with(&self, req: &SyncRequest, token: Option<String>) -> Result<SyncResponse> {
+    /// variable `token_env` names), reporting `(done, total)` steps to `progress`: an HTTP
+    /// sync counts the files and tails it moves, a git sync its stages (commit, fetch, merge,
+    /// push) per round.
+    pub fn sync_with(
+        &self,
+        req: &SyncRequest,
+        token: Option<String>,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> Result<SyncResponse> {
+        self.sync_recorded(req, token, progress, "command")
+    }
+
+    /// A sync whose outcome is kept in `.memdir/last-sync.json` for `status` (`by`: what ran
+    /// it). A sync refused before it started (another one running, a bad request) is not an
+    /// outcome and leaves the record as it was.
+    pub fn sync_recorded(
+        &self,
+        req: &SyncRequest,
+        token: Option<String>,
+        progress: Option<&dyn Fn(u64, u64)>,
+        by: &str,
+    ) -> Result<SyncResponse> {
         let mut req = req.clone();
         if req.remote.is_none() && !self.settings().sync_remote.is_empty() {
             req.remote = Some(self.settings().sync_remote.clone());
         }
-        let req = &req;
+        let result = self.sync_run(&req, token, progress.unwrap_or(&|_, _| {}));
+        let record = match &result {
+            Ok(r) => Some(LastSync {
+                at: crate::clock::rfc3339(crate::clock::now_ms()),
+                remote: r.remote.clone(),
+                pushed: r.pushed,
+                push_pending: r.push_pending,
+                error: r.offline.clone(),
+                reported: r.reported.len(),
+                by: by.to_string(),
+            }),
+            Err(e) if !matches!(e.kind, ErrorKind::Busy | ErrorKind::Invalid) => Some(LastSync {
+                at: crate::clock::rfc3339(crate::clock::now_ms()),
+                remote: req.remote.clone().unwrap_or_else(|| "origin".into()),
+                pushed: false,
+                push_pending: true,
+                error: Some(e.message.clone()),
+                reported: 0,
+                by: by.to_string(),
+            }),
+            Err(_) => None,
+        };
+        if let Some(rec) = record
+            && self.layout().exists()
+        {
+            // Derived and advisory: a failure to record never fails the sync.
+            let path = self.layout().meta_dir().join(LAST_SYNC);
+            let tmp = path.with_extension(format!("json.{}", std::process::id()));
+            if let Ok(bytes) = serde_json::to_vec(&rec)
+                && txn::write_synced(&tmp, &bytes).is_ok()
+                && std::fs::rename(&tmp, &path).is_err()
+            {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        result
+    }
+
+    /// How the last sync ended, if one is recorded.
+    pub fn last_sync(&self) -> Option<LastSync> {
+        let path = self.layout().meta_dir().join(LAST_SYNC);
+        let bytes = fsx::read(&path, 64 * 1024).ok().flatten()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn sync_run(
+        &self,
+        req: &SyncRequest,
+        token: Option<String>,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<SyncResponse> {
         if let Some(url) = req
             .remote
             .as_deref()
@@ -125,7 +213,7 @@ impl Memdir {
             let strategy = self.sync_strategy(req.strategy.as_deref())?;
             drop(self.inner_for_write()?);
             let _sync_lock = self.sync_lock()?;
-            return self.sync_http(url, token, strategy);
+            return self.sync_http(url, token, strategy, progress);
         }
         if !Git::available() {
             return Err(Error::new(
@@ -190,9 +278,13 @@ impl Memdir {
         let result = (|| -> Result<()> {
             for round in 1..=MAX_ROUNDS {
                 resp.rounds = round;
+                let stage = |k: u64| progress(4 * (round as u64 - 1) + k, 4 * round as u64);
+                stage(0);
                 resp.committed += self.with_write(|inner, lock| {
                     self.commit_local(inner, lock, &git, &mut resp.reported)
                 })? as usize;
+                stage(1);
+                let before = git.rev(&tracking).map_err(git_err)?;
                 let fetch = git
                     .raw(
                         &[
@@ -214,8 +306,25 @@ impl Memdir {
                         return Ok(());
                     }
                 }
+                stage(2);
+                let fetched = git.rev(&tracking).map_err(git_err)?;
+                if let (Some(old), Some(new)) = (&before, &fetched)
+                    && old != new
+                    && !git.is_ancestor(old, new).unwrap_or(false)
+                {
+                    // Someone rewrote the remote's branch (a force-push). Nothing is lost here:
+                    // this replica's commits hold everything it had, and the merge below brings
+                    // them back to the remote.
+                    resp.reported.push(problem(
+                        "remote_rewritten",
+                        &tracking,
+                        format!(
+                            "the remote's {branch} no longer contains {old:.12}, which this replica fetched before (a force-push?); everything of it that this replica holds is merged back and pushed"
+                        ),
+                    ));
+                }
                 let current = git.rev("HEAD").map_err(git_err)?;
-                if let Some(theirs) = git.rev(&tracking).map_err(git_err)?
+                if let Some(theirs) = fetched
                     && !current.as_ref().is_some_and(|h| {
                         h == &theirs || git.is_ancestor(&theirs, h).unwrap_or(false)
                     })
@@ -228,6 +337,7 @@ impl Memdir {
                     resp.merged |= merged.merged;
                     purge |= merged.forgotten;
                 }
+                stage(3);
                 let Some(head) = git.rev("HEAD").map_err(git_err)? else {
                     return Ok(());
                 };
@@ -1048,7 +1158,7 @@ impl Memdir {
 }
 
 /// How many lines of a segment's bytes are tombstones of forgotten chunks.
-fn tombstones(bytes: &[u8]) -> usize {
+pub(super) fn tombstones(bytes: &[u8]) -> usize {
     bytes
         .split(|&b| b == b'\n')
         .filter(|l| codec::parse_chunk_line(l).is_ok_and(|c| c.is_tombstone()))

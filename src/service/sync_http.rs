@@ -27,6 +27,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::adoption::Sync;
+use super::sync::tombstones;
 use super::{Inner, Memdir};
 use crate::api::{
     Problem, SYNC_FORMAT, SyncDiffRequest, SyncDiffResponse, SyncFile, SyncItem,
@@ -367,35 +368,44 @@ impl Memdir {
                 match (mine.remove(t.path.as_str()), &kind) {
                     (None, Kind::History(c, _) | Kind::Conflict(c, _)) => {
                         pushes_category(c)?;
-                        resp.push.push(SyncWant {
-                            path: t.path.clone(),
-                            from: 0,
-                        });
+                        resp.push.push(SyncWant::at(&t.path, 0));
                     }
-                    (None, Kind::Segment) => resp.push.push(SyncWant {
-                        path: t.path.clone(),
-                        from: 0,
-                    }),
+                    (None, Kind::Segment) => resp.push.push(SyncWant::at(&t.path, 0)),
                     (Some(o), _) if o.hash == t.hash && o.len == t.len => {}
+                    // The caller's copy may extend ours: it checks our hash against its
+                    // first bytes before sending the tail (else the segment travels whole).
                     (Some(o), Kind::Segment) if t.len > o.len => resp.push.push(SyncWant {
-                        path: t.path.clone(),
-                        from: o.len,
+                        prefix: Some(o.hash.clone()),
+                        ..SyncWant::at(&t.path, o.len)
                     }),
-                    (Some(o), Kind::Segment) if o.len > t.len => resp.pull.push(SyncWant {
-                        path: t.path.clone(),
-                        from: t.len,
-                    }),
+                    (Some(o), Kind::Segment)
+                        if o.len > t.len && self.segment_starts_with(&t.path, t)? =>
+                    {
+                        resp.pull.push(SyncWant::at(&t.path, t.len))
+                    }
+                    // Neither copy extends the other: a forget rewrote a line on one side
+                    // (or both). Each side sends its whole copy; the receiver merges.
+                    (Some(_), Kind::Segment) => {
+                        resp.pull.push(SyncWant::whole(&t.path));
+                        resp.push.push(SyncWant::whole(&t.path));
+                    }
                     (Some(_), _) => resp.diverged.push(t.path.clone()),
                 }
             }
             for p in mine.keys() {
-                resp.pull.push(SyncWant {
-                    path: p.to_string(),
-                    from: 0,
-                });
+                resp.pull.push(SyncWant::at(*p, 0));
             }
         }
         Ok(resp)
+    }
+
+    /// Whether this store's copy of a segment begins with exactly the bytes `prefix` names.
+    fn segment_starts_with(&self, path: &str, prefix: &SyncFile) -> Result<bool> {
+        let bytes = fsx::read(&self.layout().root.join(path), fsx::MAX_SEGMENT_FILE)?
+            .map(whole_lines)
+            .unwrap_or_default();
+        let n = prefix.len as usize;
+        Ok(n <= bytes.len() && content_hash(&bytes[..n]) == prefix.hash)
     }
 
     /// `sync_pull`: one page of the files and tails asked for.
@@ -443,7 +453,14 @@ impl Memdir {
             } else {
                 bytes
             };
-            let from = w.from as usize;
+            // A tail whose prefix is not what the receiver holds travels whole, to be merged.
+            let whole = kind == Kind::Segment
+                && (w.whole
+                    || w.prefix.as_deref().is_some_and(|p| {
+                        (w.from as usize) > bytes.len()
+                            || content_hash(&bytes[..w.from as usize]) != p
+                    }));
+            let from = if whole { 0 } else { w.from as usize };
             if from > bytes.len() || (kind != Kind::Segment && from != 0) {
                 return Err(Error::invalid(
                     "from",
@@ -459,12 +476,12 @@ impl Memdir {
                 continue;
             }
             let room = max.saturating_sub(used) as usize;
-            if used > 0 && data.len() > room && kind != Kind::Segment {
+            if used > 0 && data.len() > room && (kind != Kind::Segment || whole) {
                 page.rest.extend(want[i..].iter().cloned());
                 break;
             }
             let mut cut = false;
-            if data.len() > room && kind == Kind::Segment {
+            if data.len() > room && kind == Kind::Segment && !whole {
                 // A tail longer than the room left: whole lines up to it, at least one.
                 let end = data[..room]
                     .iter()
@@ -507,16 +524,14 @@ impl Memdir {
             }
             page.items.push(SyncItem {
                 path: w.path.clone(),
-                from: w.from,
+                from: from as u64,
                 prefix: (from > 0).then(|| content_hash(&bytes[..from])),
                 hash,
                 data: text,
             });
             if cut {
-                page.rest.push(SyncWant {
-                    path: w.path.clone(),
-                    from: (from + data.len()) as u64,
-                });
+                page.rest
+                    .push(SyncWant::at(&w.path, (from + data.len()) as u64));
                 page.rest.extend(want[i + 1..].iter().cloned());
                 break;
             }
@@ -653,7 +668,8 @@ impl Memdir {
         if items.is_empty() {
             return Ok(resp);
         }
-        self.with_write(|inner, lock| {
+        let mut forgotten = false;
+        let resp = self.with_write(|inner, lock| {
             self.adopt_all(inner, lock)?;
             let layout = self.layout().clone();
             let mut touched: BTreeSet<CategoryName> = BTreeSet::new();
@@ -704,6 +720,26 @@ impl Memdir {
                             && prefix_ok(&have)
                         {
                             resp.present += 1;
+                        } else if from == 0 {
+                            // Two copies of one segment, neither extending the other: a
+                            // forget rewrote lines on one side. Merged line by line, the
+                            // tombstones of both sides kept (the rule git sync follows).
+                            let (merged, diverged) = merge::merge_segment(&have, data);
+                            if diverged {
+                                resp.reported.push(Problem {
+                                    kind: "diverged".into(),
+                                    path: it.path.clone(),
+                                    message: "two machines appended to one segment (a shared replica id?); the copy with more lines was kept, with the other's forgotten chunks".into(),
+                                });
+                            }
+                            if merged == have {
+                                resp.present += 1;
+                            } else {
+                                forgotten |= tombstones(&merged) > tombstones(&have);
+                                *cur = Some(merged);
+                                changed.insert(path);
+                                resp.applied += 1;
+                            }
                         } else {
                             resp.reported.push(Problem {
                                 kind: "diverged".into(),
@@ -759,7 +795,13 @@ impl Memdir {
             resp.conflicts = out.conflicts;
             resp.reported.extend(out.reported);
             Ok(resp)
-        })
+        })?;
+        if forgotten {
+            // A chunk forgotten elsewhere: its text leaves the index and the ledger's log here
+            // too, as after a local forget.
+            self.purge_derived()?;
+        }
+        Ok(resp)
     }
 
     /// Every readable history entry of a category.
@@ -780,6 +822,7 @@ impl Memdir {
         url: &str,
         token: Option<String>,
         strategy: Strategy,
+        progress: &dyn Fn(u64, u64),
     ) -> Result<SyncResponse> {
         let remote = Remote::new(url, token, CALL_TIMEOUT);
         let mut resp = SyncResponse {
@@ -789,6 +832,7 @@ impl Memdir {
         };
         let all = SyncAccess::all();
         let call = |route: &str, body: Value| remote.call(route, Some(&body));
+        let mut done: u64 = 0;
         for round in 1..=MAX_ROUNDS {
             resp.rounds = round;
             let mine = self.current_sync_files(all.read)?;
@@ -838,7 +882,24 @@ impl Memdir {
                 resp.pushed = true;
                 break;
             }
-            let mut want = diff.pull;
+            let (mut want, mut push) = (diff.pull, diff.push);
+            // A tail the server lacks whose start is not the server's copy: the segment was
+            // rewritten by a forget on one side. Both copies travel whole and merge.
+            for w in &mut push {
+                let Some(p) = w.prefix.clone() else { continue };
+                let probe = SyncFile {
+                    path: w.path.clone(),
+                    len: w.from,
+                    hash: p,
+                };
+                if !self.segment_starts_with(&w.path, &probe)? {
+                    *w = SyncWant::whole(&w.path);
+                    want.push(SyncWant::whole(&w.path));
+                }
+            }
+            // Progress in files and tails: what this round moves, after what earlier ones did.
+            let mut total = done + (want.len() + push.len()) as u64;
+            progress(done, total);
             while !want.is_empty() {
                 let page: SyncPage = decode(
                     url,
@@ -859,9 +920,12 @@ impl Memdir {
                 resp.categories.extend(r.categories);
                 resp.conflicts.extend(r.conflicts);
                 resp.reported.extend(r.reported);
+                done += page.items.len() as u64;
                 want = page.rest;
+                total = total.max(done + (want.len() + push.len()) as u64);
+                progress(done, total);
             }
-            let mut want = diff.push;
+            let mut want = push;
             while !want.is_empty() {
                 let page = self.sync_page(&want, PAGE_BYTES, &all)?;
                 if page.items.is_empty() && page.rest.is_empty() {
@@ -878,7 +942,10 @@ impl Memdir {
                 failpoint::hit("sync.http.after_push_page");
                 resp.files_sent += page.items.len();
                 resp.conflicts.extend(r.conflicts);
+                done += page.items.len() as u64;
                 want = page.rest;
+                total = total.max(done + want.len() as u64);
+                progress(done, total);
             }
         }
         if !resp.pushed {

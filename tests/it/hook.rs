@@ -423,3 +423,158 @@ fn config_hooks_merge_into_claude_settings() {
     // Another client has no hook to install.
     env.fail(&["config", "--client", "cursor", "--hooks"], 3);
 }
+
+const CODEX_THREAD: &str = "019c8a2e-5f10-7b3d-a8c4-1e2f3a4b5c6d";
+
+/// The Codex fixture with its unterminated last line completed.
+fn codex_rollout() -> (Vec<u8>, Vec<u8>) {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/importers/codex-rollout.jsonl");
+    let cut = std::fs::read(p).unwrap();
+    let mut whole = cut.clone();
+    whole.extend_from_slice(b"put.\",\"images\":[]}}\n");
+    (cut, whole)
+}
+
+/// What Codex passes its `notify` program: one JSON argument.
+fn codex_event(kind: &str, thread: &str) -> String {
+    json!({
+        "type": kind,
+        "thread-id": thread,
+        "turn-id": "12",
+        "cwd": "/home/dev/acme-widgets",
+        "input-messages": ["Add a --json flag"],
+        "last-assistant-message": "Added it.",
+    })
+    .to_string()
+}
+
+fn codex_hook(env: &TestEnv, arg: &str) {
+    let r = env.run(&["hook", "codex", arg]);
+    if r.code != 0 || !r.stdout.is_empty() {
+        env.dump(&r);
+        panic!("the hook must exit 0 and print nothing");
+    }
+}
+
+/// Codex's notify program, run after each turn while the rollout grows (its last line still
+/// being written at one point), saves what `import codex` saves; the import afterwards adds
+/// nothing; an unchanged rollout is not read again; bad notifications change nothing and
+/// leave a log line; other notification types are ignored.
+#[test]
+fn codex_notify_capture_equals_a_full_import() {
+    let mut env = TestEnv::new();
+    let home = env.tmp.path().join("codex");
+    env.set_env("CODEX_HOME", home.to_str().unwrap());
+    env.ok(&["init"]);
+    let day = home.join("sessions/2026/03/02");
+    std::fs::create_dir_all(&day).unwrap();
+    let file = day.join(format!("rollout-2026-03-02T09-05-11-{CODEX_THREAD}.jsonl"));
+    let (cut, whole) = codex_rollout();
+    let lines: Vec<&[u8]> = cut.split_inclusive(|&b| b == b'\n').collect();
+    let ev = codex_event("agent-turn-complete", CODEX_THREAD);
+    for upto in [5, 11, lines.len()] {
+        std::fs::write(&file, lines[..upto].concat()).unwrap();
+        codex_hook(&env, &ev);
+    }
+    std::fs::write(&file, &whole).unwrap();
+    codex_hook(&env, &ev);
+    assert_eq!(log(&env), "", "no problem to log");
+
+    let session = format!("codex-{CODEX_THREAD}");
+    let other = TestEnv::new();
+    let imported = other.ok(&["import", "codex", home.to_str().unwrap()]);
+    assert!(imported["chunks"].as_u64().unwrap() >= 4, "{imported:#}");
+    assert_eq!(
+        env.session_contents(&session),
+        other.session_contents(&session)
+    );
+    let again = env.ok(&["import", "codex"]);
+    assert_eq!(again["chunks"], 0, "{again:#}");
+
+    // Unchanged rollout: nothing read, nothing written.
+    let before = env.snapshot();
+    codex_hook(&env, &ev);
+    assert_eq!(env.snapshot(), before);
+    // Other notification types carry no turn.
+    codex_hook(&env, &codex_event("approval-requested", CODEX_THREAD));
+    assert_eq!(log(&env), "");
+    for (arg, says) in [
+        ("{not json".to_string(), "not JSON"),
+        (
+            json!({"type": "agent-turn-complete"}).to_string(),
+            "no thread-id",
+        ),
+        (
+            codex_event("agent-turn-complete", "../../etc/passwd"),
+            "not a Codex thread id",
+        ),
+        (
+            codex_event(
+                "agent-turn-complete",
+                "0000aaaa-0000-0000-0000-000000000000",
+            ),
+            "no rollout of thread",
+        ),
+    ] {
+        codex_hook(&env, &arg);
+        assert!(
+            log(&env).lines().last().unwrap_or("").contains(says),
+            "{says}: {}",
+            log(&env)
+        );
+        assert_eq!(env.snapshot(), before);
+    }
+    env.assert_clean();
+}
+
+/// `config --client codex --hooks` sets the notify program in config.toml, keeping the rest
+/// of the file byte for byte; twice changes nothing; another notify program is refused and
+/// left alone.
+#[test]
+fn config_hooks_set_codex_notify() {
+    let mut env = TestEnv::new();
+    let home = env.tmp.path().join("codex");
+    env.set_env("CODEX_HOME", home.to_str().unwrap());
+    std::fs::create_dir_all(&home).unwrap();
+    let config = home.join("config.toml");
+    let old = "# mine\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"other\"\n";
+    std::fs::write(&config, old).unwrap();
+    let r = env.run(&["config", "--client", "codex", "--hooks", "--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        old,
+        "a dry run writes nothing"
+    );
+    let out = env.ok(&["config", "--client", "codex", "--hooks"]);
+    assert_eq!(out["changed"], true);
+    let dir = env.dir.display().to_string();
+    assert_eq!(
+        out["command"],
+        json!(["memdir", "--dir", dir, "hook", "codex"])
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert_eq!(text, r.stdout, "the dry run showed what was written");
+    assert_eq!(
+        text,
+        format!(
+            "# mine\nmodel = \"o3\"\n\nnotify = [\"memdir\", \"--dir\", {dir:?}, \"hook\", \"codex\"]\n[mcp_servers.other]\ncommand = \"other\"\n"
+        )
+    );
+    assert_eq!(
+        env.ok(&["config", "--client", "codex", "--hooks"])["changed"],
+        false
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), text);
+    let theirs = "notify = [\"notify-send\", \"codex\"]\n";
+    std::fs::write(&config, theirs).unwrap();
+    let e = env.fail(&["config", "--client", "codex", "--hooks"], 3);
+    assert!(e["message"].as_str().unwrap().contains("only one"), "{e}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), theirs);
+    let e = env.fail(&["config", "--client", "cursor", "--hooks"], 3);
+    assert!(
+        e["message"].as_str().unwrap().contains("claude and codex"),
+        "{e}"
+    );
+}

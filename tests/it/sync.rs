@@ -741,3 +741,64 @@ fn a_forget_on_one_replica_travels_to_the_others() {
     assert_eq!(a.ok(&["search", "pool"])["results"], json!([]));
     assert_eq!(holding(a, "first note about"), Vec::<String>::new());
 }
+
+/// A remote whose branch was rewritten (a force-push that dropped commits) is reported, and
+/// nothing is lost: the replica that still holds the dropped commits merges them back and
+/// pushes them, and every replica converges on the full memory.
+#[test]
+fn a_rewritten_remote_is_reported_and_what_it_dropped_comes_back() {
+    let fleet = Fleet::new(2);
+    let (a, b) = (&fleet.replicas[0], &fleet.replicas[1]);
+    a.ok(&["write", "first", "--data", r#"{"n":1}"#]);
+    fleet.sync(0, &[]);
+    a.ok(&["write", "second", "--data", r#"{"n":2}"#]);
+    a.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--text",
+        "a note the rewrite drops",
+    ]);
+    let v = fleet.sync(0, &[]);
+    let branch = v["branch"].as_str().unwrap().to_string();
+    fleet.sync(1, &[]);
+    assert_eq!(b.ok(&["read", "second"])["data"], json!({"n": 2}));
+    // Someone moves the remote's branch back a commit, as a force-push would.
+    let older = git(&fleet.remote, &["rev-parse", &format!("{branch}~1")]);
+    git(
+        &fleet.remote,
+        &["update-ref", &format!("refs/heads/{branch}"), older.trim()],
+    );
+    let v = fleet.sync(1, &[]);
+    let kinds: Vec<&str> = v["reported"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, vec!["remote_rewritten"], "{v:#}");
+    // The remote holds the dropped commit's files again.
+    git(
+        &fleet.remote,
+        &[
+            "cat-file",
+            "-e",
+            &format!("{branch}:categories/second.json"),
+        ],
+    );
+    // A, whose own tracking ref is also ahead of the rewritten branch, sees it come back.
+    fleet.converge();
+    fleet.assert_identical();
+    for e in [a, b] {
+        assert_eq!(e.ok(&["read", "second"])["data"], json!({"n": 2}));
+        assert_eq!(
+            e.ok(&["search", "rewrite"])["results"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+    // Once healed, a sync reports nothing.
+    assert_eq!(fleet.sync(1, &[])["reported"], json!([]));
+}

@@ -341,3 +341,93 @@ fn a_plain_sync_uses_the_configured_remote_and_token() {
     assert_eq!(v["remote"], json!(server.url), "{v:#}");
     assert_eq!(client.category_data("doc"), Some(json!({"a": 1})));
 }
+
+/// A forget travels over HTTP as it does over git: a segment rewritten on one side (a chunk
+/// replaced by its tombstone) and appended on the other travels whole both ways and is merged
+/// line by line; every replica ends with the same bytes, and the forgotten text leaves the
+/// other side's files, index and ledger.
+#[test]
+fn a_forget_on_either_side_travels_over_http() {
+    let replicas: Vec<TestEnv> = (0..2).map(replica).collect();
+    let (server_side, client) = (&replicas[0], &replicas[1]);
+    let pad = "with enough words around it that a tombstone is the shorter line";
+    for text in [
+        format!("first note about the pool {pad}"),
+        format!("the quokkasecret token was pasted here {pad}"),
+        format!("third note about deploys {pad}"),
+        format!("fourth note naming the wombatsecret {pad}"),
+    ] {
+        server_side.ok(&["ingest", "--session-id", "s", "--text", &text]);
+    }
+    let server = Served::start(server_side, &["--token", TOKEN]);
+    sync(client, &server.url);
+    let id = |e: &TestEnv, i: usize| {
+        e.ok(&["fetch", "s"])["chunks"][i]["chunk_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The client forgets a line of the server's segment while the server appends to it.
+    let quokka = id(client, 1);
+    client.ok(&[
+        "forget",
+        "--session-id",
+        "s",
+        "--chunk-id",
+        &quokka,
+        "--yes",
+    ]);
+    server_side.ok(&["ingest", "--session-id", "s", "--text", "fifth note after"]);
+    let v = sync(client, &server.url);
+    assert_eq!(v["reported"], json!([]), "a forget merges cleanly: {v:#}");
+    // The server forgets another line; the client's copy is now the longer one.
+    let wombat = id(server_side, 3);
+    server_side.ok(&[
+        "forget",
+        "--session-id",
+        "s",
+        "--chunk-id",
+        &wombat,
+        "--yes",
+    ]);
+    let v = sync(client, &server.url);
+    assert_eq!(v["reported"], json!([]), "{v:#}");
+    assert_identical(&replicas);
+    for (name, e) in [("server", server_side), ("client", client)] {
+        let seg = std::fs::read_to_string(e.segment_of("s")).unwrap();
+        let lines: Vec<Value> = seg
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 5, "{name}: {seg}");
+        for i in [1, 3] {
+            assert_eq!(lines[i]["content"], "", "{name}: {seg}");
+            assert!(lines[i]["metadata"]["forgotten"].is_string(), "{name}");
+        }
+        assert_eq!(lines[4]["content"], "fifth note after", "{name}");
+        for word in ["quokkasecret", "wombatsecret"] {
+            assert_eq!(
+                e.ok(&["search", word])["results"],
+                json!([]),
+                "{name} still finds {word}"
+            );
+            assert_eq!(
+                crate::redaction::files_containing(&e.dir, word),
+                Vec::<String>::new(),
+                "{name} still holds {word}"
+            );
+        }
+        e.assert_clean();
+    }
+    // Converged: the next sync is one round that moves nothing.
+    let v = sync(client, &server.url);
+    assert_eq!(
+        (
+            v["rounds"].clone(),
+            v["files_sent"].clone(),
+            v["files_received"].clone()
+        ),
+        (json!(1), json!(0), json!(0)),
+        "{v:#}"
+    );
+}

@@ -120,6 +120,12 @@ def test_long_jobs_draw_a_progress_bar_on_a_terminal_and_none_into_a_pipe(tmp_pa
     import re
 
     assert re.search(r"snapshot \[[=> ]+\] \d+/\d+", out), out
+    # A git sync counts its stages (commit, fetch, merge, push).
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    code, out = on_tty(store, "sync", "--init", str(remote))
+    assert code == 0, out
+    assert re.search(r"sync \[[=> ]+\] \d+/4", out), out
     # Piped: the same job writes no bar, and stdout is the JSON answer.
     p = subprocess.run(
         [str(MEMDIR_BIN), "snapshot", str(tmp_path / "snap2")],

@@ -530,6 +530,13 @@ def test_status_shows_what_needs_attention_first(page: Page, server: HttpServer,
     assert "does not parse" in first.text
     assert first.find_element(page.By.TAG_NAME, "a").get_attribute("href").endswith("#/category/base?tab=history")
     assert "problem" in page.text("#verify")
+    # A sync that could not reach its remote is listed too, and the last sync is shown.
+    report = ok(server.store, "sync", "--remote", "http://127.0.0.1:9")
+    assert report["push_pending"] is True, report
+    page.d.refresh()
+    page.until("the pending sync", lambda: page.all("#sync-pending"))
+    assert "http://127.0.0.1:9" in page.text("#sync-pending")
+    assert "pending" in page.text("#last-sync")
 
 
 def test_phone_width_and_keyboard(page: Page):
