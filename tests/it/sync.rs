@@ -802,3 +802,47 @@ fn a_rewritten_remote_is_reported_and_what_it_dropped_comes_back() {
     // Once healed, a sync reports nothing.
     assert_eq!(fleet.sync(1, &[])["reported"], json!([]));
 }
+
+/// `[sync] interval_ms` makes `memdir serve` sync on its own: a write made meanwhile reaches
+/// the remote without anyone running `memdir sync`, `status` records the last sync as
+/// `periodic`, and of two servers on one store one holds the syncer lock.
+#[test]
+fn a_server_with_an_interval_syncs_on_its_own() {
+    let mut fleet = Fleet::new(2);
+    let branch = fleet.sync(0, &[])["branch"].as_str().unwrap().to_string();
+    let cfg = fleet.replicas[0].tmp.path().join("periodic.toml");
+    std::fs::write(&cfg, "[sync]\ninterval_ms = 200\n").unwrap();
+    fleet.replicas[0].set_env("MEMDIR_CONFIG", cfg.to_str().unwrap());
+    let a = &fleet.replicas[0];
+    let mut servers = [a.spawn(&["serve"]), a.spawn(&["serve"])];
+    a.ok(&["write", "auto", "--data", r#"{"synced": true}"#]);
+    let on_remote = || {
+        Command::new("git")
+            .args(["cat-file", "-e", &format!("{branch}:categories/auto.json")])
+            .current_dir(&fleet.remote)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !on_remote() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(on_remote(), "the server did not push the write within 60 s");
+    let last = a.ok(&["status"])["last_sync"].clone();
+    assert_eq!(last["by"], "periodic", "{last:#}");
+    assert_eq!(last["remote"], "origin", "{last:#}");
+    // One of the two servers holds the syncer lock.
+    let lock = std::fs::File::open(a.path(".memdir/syncer.lock")).unwrap();
+    assert!(lock.try_lock().is_err(), "no server holds the syncer lock");
+    for s in &mut servers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    assert!(lock.try_lock().is_ok());
+    fleet.sync(1, &[]);
+    assert_eq!(
+        fleet.replicas[1].ok(&["read", "auto"])["data"],
+        json!({"synced": true})
+    );
+}
