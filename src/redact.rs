@@ -25,7 +25,10 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use std::sync::OnceLock;
+
+use aho_corasick::AhoCorasick;
+use regex::{Regex, RegexBuilder};
 use serde_json::Value;
 
 /// Spans redacted, by kind (`private`, `aws_access_key`, ...).
@@ -36,7 +39,9 @@ pub type Counts = BTreeMap<String, u64>;
 #[derive(Debug)]
 struct Rule {
     kind: String,
-    re: Regex,
+    pattern: String,
+    /// Compiled on the first text the set says this rule may match.
+    re: OnceLock<Regex>,
     /// A candidate must hold a digit (keys and tokens do; prose and identifiers mostly do
     /// not).
     needs_digit: bool,
@@ -122,12 +127,59 @@ const BUILTIN: &[(&str, &str, bool, bool)] = &[
     ),
 ];
 
+/// For each built-in pattern (same order), literals of which every match holds at least one,
+/// compared ASCII case-insensitively: a text holding none of them cannot match the pattern,
+/// which is then neither compiled nor run.
+const NEEDLES: &[&[&str]] = &[
+    &["private key"],
+    &[
+        "akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa", "anva", "apka",
+    ],
+    &["aws"],
+    &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+    &[
+        "glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "glcbt-", "glimt-", "gloas-",
+    ],
+    &["xox", "hooks.slack.com"],
+    &["sk-ant-"],
+    &["sk-"],
+    &["eyj"],
+    &["://"],
+    &["password", "passwd", "pwd", "passphrase"],
+    &[
+        "secret",
+        "api_key",
+        "apikey",
+        "access_key",
+        "access_token",
+        "auth_token",
+        "private_key",
+    ],
+];
+
+/// The prefilter's literal for private spans.
+const PRIVATE_NEEDLE: &str = "<private>";
+
 /// The redaction settings: built-in patterns, extra patterns, exceptions and the switch.
+///
+/// Compiling all the patterns costs more than most commands (about 20 ms of CPU in a release
+/// build, mostly Unicode classes), so a pattern is compiled only when a text holds one of its
+/// literals ([`NEEDLES`], found in one Aho-Corasick pass): a command that writes ordinary
+/// text never pays for it. Extra patterns from the config are compiled (and so checked) when
+/// the configuration is read, and run on every text.
 pub struct Redactor {
     enabled: bool,
     rules: Vec<Rule>,
-    /// Every rule's pattern, to find in one pass which rules can match at all.
-    set: RegexSet,
+    allow_patterns: Vec<String>,
+    compiled: OnceLock<Compiled>,
+}
+
+/// What the first redaction compiles.
+struct Compiled {
+    /// Every built-in rule's literals (pattern id → rule index in `owner`) and the private
+    /// marker (the last pattern id), to find in one pass which rules can match at all.
+    needles: AhoCorasick,
+    owner: Vec<usize>,
     allow: Vec<Regex>,
     private_open: Regex,
     private_close: Regex,
@@ -145,7 +197,7 @@ impl std::fmt::Debug for Redactor {
                     .map(|r| r.kind.as_str())
                     .collect::<Vec<_>>(),
             )
-            .field("allow", &self.allow.len())
+            .field("allow", &self.allow_patterns.len())
             .finish()
     }
 }
@@ -198,37 +250,86 @@ impl Redactor {
         for (kind, p, needs_digit, value_check) in BUILTIN {
             rules.push(Rule {
                 kind: kind.to_string(),
-                re: compile(p)?,
+                pattern: p.to_string(),
+                re: OnceLock::new(),
                 needs_digit: *needs_digit,
                 value_check: *value_check,
             });
         }
         for (kind, p) in extra {
             check_kind(kind)?;
+            // Checked now (a config error is reported before anything runs), kept compiled.
+            let re = compile(p).map_err(|e| format!("pattern {p:?}: {e}"))?;
             rules.push(Rule {
                 kind: kind.clone(),
-                re: compile(p).map_err(|e| format!("pattern {p:?}: {e}"))?,
+                pattern: p.clone(),
+                re: OnceLock::from(re),
                 needs_digit: false,
                 value_check: false,
             });
         }
-        let set = RegexSetBuilder::new(rules.iter().map(|r| r.re.as_str()))
-            .size_limit(16 << 20)
-            .dfa_size_limit(16 << 20)
-            .build()
-            .map_err(|e| e.to_string())?;
-        let allow = allow
-            .iter()
-            .map(|p| compile(p).map_err(|e| format!("allow pattern {p:?}: {e}")))
-            .collect::<Result<Vec<_>, _>>()?;
+        for p in allow {
+            compile(p).map_err(|e| format!("allow pattern {p:?}: {e}"))?;
+        }
         Ok(Redactor {
             enabled,
             rules,
-            set,
-            allow,
-            private_open: compile(r"(?i)<private>")?,
-            private_close: compile(r"(?i)</private>")?,
+            allow_patterns: allow.to_vec(),
+            compiled: OnceLock::new(),
         })
+    }
+
+    /// The prefilter, exceptions and private markers, built on first use.
+    fn compiled(&self) -> &Compiled {
+        self.compiled.get_or_init(|| {
+            let mut literals: Vec<&str> = Vec::new();
+            let mut owner = Vec::new();
+            for (i, list) in NEEDLES.iter().enumerate() {
+                for n in *list {
+                    literals.push(n);
+                    owner.push(i);
+                }
+            }
+            literals.push(PRIVATE_NEEDLE);
+            let needles = AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .build(&literals)
+                .expect("invariant: a few short literals build");
+            Compiled {
+                needles,
+                owner,
+                allow: self
+                    .allow_patterns
+                    .iter()
+                    .map(|p| compile(p).expect("invariant: checked when the redactor was made"))
+                    .collect(),
+                private_open: compile(r"(?i)<private>").expect("invariant: a fixed pattern"),
+                private_close: compile(r"(?i)</private>").expect("invariant: a fixed pattern"),
+            }
+        })
+    }
+
+    /// Which rules may match `s` (built-ins whose literals it holds, and every extra rule),
+    /// and whether it holds a private marker.
+    fn candidates(&self, c: &Compiled, s: &str) -> (Vec<usize>, bool) {
+        let mut hit = vec![false; self.rules.len()];
+        let mut private = false;
+        for m in c.needles.find_overlapping_iter(s) {
+            match c.owner.get(m.pattern().as_usize()) {
+                Some(&i) => hit[i] = true,
+                None => private = true,
+            }
+        }
+        for h in hit.iter_mut().skip(NEEDLES.len()) {
+            *h = true;
+        }
+        let rules = hit
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| **h)
+            .map(|(i, _)| i)
+            .collect();
+        (rules, private)
     }
 
     /// Whether redaction is on.
@@ -241,22 +342,34 @@ impl Redactor {
         if !self.enabled {
             return Cow::Borrowed(s);
         }
-        let private = self.drop_private(s, counts);
-        let matched = self.set.matches(&private);
-        if !matched.matched_any() {
+        let c = self.compiled();
+        let (mut matched, has_private) = self.candidates(c, s);
+        let private = if has_private {
+            let p = self.drop_private(c, s, counts);
+            // Dropping spans joins what was around them: find the literals again.
+            if let Cow::Owned(t) = &p {
+                matched = self.candidates(c, t).0;
+            }
+            p
+        } else {
+            Cow::Borrowed(s)
+        };
+        if matched.is_empty() {
             return private;
         }
         // Candidate spans of every rule that matched, then the earliest (longest on a tie)
         // wins where they overlap.
         let mut spans: Vec<(usize, usize, usize)> = Vec::new();
-        for i in matched.iter() {
+        for &i in &matched {
             let rule = &self.rules[i];
-            for whole in rule.re.find_iter(&private) {
+            let re = rule.re.get_or_init(|| {
+                compile(&rule.pattern).expect("invariant: a built-in pattern compiles (unit test)")
+            });
+            for whole in re.find_iter(&private) {
                 // The fast search finds the match; groups are resolved on it alone (a capture
                 // search over a whole large text costs far more).
-                let m = if rule.re.captures_len() > 1 {
-                    let caps = rule
-                        .re
+                let m = if re.captures_len() > 1 {
+                    let caps = re
                         .captures_at(&private[..whole.end()], whole.start())
                         .expect("invariant: a found match matches again at its start");
                     ["s", "s2", "s3"]
@@ -271,7 +384,7 @@ impl Redactor {
                 if found.is_empty()
                     || (rule.needs_digit && !found.bytes().any(|b| b.is_ascii_digit()))
                     || (rule.value_check && !looks_secret(found))
-                    || self.allow.iter().any(|a| a.is_match(found))
+                    || c.allow.iter().any(|a| a.is_match(found))
                 {
                     continue;
                 }
@@ -301,8 +414,8 @@ impl Redactor {
     }
 
     /// Drops `<private>…</private>` spans; an unclosed one runs to the end.
-    fn drop_private<'a>(&self, s: &'a str, counts: &mut Counts) -> Cow<'a, str> {
-        let Some(first) = self.private_open.find(s) else {
+    fn drop_private<'a>(&self, c: &Compiled, s: &'a str, counts: &mut Counts) -> Cow<'a, str> {
+        let Some(first) = c.private_open.find(s) else {
             return Cow::Borrowed(s);
         };
         let mut out = String::with_capacity(s.len());
@@ -312,10 +425,10 @@ impl Redactor {
             out.push_str(&rest[..o.start()]);
             *counts.entry("private".to_string()).or_default() += 1;
             let after = &rest[o.end()..];
-            match self.private_close.find(after) {
-                Some(c) => {
-                    rest = &after[c.end()..];
-                    open = self.private_open.find(rest);
+            match c.private_close.find(after) {
+                Some(close) => {
+                    rest = &after[close.end()..];
+                    open = c.private_open.find(rest);
                 }
                 None => {
                     rest = "";
@@ -401,6 +514,43 @@ mod tests {
         let mut c = Counts::new();
         let out = Redactor::default().text(s, &mut c).into_owned();
         (out, c)
+    }
+
+    #[test]
+    fn every_builtin_pattern_compiles_and_nothing_compiles_before_the_first_text() {
+        for (kind, p, _, _) in BUILTIN {
+            assert!(compile(p).is_ok(), "{kind}");
+        }
+        let r = Redactor::default();
+        assert!(r.compiled.get().is_none());
+        assert!(r.rules.iter().all(|rule| rule.re.get().is_none()));
+        let mut counts = Counts::new();
+        assert_eq!(
+            r.text("nothing to hide here", &mut counts),
+            "nothing to hide here"
+        );
+        assert!(r.compiled.get().is_some());
+        // Only the rules whose literals a text holds get compiled.
+        assert!(r.rules.iter().all(|rule| rule.re.get().is_none()));
+        assert_eq!(
+            r.text("the PassWord is fine", &mut counts),
+            "the PassWord is fine"
+        );
+        let compiled: Vec<&str> = r
+            .rules
+            .iter()
+            .filter(|rule| rule.re.get().is_some())
+            .map(|rule| rule.kind.as_str())
+            .collect();
+        assert_eq!(compiled, ["password"]);
+        // A literal that only appears once a private span is dropped is still found.
+        let (out, c) =
+            red("key: sk-<private>x</private>ant-api03-abcdefghijklmnopqrstuvwxyz012345");
+        assert!(out.contains("[REDACTED:anthropic_api_key]"), "{out}");
+        assert_eq!(c.get("private"), Some(&1));
+        // A bad extra or allow pattern is still an error at once.
+        assert!(Redactor::new(true, &[("x".into(), "(".into())], &[]).is_err());
+        assert!(Redactor::new(true, &[], &["[".into()]).is_err());
     }
 
     #[test]
