@@ -794,26 +794,42 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
 }
 
 /// The session and position of a chunk document, from its fast fields.
-fn place_of(s: &Searcher, addr: DocAddress) -> Result<(String, u64)> {
-    let reader = s.segment_reader(addr.segment_ord);
-    let ff = reader.fast_fields();
-    let position = ff.u64("position").ok().and_then(|c| c.first(addr.doc_id));
-    let session = ff.str("session").ok().flatten().and_then(|col| {
-        let ord = col.term_ords(addr.doc_id).next()?;
-        let mut out = String::new();
-        col.ord_to_str(ord, &mut out).ok()?.then_some(out)
-    });
-    match (session, position) {
-        (Some(sn), Some(p)) => Ok((sn, p)),
-        _ => {
-            // An index without the fast columns (never after a rebuild): the stored fields.
-            let d = doc(s, addr)?;
-            Ok((
-                get_str(&d, idx_session_field(s)?),
-                get_u64(&d, idx_position_field(s)?),
-            ))
-        }
+/// The session and position of each document, from the fast columns. Each column is opened
+/// once per segment and each session name read once per segment: a pool of 200 would
+/// otherwise open them 200 times.
+fn places_of(s: &Searcher, addrs: &[DocAddress]) -> Result<Vec<(String, u64)>> {
+    let mut cols = std::collections::HashMap::new();
+    let mut names: std::collections::HashMap<(u32, u64), String> = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(addrs.len());
+    for &addr in addrs {
+        let (positions, sessions) = cols.entry(addr.segment_ord).or_insert_with(|| {
+            let ff = s.segment_reader(addr.segment_ord).fast_fields();
+            (ff.u64("position").ok(), ff.str("session").ok().flatten())
+        });
+        let position = positions.as_ref().and_then(|c| c.first(addr.doc_id));
+        let session = sessions.as_ref().and_then(|col| {
+            let ord = col.term_ords(addr.doc_id).next()?;
+            if let Some(n) = names.get(&(addr.segment_ord, ord)) {
+                return Some(n.clone());
+            }
+            let mut name = String::new();
+            col.ord_to_str(ord, &mut name).ok()?.then_some(())?;
+            names.insert((addr.segment_ord, ord), name.clone());
+            Some(name)
+        });
+        out.push(match (session, position) {
+            (Some(sn), Some(p)) => (sn, p),
+            _ => {
+                // An index without the fast columns (never after a rebuild): the stored fields.
+                let d = doc(s, addr)?;
+                (
+                    get_str(&d, idx_session_field(s)?),
+                    get_u64(&d, idx_position_field(s)?),
+                )
+            }
+        });
     }
+    Ok(out)
 }
 
 fn idx_session_field(s: &Searcher) -> Result<Field> {
@@ -934,6 +950,12 @@ pub fn run_dense(idx: &SearchIndex, req: &Request, dense: &Dense, hybrid: bool) 
     // document store.
     let mut cands = Vec::new();
     let mut hits = Vec::new();
+    let chunk_addrs: Vec<DocAddress> = pool
+        .iter()
+        .filter(|(k, _, _)| k.0 == 0)
+        .map(|(k, _, _)| DocAddress::new(k.1, k.2))
+        .collect();
+    let mut places = places_of(&cs, &chunk_addrs)?.into_iter();
     for (k, score, mix) in pool {
         let addr = DocAddress::new(k.1, k.2);
         if k.0 == 1 {
@@ -949,7 +971,9 @@ pub fn run_dense(idx: &SearchIndex, req: &Request, dense: &Dense, hybrid: bool) 
                 }),
             });
         } else {
-            let (session, position) = place_of(&cs, addr)?;
+            let (session, position) = places
+                .next()
+                .ok_or_else(|| Error::internal("invariant: one place per chunk of the pool"))?;
             cands.push(Candidate {
                 session,
                 position,
@@ -1031,20 +1055,19 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Res
             filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
         );
         let pool = top(&s, query.as_ref(), POOL, 0)?;
+        let addrs: Vec<DocAddress> = pool.iter().map(|(_, _, a)| *a).collect();
         let cands: Vec<Candidate> = pool
             .into_iter()
-            .map(|(score, order, addr)| {
-                let (session, position) = place_of(&s, addr)?;
-                Ok(Candidate {
-                    session,
-                    position,
-                    bm25: score,
-                    order,
-                    addr: Some(addr),
-                    mix: None,
-                })
+            .zip(places_of(&s, &addrs)?)
+            .map(|((score, order, addr), (session, position))| Candidate {
+                session,
+                position,
+                bm25: score,
+                order,
+                addr: Some(addr),
+                mix: None,
             })
-            .collect::<Result<_>>()?;
+            .collect();
         hits.extend(choose(idx, &s, rank(cands, req), req, folded)?);
     }
     if req.filters.wants_categories() {
