@@ -126,6 +126,82 @@ fn recall(fx: &Value, spec: Option<Spec>, mode: &str) -> Result<Value> {
     }))
 }
 
+/// What int8 quantisation costs in recall: every fixture turn and question embedded once
+/// (f32, unit length) by `spec`'s model, each question's turns (its conversation) ranked by the
+/// exact f32 cosine and by the int8 score memdir computes (`vector::quantize`, `dot_i8`,
+/// scaled), and the evidence turn looked for in the top 5 and 10 of each. No windows, no
+/// fusion: the two rankings differ only by the quantisation.
+fn int8_cost(fx: &Value, spec: &Spec) -> Result<Value> {
+    let e = spec
+        .open()
+        .map_err(|e| memdir::Error::internal(format!("model: {}", e.0)))?;
+    let (mut f5, mut f10, mut q5, mut q10, mut total, mut same_top10) = (0, 0, 0, 0, 0, 0);
+    let mut questions = 0;
+    for conv in fx["conversations"].as_array().expect("conversations") {
+        let mut place = Vec::new();
+        let mut texts = Vec::new();
+        for (si, session) in conv["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .enumerate()
+        {
+            for (ti, turn) in session.as_array().expect("turns").iter().enumerate() {
+                place.push((si as u64, ti as u64));
+                texts.push(turn.as_str().expect("turn").to_string());
+            }
+        }
+        let docs = e
+            .embed(&texts, false)
+            .map_err(|e| memdir::Error::internal(e.0))?;
+        let qdocs: Vec<memdir::vector::Quantized> =
+            docs.iter().map(|d| memdir::vector::quantize(d)).collect();
+        for q in conv["questions"].as_array().expect("questions") {
+            questions += 1;
+            let qv = e
+                .embed(
+                    &[q["question"].as_str().expect("question").to_string()],
+                    true,
+                )
+                .map_err(|e| memdir::Error::internal(e.0))?
+                .remove(0);
+            let qq = memdir::vector::quantize(&qv);
+            let rank = |score: &dyn Fn(usize) -> f32| {
+                let mut idx: Vec<usize> = (0..docs.len()).collect();
+                idx.sort_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
+                idx
+            };
+            let exact = rank(&|i| docs[i].iter().zip(&qv).map(|(a, b)| a * b).sum());
+            let int8 = rank(&|i| {
+                memdir::vector::dot_i8(&qq.q, &qdocs[i].q) as f32 * qq.scale * qdocs[i].scale
+            });
+            same_top10 += (exact[..10] == int8[..10]) as usize;
+            for ev in q["evidence"].as_array().expect("evidence") {
+                let want = (
+                    ev[0].as_u64().expect("session"),
+                    ev[1].as_u64().expect("turn"),
+                );
+                total += 1;
+                let at = |order: &[usize]| order.iter().position(|&i| place[i] == want);
+                if let Some(r) = at(&exact) {
+                    f5 += (r < 5) as usize;
+                    f10 += (r < 10) as usize;
+                }
+                if let Some(r) = at(&int8) {
+                    q5 += (r < 5) as usize;
+                    q10 += (r < 10) as usize;
+                }
+            }
+        }
+    }
+    let r = |n: usize| round(n as f64 / total as f64);
+    Ok(json!({
+        "f32": {"recall@5": r(f5), "recall@10": r(f10)},
+        "int8": {"recall@5": r(q5), "recall@10": r(q10)},
+        "questions_with_the_same_top10": format!("{same_top10} of {questions}"),
+    }))
+}
+
 /// A loopback OpenAI-compatible endpoint giving hashed bag-of-words vectors of `dims`
 /// dimensions: fast, so that latency at scale can be measured without a model's cost.
 fn fake_endpoint(dims: usize) -> String {
@@ -273,6 +349,10 @@ pub fn bench_embeddings(args: &[String]) -> Result<Value> {
         rec.insert(
             "hybrid (local all-MiniLM-L6-v2)".into(),
             recall(&fx, Some(local()), "hybrid")?,
+        );
+        rec.insert(
+            "int8 cost (local all-MiniLM-L6-v2, plain similarity order)".into(),
+            int8_cost(&fx, &local())?,
         );
     }
     if let Some(url) = get("--openai") {

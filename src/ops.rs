@@ -186,10 +186,16 @@ fn with_sync_access<R>(
     let read = |n: &str| c.can_read(n);
     let write = |n: &str| c.admit(&Need::Write(n), &|| category_names(m));
     let ingest = |ps: &[&str]| c.admit(&Need::Ingest(ps.to_vec()), &|| category_names(m));
+    let forget = || {
+        c.admit(&Need::Privileged("forget session memory"), &|| {
+            category_names(m)
+        })
+    };
     f(&crate::service::SyncAccess {
         read: &read,
         write: &write,
         ingest: &ingest,
+        forget: &forget,
     })
 }
 

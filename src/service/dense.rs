@@ -9,7 +9,7 @@
 //! delayed by embedding. Until every indexed document has its vector, semantic and hybrid
 //! searches answer by keywords and say how far embedding has come (`coverage`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,8 @@ pub(crate) struct DenseState {
     chunks: Segments,
     categories: Segments,
     /// Texts not embedded yet, by hash.
-    pending: HashMap<Hash, String>,
+    /// Texts without a vector, in hash order (a batch is the first entries: no sort).
+    pending: BTreeMap<Hash, String>,
     /// The last failure of the provider, and when.
     failed: Option<(Instant, String)>,
 }
@@ -100,7 +101,7 @@ impl DenseState {
             cache,
             chunks: Segments::default(),
             categories: Segments::default(),
-            pending: HashMap::new(),
+            pending: BTreeMap::new(),
             failed: None,
         })
     }
@@ -230,11 +231,14 @@ impl DenseState {
 
 /// The texts of up to `max` pending documents, to embed outside the lock.
 fn take_batch(state: &DenseState, max: usize) -> Vec<(Hash, String)> {
-    let mut v: Vec<(Hash, String)> = state.pending.iter().map(|(h, t)| (*h, t.clone())).collect();
-    // A stable order, so that processes working at once tend to embed the same texts.
-    v.sort_by_key(|a| a.0);
-    v.truncate(max);
-    v
+    // A stable order (by hash), so that processes working at once tend to embed the same
+    // texts; the map keeps it, so a batch costs its own size, not the backlog's.
+    state
+        .pending
+        .iter()
+        .take(max)
+        .map(|(h, t)| (*h, t.clone()))
+        .collect()
 }
 
 /// Embeds `batch` in provider-sized calls and stores the vectors, telling `stored` how many
@@ -279,12 +283,22 @@ fn embed_batch(
         }
         let items: Vec<(Hash, Vec<f32>)> = part.iter().map(|(h, _)| *h).zip(vecs).collect();
         s.cache.insert(&items).map_err(|e| e.0)?;
-        s.resolve_rows();
+        for (h, _) in &items {
+            s.pending.remove(h);
+        }
         done += items.len();
         drop(g);
         if let Some(f) = stored {
             f(items.len());
         }
+    }
+    // Documents point at their new vectors: one pass over every document per batch (not per
+    // provider call, which made embedding a large backlog quadratic).
+    if done > 0
+        && let Ok(mut g) = state.lock()
+        && let Some(s) = g.as_mut()
+    {
+        s.resolve_rows();
     }
     Ok(done)
 }

@@ -59,6 +59,9 @@ pub struct SyncAccess<'a> {
     pub write: &'a dyn Fn(&str) -> Result<()>,
     /// Whether the caller may ingest into these projects (`""`: no project).
     pub ingest: &'a dyn Fn(&[&str]) -> Result<()>,
+    /// Whether the caller may forget session memory: a pushed segment that turns a chunk
+    /// this store holds into a tombstone is a forget.
+    pub forget: &'a dyn Fn() -> Result<()>,
 }
 
 impl SyncAccess<'static> {
@@ -68,6 +71,7 @@ impl SyncAccess<'static> {
             read: &|_| true,
             write: &|_| Ok(()),
             ingest: &|_| Ok(()),
+            forget: &|| Ok(()),
         }
     }
 }
@@ -167,6 +171,16 @@ fn whole_lines(mut b: Vec<u8>) -> Vec<u8> {
     let end = b.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
     b.truncate(end);
     b
+}
+
+/// The `seq`s of a segment's chunk lines that are tombstones (`dead`) or alive (`!dead`).
+fn segment_seqs(bytes: &[u8], dead: bool) -> BTreeSet<u64> {
+    bytes
+        .split(|&b| b == b'\n')
+        .filter_map(|l| store::codec::parse_chunk_line(l).ok())
+        .filter(|c| c.is_tombstone() == dead)
+        .map(|c| c.seq)
+        .collect()
 }
 
 fn remote_err(url: &str, e: RemoteError) -> Error {
@@ -660,6 +674,16 @@ impl Memdir {
                     }
                     let ps: Vec<&str> = projects.iter().map(String::as_str).collect();
                     (access.ingest)(&ps)?;
+                    // Tombstones of chunks this store holds alive: the page forgets them.
+                    let dead = segment_seqs(bytes, true);
+                    if !dead.is_empty() {
+                        let here =
+                            fsx::read(&self.layout().root.join(&it.path), fsx::MAX_SEGMENT_FILE)?
+                                .unwrap_or_default();
+                        if !segment_seqs(&here, false).is_disjoint(&dead) {
+                            (access.forget)()?;
+                        }
+                    }
                 }
             }
             kinds.push(kind);

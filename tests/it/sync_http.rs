@@ -431,3 +431,75 @@ fn a_forget_on_either_side_travels_over_http() {
         "{v:#}"
     );
 }
+
+/// A pushed segment that turns chunks the server holds into tombstones is a forget: a device
+/// whose rules do not allow forgetting has it refused whole, naming the rule, and the server's
+/// files stay as they were.
+#[test]
+fn a_pushed_forget_needs_the_right_to_forget() {
+    let mut hub = replica(0);
+    hub.set_env("MEMDIR_DEVICE", "hub");
+    let cfg = hub.tmp.path().join("home/cfg.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+[acl]
+admin_devices = ["hub"]
+
+[[acl.rules]]
+device = "laptop"
+read = ["*"]
+write = ["*"]
+ingest = ["*"]
+
+[[http.tokens]]
+device = "laptop"
+token_env = "LAPTOP_TOKEN"
+"#,
+    )
+    .unwrap();
+    hub.set_env("MEMDIR_CONFIG", &cfg.display().to_string());
+    hub.set_env("LAPTOP_TOKEN", TOKEN);
+    for text in ["first note", "the quokkasecret note", "third note"] {
+        hub.ok(&["ingest", "--session-id", "s", "--text", text]);
+    }
+    let server = Served::start(&hub, &[]);
+    let mut laptop = replica(1);
+    laptop.set_env("MEMDIR_DEVICE", "laptop");
+    sync(&laptop, &server.url);
+    let id = laptop.ok(&["fetch", "s"])["chunks"][1]["chunk_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    laptop.ok(&["forget", "--session-id", "s", "--chunk-id", &id, "--yes"]);
+    let before = store_files(&hub);
+    let err = laptop.fail(
+        &["sync", "--remote", &server.url, "--token-env", "SYNC_TOKEN"],
+        12,
+    );
+    assert_eq!(err["code"], json!("forbidden"), "{err:#}");
+    assert_eq!(err["rule"], json!("acl.rules.delete"), "{err:#}");
+    assert_eq!(
+        store_files(&hub),
+        before,
+        "a refused forget changed the hub"
+    );
+    assert_eq!(
+        hub.ok(&["search", "quokkasecret"])["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // While that forget is pending, every push of the device is refused whole, new chunks too.
+    laptop.ok(&["ingest", "--session-id", "own", "--text", "laptop note"]);
+    let err = laptop.fail(
+        &["sync", "--remote", &server.url, "--token-env", "SYNC_TOKEN"],
+        12,
+    );
+    assert_eq!(
+        err["rule"],
+        json!("acl.rules.delete"),
+        "still refused whole: {err:#}"
+    );
+}
