@@ -44,6 +44,9 @@ struct DocMeta {
 #[derive(Default)]
 struct Segments {
     segs: HashMap<SegmentId, Vec<DocMeta>>,
+    /// Each segment's vector rows alone (`NO_ROW`: none yet), in document order: what a search
+    /// without filters reads, 4 bytes a document instead of the whole `DocMeta`.
+    rows: HashMap<SegmentId, Vec<u32>>,
 }
 
 /// The dense state of one process: its embedder, the vectors, the documents of the index.
@@ -53,9 +56,11 @@ pub(crate) struct DenseState {
     cache: VectorCache,
     chunks: Segments,
     categories: Segments,
-    /// Texts not embedded yet, by hash.
     /// Texts without a vector, in hash order (a batch is the first entries: no sort).
     pending: BTreeMap<Hash, String>,
+    /// At least how many documents have no vector yet (never fewer than there are): zero
+    /// lets a search skip the passes over every document that look for them.
+    unresolved: usize,
     /// The last failure of the provider, and when.
     failed: Option<(Instant, String)>,
 }
@@ -102,6 +107,7 @@ impl DenseState {
             chunks: Segments::default(),
             categories: Segments::default(),
             pending: BTreeMap::new(),
+            unresolved: 0,
             failed: None,
         })
     }
@@ -132,6 +138,7 @@ impl DenseState {
                 .map(|r| r.segment_id())
                 .collect();
             segs.segs.retain(|id, _| live.contains(id));
+            segs.rows.retain(|id, _| live.contains(id));
             for reader in searcher.segment_readers() {
                 if segs.segs.contains_key(&reader.segment_id()) {
                     continue;
@@ -164,6 +171,7 @@ impl DenseState {
                     let row = self.cache.row(&hash).unwrap_or(NO_ROW);
                     if row == NO_ROW {
                         self.pending.entry(hash).or_insert(text);
+                        self.unresolved += 1;
                     }
                     docs.push(DocMeta {
                         hash,
@@ -173,6 +181,8 @@ impl DenseState {
                         row,
                     });
                 }
+                segs.rows
+                    .insert(reader.segment_id(), docs.iter().map(|d| d.row).collect());
                 segs.segs.insert(reader.segment_id(), docs);
             }
         }
@@ -182,20 +192,52 @@ impl DenseState {
 
     /// Points documents at vectors stored since they were read.
     fn resolve_rows(&mut self) {
+        if self.unresolved == 0 {
+            return;
+        }
         let cache = &self.cache;
+        let mut left = 0;
         for segs in [&mut self.chunks, &mut self.categories] {
-            for docs in segs.segs.values_mut() {
-                for d in docs.iter_mut().filter(|d| d.row == NO_ROW) {
-                    if let Some(r) = cache.row(&d.hash) {
-                        d.row = r;
+            let Segments { segs, rows } = segs;
+            for (id, docs) in segs.iter_mut() {
+                let mut rs = rows.get_mut(id);
+                for (i, d) in docs.iter_mut().enumerate().filter(|(_, d)| d.row == NO_ROW) {
+                    match cache.row(&d.hash) {
+                        Some(r) => {
+                            d.row = r;
+                            if let Some(slot) = rs.as_mut().and_then(|v| v.get_mut(i)) {
+                                *slot = r;
+                            }
+                        }
+                        None => left += 1,
                     }
                 }
             }
         }
+        self.unresolved = left;
         self.pending.retain(|h, _| cache.row(h).is_none());
     }
 
     fn coverage(&self, idx: &SearchIndex) -> Coverage {
+        if self.unresolved == 0 {
+            // Every document read has a vector: the live documents of the segments read are
+            // the total, as the full count below gives it, without a pass over each document.
+            let mut total = 0u64;
+            for (segs, searcher) in [
+                (&self.chunks, idx.chunks.reader.searcher()),
+                (&self.categories, idx.categories.reader.searcher()),
+            ] {
+                for reader in searcher.segment_readers() {
+                    if segs.segs.contains_key(&reader.segment_id()) {
+                        total += u64::from(reader.num_docs());
+                    }
+                }
+            }
+            return Coverage {
+                embedded: total,
+                total,
+            };
+        }
         let mut c = Coverage {
             embedded: 0,
             total: 0,
@@ -343,34 +385,54 @@ fn nearest(
     k: usize,
 ) -> Vec<(f32, DocAddress)> {
     let (cache, q, ham) = (probe.cache, &probe.q, &probe.ham);
-    let mut pool: Vec<(u16, u32, DocAddress)> = Vec::new();
-    for (ord, reader) in searcher.segment_readers().iter().enumerate() {
-        let Some(docs) = segs.segs.get(&reader.segment_id()) else {
-            continue;
-        };
-        let alive = reader.alive_bitset();
-        for (i, d) in docs.iter().enumerate() {
-            if d.row == NO_ROW
-                || alive.is_some_and(|a| !a.is_alive(i as u32))
-                || !passes(filters, cat, d)
-            {
+    // The documents that pass, in (segment, document) order, with their coarse distance.
+    // Without filters on this index, only the rows are read.
+    let plain = if cat {
+        filters.wants_categories()
+            && filters.category.is_none()
+            && filters.hidden_categories.is_empty()
+    } else {
+        filters.wants_chunks() && filters.session_id.is_none() && filters.project.is_none()
+    } && filters.since.is_none()
+        && filters.until.is_none();
+    let each = |f: &mut dyn FnMut(u16, u32, DocAddress)| {
+        for (ord, reader) in searcher.segment_readers().iter().enumerate() {
+            let alive = reader.alive_bitset();
+            if plain && let Some(rows) = segs.rows.get(&reader.segment_id()) {
+                for (i, &row) in rows.iter().enumerate() {
+                    if row == NO_ROW || alive.is_some_and(|a| !a.is_alive(i as u32)) {
+                        continue;
+                    }
+                    f(
+                        ham[row as usize],
+                        row,
+                        DocAddress::new(ord as u32, i as u32),
+                    );
+                }
                 continue;
             }
-            pool.push((
-                ham[d.row as usize],
-                d.row,
-                DocAddress::new(ord as u32, i as u32),
-            ));
+            let Some(docs) = segs.segs.get(&reader.segment_id()) else {
+                continue;
+            };
+            for (i, d) in docs.iter().enumerate() {
+                if d.row == NO_ROW
+                    || alive.is_some_and(|a| !a.is_alive(i as u32))
+                    || !passes(filters, cat, d)
+                {
+                    continue;
+                }
+                f(
+                    ham[d.row as usize],
+                    d.row,
+                    DocAddress::new(ord as u32, i as u32),
+                );
+            }
         }
-    }
-    if pool.len() > RESCORE {
-        let key = |x: &(u16, u32, DocAddress)| (x.0, x.2.segment_ord, x.2.doc_id);
-        pool.select_nth_unstable_by(RESCORE, |a, b| key(a).cmp(&key(b)));
-        pool.truncate(RESCORE);
-    }
+    };
+    let pool = coarse_best(&each, RESCORE);
     let mut scored: Vec<(f32, DocAddress)> = pool
         .into_iter()
-        .map(|(_, row, addr)| (cache.score(q, row), addr))
+        .map(|(row, addr)| (cache.score(q, row), addr))
         .collect();
     let by = |a: &(f32, DocAddress), b: &(f32, DocAddress)| {
         b.0.total_cmp(&a.0)
@@ -382,6 +444,38 @@ fn nearest(
     }
     scored.sort_by(by);
     scored
+}
+
+/// The best `n` of the items `each` yields by (distance, segment, document), without a list of
+/// every item: a histogram of the distances gives the cut `t` (every item nearer, then the
+/// first items at `t` in the order `each` yields them, which is document order), and a second
+/// pass collects them. At a million documents this is a few milliseconds where a list of all of
+/// them and a selection over it cost tens.
+fn coarse_best(
+    each: &dyn Fn(&mut dyn FnMut(u16, u32, DocAddress)),
+    n: usize,
+) -> Vec<(u32, DocAddress)> {
+    let mut hist = vec![0usize; u16::MAX as usize + 1];
+    each(&mut |h, _, _| hist[h as usize] += 1);
+    let (mut t, mut below) = (u16::MAX as usize, 0usize);
+    for (d, c) in hist.iter().enumerate() {
+        if below + c >= n {
+            t = d;
+            break;
+        }
+        below += c;
+    }
+    let mut ties = n.saturating_sub(below);
+    let mut pool: Vec<(u32, DocAddress)> = Vec::with_capacity(n.min(below + ties));
+    each(&mut |h, row, addr| {
+        if (h as usize) < t {
+            pool.push((row, addr));
+        } else if h as usize == t && ties > 0 {
+            ties -= 1;
+            pool.push((row, addr));
+        }
+    });
+    pool
 }
 
 impl Memdir {
@@ -706,5 +800,53 @@ impl Memdir {
             cached,
             fetched,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The histogram selection keeps exactly the items a full sort by (distance, segment,
+    /// document) would keep, ties included, and everything when there are fewer.
+    #[test]
+    fn the_coarse_pass_keeps_what_a_full_sort_keeps() {
+        let mut seed = 7u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (len, spread) in [(10_000usize, 20u64), (5_000, 400), (150, 3), (0, 1)] {
+            let items: Vec<(u16, u32, DocAddress)> = (0..len)
+                .map(|i| {
+                    let h = if next() % 50 == 0 {
+                        u16::MAX
+                    } else {
+                        (next() % spread) as u16
+                    };
+                    (
+                        h,
+                        i as u32,
+                        DocAddress::new((i / 1000) as u32, (i % 1000) as u32),
+                    )
+                })
+                .collect();
+            let each = |f: &mut dyn FnMut(u16, u32, DocAddress)| {
+                for &(h, r, a) in &items {
+                    f(h, r, a);
+                }
+            };
+            for n in [1usize, 200, 2_000] {
+                let mut got: Vec<u32> = coarse_best(&each, n).into_iter().map(|(r, _)| r).collect();
+                let mut want = items.clone();
+                want.sort_by_key(|&(h, _, a)| (h, a.segment_ord, a.doc_id));
+                let mut want: Vec<u32> = want.into_iter().take(n).map(|(_, r, _)| r).collect();
+                got.sort_unstable();
+                want.sort_unstable();
+                assert_eq!(got, want, "len {len}, spread {spread}, n {n}");
+            }
+        }
     }
 }
