@@ -409,19 +409,22 @@ fn top(
             ))
             .map_err(|e| Error::internal(format!("search: {e}")))?;
         let mut keyed: Vec<(f32, u64, DocAddress)> = Vec::with_capacity(candidates.len());
-        let mut current: Option<(u32, Box<dyn tantivy::query::Scorer>)> = None;
+        // One scorer and one `order` column per segment (opening the column per document cost
+        // more than scoring it, with a pool of 200).
+        let mut current = None;
         for (raw, addr) in candidates {
-            let reader = searcher.segment_reader(addr.segment_ord);
             if current
                 .as_ref()
-                .is_none_or(|(ord, _)| *ord != addr.segment_ord)
+                .is_none_or(|(ord, _, _)| *ord != addr.segment_ord)
             {
+                let reader = searcher.segment_reader(addr.segment_ord);
                 let scorer = weight
                     .scorer(reader, 1.0)
                     .map_err(|e| Error::internal(format!("search: {e}")))?;
-                current = Some((addr.segment_ord, scorer));
+                let orders = reader.fast_fields().u64("order").ok();
+                current = Some((addr.segment_ord, scorer, orders));
             }
-            let (_, scorer) = current.as_mut().expect("invariant: set just above");
+            let (_, scorer, orders) = current.as_mut().expect("invariant: set just above");
             // Documents are visited in ascending order within a segment, so one scorer seeks
             // forward through them.
             let score = if scorer.doc() <= addr.doc_id && scorer.seek(addr.doc_id) == addr.doc_id {
@@ -429,10 +432,8 @@ fn top(
             } else {
                 raw
             };
-            let order = reader
-                .fast_fields()
-                .u64("order")
-                .ok()
+            let order = orders
+                .as_ref()
                 .and_then(|col| col.first(addr.doc_id))
                 .unwrap_or(u64::MAX);
             keyed.push((score, order, addr));
