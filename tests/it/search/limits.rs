@@ -110,6 +110,37 @@ fn a_smaller_limit_returns_a_prefix_of_a_larger_one() {
     }
 }
 
+/// A limit deeper than the ranked pool still gets that many hits when that many match (the
+/// pool grows to the limit), and the head of the pool is what a default search returns.
+#[test]
+fn a_limit_beyond_the_pool_gets_every_match_it_asks_for() {
+    let env = TestEnv::new();
+    let mut jsonl = String::new();
+    for i in 0..150 {
+        jsonl.push_str(
+            &json!({"session_id": format!("s{i:03}"), "content": format!("widget number {i}")})
+                .to_string(),
+        );
+        jsonl.push('\n');
+    }
+    env.ok_stdin(&["ingest", "--jsonl", "-"], jsonl.as_bytes());
+    let args = |limit: &'static str| {
+        vec![
+            "widget",
+            "--mode",
+            "bm25",
+            "--limit",
+            limit,
+            "--context",
+            "0",
+        ]
+    };
+    let deep = search(&env, &args("120"));
+    assert_eq!(rows(&deep).len(), 120, "{deep:#}");
+    let five = search(&env, &args("5"));
+    assert_eq!(rows(&five)[..], rows(&deep)[..5]);
+}
+
 #[test]
 fn max_tokens_cuts_the_answer_and_says_what_it_left_out() {
     let env = fixture();
