@@ -395,7 +395,7 @@ fn nearest(
         filters.wants_chunks() && filters.session_id.is_none() && filters.project.is_none()
     } && filters.since.is_none()
         && filters.until.is_none();
-    let each = |f: &mut dyn FnMut(u16, u32, DocAddress)| {
+    let each = |f: &mut Visit<'_>| {
         for (ord, reader) in searcher.segment_readers().iter().enumerate() {
             let alive = reader.alive_bitset();
             if plain && let Some(rows) = segs.rows.get(&reader.segment_id()) {
@@ -446,15 +446,16 @@ fn nearest(
     scored
 }
 
+/// What a pass over the documents calls for each one that passes: its coarse distance, its
+/// vector row and its address.
+type Visit<'a> = dyn FnMut(u16, u32, DocAddress) + 'a;
+
 /// The best `n` of the items `each` yields by (distance, segment, document), without a list of
 /// every item: a histogram of the distances gives the cut `t` (every item nearer, then the
 /// first items at `t` in the order `each` yields them, which is document order), and a second
 /// pass collects them. At a million documents this is a few milliseconds where a list of all of
 /// them and a selection over it cost tens.
-fn coarse_best(
-    each: &dyn Fn(&mut dyn FnMut(u16, u32, DocAddress)),
-    n: usize,
-) -> Vec<(u32, DocAddress)> {
+fn coarse_best(each: &dyn Fn(&mut Visit<'_>), n: usize) -> Vec<(u32, DocAddress)> {
     let mut hist = vec![0usize; u16::MAX as usize + 1];
     each(&mut |h, _, _| hist[h as usize] += 1);
     let (mut t, mut below) = (u16::MAX as usize, 0usize);
@@ -833,7 +834,7 @@ mod tests {
                     )
                 })
                 .collect();
-            let each = |f: &mut dyn FnMut(u16, u32, DocAddress)| {
+            let each = |f: &mut Visit<'_>| {
                 for &(h, r, a) in &items {
                     f(h, r, a);
                 }

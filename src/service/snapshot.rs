@@ -1,7 +1,8 @@
 //! Snapshots: a verified copy of the truth files, and the way back from one.
 //!
-//! `snapshot DEST` copies every file outside `.memdir/` (categories, history, sessions, the
-//! format file, `.gitignore`, `.gitattributes`) while it holds the store's write lock, so no
+//! `snapshot DEST` copies memdir's files (categories, history, sessions, conflict records, the
+//! format file, `.gitignore`, `.gitattributes`; not `.memdir/`, not a `.git/` that sync uses,
+//! not other files a user keeps beside them) while it holds the store's write lock, so no
 //! write lands halfway through the copy: the copy is one state the store was in. The copy is
 //! built in a hidden sibling of DEST, described by `memdir-snapshot.json` (every file's path,
 //! size and blake3 hash), read back and checked against it, made durable, and only then
@@ -59,17 +60,21 @@ fn allowed(rel: &str) -> bool {
         && p.components().all(|c| matches!(c, Component::Normal(_)));
     let top = rel.split('/').next().unwrap_or("");
     plain
-        && (matches!(top, "categories" | "history" | "sessions") && rel.contains('/')
+        && (matches!(top, "categories" | "history" | "sessions" | "conflicts") && rel.contains('/')
             || matches!(rel, "memdir.json" | ".gitignore" | ".gitattributes"))
 }
 
-/// The truth files under `root` (relative paths, sorted); a link or special file is refused.
+/// The truth files under `root` (relative paths, sorted); a link or special file among them
+/// is refused. What lies outside memdir's places (`.memdir/`, a `.git/` that sync uses, a
+/// file the user keeps beside the memory) is not memory and is not copied.
 fn truth_files(root: &Path) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for e in walkdir::WalkDir::new(root)
         .min_depth(1)
         .into_iter()
-        .filter_entry(|e| !(e.depth() == 1 && e.file_name() == ".memdir"))
+        .filter_entry(|e| {
+            !(e.depth() == 1 && (e.file_name() == ".memdir" || e.file_name() == ".git"))
+        })
     {
         let e = e.map_err(|e| {
             Error::new(
@@ -84,7 +89,7 @@ fn truth_files(root: &Path) -> Result<Vec<String>> {
             .unwrap_or(e.path())
             .to_string_lossy()
             .into_owned();
-        if t.is_dir() {
+        if t.is_dir() || !allowed(&rel) {
             continue;
         }
         if !t.is_file() {

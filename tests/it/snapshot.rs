@@ -380,3 +380,39 @@ fn export_writes_jsonl_that_ingest_loads_and_markdown_that_people_read() {
     env.fail(&["export", "--format", "csv"], 3);
     env.fail(&["export", "--since", "yesterday-ish"], 3);
 }
+
+/// A store that syncs over git, holds a conflict record and has a file of the user's beside the
+/// memory: the snapshot copies the memory (the conflict record included), leaves `.git/` and the
+/// stray file out, verifies, and restores to a store that verifies and still lists the conflict.
+#[test]
+fn a_snapshot_of_a_synced_store_with_a_conflict_copies_the_memory_only() {
+    let env = TestEnv::new();
+    seed(&env);
+    // A conflict record as sync writes one, and the user's own notes file.
+    let conflicts = env.dir.join("conflicts/base");
+    std::fs::create_dir_all(&conflicts).unwrap();
+    let record =
+        serde_json::json!({"category": "base", "kind": "concurrent", "heads": []}).to_string();
+    let name = format!("{}.json", &blake3::hash(record.as_bytes()).to_hex()[..16]);
+    std::fs::write(conflicts.join(&name), &record).unwrap();
+    std::fs::write(env.dir.join("NOTES.txt"), b"my own file").unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&env.dir)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let snap = env.tmp.path().join("snap");
+    let out = env.ok(&["snapshot", snap.to_str().unwrap()]);
+    assert_eq!(out["verified"], true, "{out:#}");
+    assert!(snap.join("conflicts/base").join(&name).is_file());
+    assert!(!snap.join(".git").exists());
+    assert!(!snap.join("NOTES.txt").exists());
+    let other = env.tmp.path().join("other");
+    at(&env, &other, &["restore-snapshot", snap.to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_to_string(other.join("conflicts/base").join(&name)).unwrap(),
+        record
+    );
+    assert_eq!(at(&env, &other, &["read", "base"])["data"]["editor"], "vim");
+}
