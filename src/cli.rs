@@ -165,9 +165,10 @@ pub enum Command {
         after_help = "Examples:\n  memdir config --client claude --hooks      # install it into ~/.claude/settings.json\n  memdir config --client codex --hooks       # Codex's notify program in ~/.codex/config.toml\n  memdir hook codex '{\"type\":\"agent-turn-complete\",\"thread-id\":\"019c8a2e-5f10-7b3d-a8c4-1e2f3a4b5c6d\"}'\n  echo '{\"hook_event_name\":\"Stop\",\"transcript_path\":\"/home/me/.claude/projects/-home-me-app/5b2f.jsonl\"}' | memdir hook claude-code"
     )]
     Hook {
-        /// The agent whose hook runs it: claude-code (event on stdin) or codex (Codex's
-        /// `notify` program: the notification is the last argument)
-        #[arg(value_parser = ["claude-code", "codex"])]
+        /// The agent whose hook runs it: claude-code (event on stdin), codex (Codex's
+        /// `notify` program: the notification is the last argument) or opencode (memdir's
+        /// opencode plugin: the event is the last argument)
+        #[arg(value_parser = ["claude-code", "codex", "opencode"])]
         agent: String,
         /// The event as an argument instead of stdin (how Codex's `notify` passes it)
         #[arg(value_name = "JSON")]
@@ -1165,6 +1166,19 @@ fn hook(cli: &Cli, agent: &str, arg: Option<&str>, timeout_ms: u64) {
             dry_run: false,
         };
         caller.admit(&crate::acl::Guarded::need(&req), &|| Ok(Vec::new()))?;
+        if agent == "opencode" {
+            let event = crate::import::hook::parse_opencode_event(&input)?;
+            let Some(root) = crate::import::default_path("opencode", &config::process_env) else {
+                return Err(Error::invalid(
+                    "event",
+                    "no opencode data directory: set XDG_DATA_HOME or HOME",
+                ));
+            };
+            let out = service::as_actor(&caller.device, || {
+                crate::import::hook::opencode(&m, &root, &event)
+            });
+            return out.map_err(|e| e.detail("event", Value::from(event.name.clone())));
+        }
         if agent == "codex" {
             let event = crate::import::hook::parse_codex_event(&input)?;
             let Some(home) = crate::import::default_path("codex", &config::process_env) else {
@@ -1258,11 +1272,12 @@ fn install_hooks(
     let (agent, file) = match client {
         "claude" => ("claude-code", "settings.json"),
         "codex" => ("codex", "config.toml"),
+        "opencode" => ("opencode", "plugin/memdir-capture.js"),
         _ => {
             return Err(Error::invalid(
                 "hooks",
                 format!(
-                    "--hooks installs capture hooks for claude and codex; {client} has no hook memdir can install"
+                    "--hooks installs capture hooks for claude, codex and opencode; {client} has no hook memdir can install"
                 ),
             ));
         }
@@ -1275,11 +1290,17 @@ fn install_hooks(
         })
         .transpose()?;
     let env = config::process_env;
-    let Some(root) = crate::import::default_path(agent, &env) else {
-        let var = if agent == "codex" {
-            "CODEX_HOME"
-        } else {
-            "CLAUDE_CONFIG_DIR"
+    // opencode reads plugins from its config directory, not its data directory.
+    let root = if agent == "opencode" {
+        config::config_home(&env).map(|c| c.join("opencode"))
+    } else {
+        crate::import::default_path(agent, &env)
+    };
+    let Some(root) = root else {
+        let var = match agent {
+            "codex" => "CODEX_HOME",
+            "opencode" => "XDG_CONFIG_HOME",
+            _ => "CLAUDE_CONFIG_DIR",
         };
         return Err(Error::invalid(
             "hooks",
@@ -1298,8 +1319,12 @@ fn install_hooks(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io("read", &path, e)),
     };
-    let (merged, command, events) = if agent == "codex" {
-        let argv = crate::client::codex_notify_argv(&args.command, dir.as_deref());
+    let (merged, command, events) = if agent == "opencode" {
+        let argv = crate::client::hook_argv("opencode", &args.command, dir.as_deref());
+        let merged = crate::client::opencode_plugin(existing.as_deref(), &argv);
+        (merged, json!(argv), json!(["session.idle"]))
+    } else if agent == "codex" {
+        let argv = crate::client::hook_argv("codex", &args.command, dir.as_deref());
         let merged = crate::client::codex_notify(existing.as_deref(), &argv);
         (merged, json!(argv), json!(["agent-turn-complete"]))
     } else {
@@ -1319,7 +1344,8 @@ fn install_hooks(
             0,
         ));
     }
-    std::fs::create_dir_all(&root).map_err(|e| io("create", &root, e))?;
+    let parent = path.parent().unwrap_or(&root).to_path_buf();
+    std::fs::create_dir_all(&parent).map_err(|e| io("create", &parent, e))?;
     // The settings appear whole or not at all: written beside the file, then renamed over it.
     let tmp = root.join(format!("{file}.memdir-tmp"));
     std::fs::write(&tmp, &merged.text).map_err(|e| io("write", &tmp, e))?;

@@ -221,15 +221,57 @@ pub fn claude_hooks(existing: Option<&str>, command: &str) -> Result<MergedSetti
     Ok(MergedSettings { text, changed })
 }
 
-/// The argv Codex runs as its `notify` program: `binary [--dir DIR] hook codex` (Codex adds
-/// the notification as the last argument).
-pub fn codex_notify_argv(binary: &str, dir: Option<&Path>) -> Vec<String> {
+/// The argv of memdir's capture hook for `agent`: `binary [--dir DIR] hook AGENT` (Codex's
+/// notify and memdir's opencode plugin add the event as the last argument).
+pub fn hook_argv(agent: &str, binary: &str, dir: Option<&Path>) -> Vec<String> {
     let mut argv = vec![binary.to_string()];
     if let Some(d) = dir {
         argv.extend(["--dir".to_string(), d.display().to_string()]);
     }
-    argv.extend(["hook".to_string(), "codex".to_string()]);
+    argv.extend(["hook".to_string(), agent.to_string()]);
     argv
+}
+
+/// The first line of memdir's opencode plugin: a file that starts otherwise is not memdir's.
+const OPENCODE_PLUGIN_MARK: &str = "// memdir capture plugin";
+
+/// memdir's opencode plugin (`plugin/memdir-capture.js` in opencode's config directory): on
+/// each `session.idle` event (a turn ended) it starts `argv` with the event as its last
+/// argument and does not wait for it, so the agent never waits for memdir. An existing file
+/// that is not memdir's plugin is refused and nothing is returned to write.
+pub fn opencode_plugin(existing: Option<&str>, argv: &[String]) -> Result<MergedSettings> {
+    if let Some(old) = existing
+        && !old.starts_with(OPENCODE_PLUGIN_MARK)
+    {
+        return Err(Error::invalid(
+            "hooks",
+            "opencode's plugin/memdir-capture.js exists and is not memdir's plugin; it was left as it is",
+        )
+        .hint("move it away and run this again"));
+    }
+    let argv_json = serde_json::to_string(argv).expect("invariant: strings serialize");
+    let text = format!(
+        "{OPENCODE_PLUGIN_MARK} (written by `memdir config --client opencode --hooks`; memdir rewrites this file).
+// When a session goes idle (a turn ended), memdir saves the turns it has not saved yet, in the
+// background: the agent does not wait for it, and a failure never reaches the agent (memdir
+// logs it in .memdir/hook.log of the memory directory).
+const MEMDIR = {argv_json};
+
+export const MemdirCapture = async () => ({{
+  event: async ({{ event }}) => {{
+    if (event?.type !== \"session.idle\") return;
+    try {{
+      const p = Bun.spawn([...MEMDIR, JSON.stringify(event)], {{ stdin: \"ignore\", stdout: \"ignore\", stderr: \"ignore\" }});
+      p.unref();
+    }} catch {{}}
+  }},
+}});
+"
+    );
+    Ok(MergedSettings {
+        changed: existing != Some(text.as_str()),
+        text,
+    })
 }
 
 /// Whether a `notify` value is memdir's Codex hook (whatever binary or directory it names).
@@ -387,7 +429,7 @@ mod tests {
 
     #[test]
     fn codex_notify_is_set_once_and_keeps_the_rest_of_the_file() {
-        let argv = codex_notify_argv("memdir", Some(Path::new("/m y")));
+        let argv = hook_argv("codex", "memdir", Some(Path::new("/m y")));
         assert_eq!(argv, ["memdir", "--dir", "/m y", "hook", "codex"]);
         let old = "# my codex settings\nmodel = \"o3\"  # fast\n\n[mcp_servers.x]\ncommand = \"x\"\nargs = [\n  \"[not a header]\",\n]\n";
         let once = codex_notify(Some(old), &argv).unwrap();
@@ -413,7 +455,7 @@ mod tests {
         assert_eq!(twice.text, once.text);
         // Another binary replaces memdir's line in place, even one spread over lines.
         let spread = once.text.replace("notify = [", "notify = [\n ");
-        let moved = codex_notify(Some(&spread), &codex_notify_argv("/opt/memdir", None)).unwrap();
+        let moved = codex_notify(Some(&spread), &hook_argv("codex", "/opt/memdir", None)).unwrap();
         let t: toml::Table = toml::from_str(&moved.text).unwrap();
         assert_eq!(
             t["notify"].as_array().unwrap()[0].as_str(),
@@ -425,6 +467,29 @@ mod tests {
         assert!(codex_notify(Some("notify = [\"say\", \"done\"]\n"), &argv).is_err());
         assert!(codex_notify(Some("model = \n"), &argv).is_err());
         let fresh = codex_notify(None, &argv).unwrap();
+        // The opencode plugin: memdir's own file is rewritten, another file is refused.
+        let oc = hook_argv("opencode", "memdir", Some(Path::new("/m")));
+        let plugin = opencode_plugin(None, &oc).unwrap();
+        assert!(plugin.changed);
+        assert!(
+            plugin
+                .text
+                .contains(r#"const MEMDIR = ["memdir","--dir","/m","hook","opencode"];"#),
+            "{}",
+            plugin.text
+        );
+        assert!(plugin.text.contains("session.idle"));
+        assert!(!opencode_plugin(Some(&plugin.text), &oc).unwrap().changed);
+        assert!(
+            opencode_plugin(
+                Some(
+                    "export const Mine = 1;
+"
+                ),
+                &oc
+            )
+            .is_err()
+        );
         assert_eq!(
             fresh.text,
             "notify = [\"memdir\", \"--dir\", \"/m y\", \"hook\", \"codex\"]\n"

@@ -691,6 +691,15 @@ pub fn data_home(env: Env) -> Option<PathBuf> {
     }
 }
 
+/// The XDG config directory under which tools keep their settings: `$XDG_CONFIG_HOME` when
+/// absolute, else `~/.config`.
+pub fn config_home(env: Env) -> Option<PathBuf> {
+    match var(env, "XDG_CONFIG_HOME").filter(|x| Path::new(x).is_absolute()) {
+        Some(x) => Some(PathBuf::from(x)),
+        None => var(env, "HOME").map(|h| PathBuf::from(h).join(".config")),
+    }
+}
+
 /// The config file's location.
 pub fn file_location(env: Env) -> FileLocation {
     if let Some(p) = var(env, "MEMDIR_CONFIG") {

@@ -339,6 +339,87 @@ pub fn codex(memdir: &Memdir, home: &Path, event: &CodexEvent) -> Result<Capture
     Ok(out)
 }
 
+/// An opencode event as memdir's opencode plugin hands it over: `{"type": "session.idle",
+/// "properties": {"sessionID": ...}}`.
+#[derive(Debug)]
+pub struct OpencodeEvent {
+    pub name: String,
+    pub session: String,
+}
+
+/// Parses an opencode event. Its session id must be an id (letters, digits, `_`, `-`).
+pub fn parse_opencode_event(input: &[u8]) -> Result<OpencodeEvent> {
+    let v: Value = serde_json::from_slice(input)
+        .map_err(|e| Error::invalid("event", format!("the opencode event is not JSON: {e}")))?;
+    let Some(obj) = v.as_object() else {
+        return Err(Error::invalid(
+            "event",
+            "the opencode event is not a JSON object",
+        ));
+    };
+    let name = obj
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let Some(session) = obj
+        .get("properties")
+        .and_then(|p| p.get("sessionID"))
+        .and_then(Value::as_str)
+    else {
+        return Err(Error::invalid(
+            "sessionID",
+            "the opencode event has no properties.sessionID",
+        ));
+    };
+    if session.is_empty()
+        || session.len() > 100
+        || !session
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(Error::invalid(
+            "sessionID",
+            format!("{session:?} is not an opencode session id"),
+        ));
+    }
+    Ok(OpencodeEvent {
+        name,
+        session: session.to_string(),
+    })
+}
+
+/// Captures an opencode session when it goes idle (the end of a turn): the session is read by
+/// the opencode importer from opencode's data directory `root`, so a capture gives what
+/// `import opencode` gives, and keys make a re-read add only new turns. Other events carry no
+/// turn and do nothing.
+pub fn opencode(memdir: &Memdir, root: &Path, event: &OpencodeEvent) -> Result<Capture> {
+    let mut out = Capture {
+        event: event.name.clone(),
+        transcript: root.display().to_string(),
+        ..Capture::default()
+    };
+    if event.name != "session.idle" {
+        return Ok(out);
+    }
+    let mut sink = Sink::new(memdir, false, None);
+    let found = super::opencode::import_only(root, Some(&event.session), &mut sink)?;
+    sink.flush()?;
+    if found == 0 {
+        return Err(Error::invalid(
+            "sessionID",
+            format!(
+                "no opencode session {} under {}",
+                event.session,
+                root.display()
+            ),
+        ));
+    }
+    out.chunks = sink.report.chunks;
+    out.existing = sink.report.existing;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -302,6 +302,13 @@ fn open_db(file: &Path) -> Result<Source> {
 /// Imports every session under `root`: its database(s) and its JSON storage, whichever exist
 /// (or the one database file `root` names).
 pub fn import(root: &Path, sink: &mut Sink<'_>) -> Result<()> {
+    import_only(root, None, sink).map(|_| ())
+}
+
+/// [`import`], limited to the opencode session `only` when given (hook capture); returns how
+/// many sessions it found (a session without text yet is found, and adds nothing).
+pub fn import_only(root: &Path, only: Option<&str>, sink: &mut Sink<'_>) -> Result<usize> {
+    let mut found = 0;
     let mut sources = Vec::new();
     if root.is_file() {
         sources.push(open_db(root)?);
@@ -332,6 +339,10 @@ pub fn import(root: &Path, sink: &mut Sink<'_>) -> Result<()> {
         sink.add_total(sessions.len() as u64);
         for (id, s) in sessions {
             sink.advance(1);
+            if only.is_some_and(|o| o != id) {
+                continue;
+            }
+            found += 1;
             if s.get("parentID").is_some_and(|p| !p.is_null()) {
                 sink.report.skip("subagent_session");
                 continue;
@@ -339,7 +350,7 @@ pub fn import(root: &Path, sink: &mut Sink<'_>) -> Result<()> {
             import_session(src, &id, &s, &worktrees, sink)?;
         }
     }
-    Ok(())
+    Ok(found)
 }
 
 fn import_session(

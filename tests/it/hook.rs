@@ -574,7 +574,138 @@ fn config_hooks_set_codex_notify() {
     assert_eq!(std::fs::read_to_string(&config).unwrap(), theirs);
     let e = env.fail(&["config", "--client", "cursor", "--hooks"], 3);
     assert!(
-        e["message"].as_str().unwrap().contains("claude and codex"),
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("claude, codex and opencode"),
         "{e}"
+    );
+}
+
+const OC_SESSION: &str = "ses_3a1f0c2b9ffeQmV4xT7nK2pLwZ";
+
+fn opencode_event(kind: &str, session: &str) -> String {
+    json!({"type": kind, "properties": {"sessionID": session}}).to_string()
+}
+
+fn opencode_hook(env: &TestEnv, arg: &str) {
+    let r = env.run(&["hook", "opencode", arg]);
+    if r.code != 0 || !r.stdout.is_empty() {
+        env.dump(&r);
+        panic!("the hook must exit 0 and print nothing");
+    }
+}
+
+/// memdir's opencode plugin runs `memdir hook opencode EVENT` when a session goes idle: the
+/// session is saved as `import opencode` saves it, a second event adds nothing, other events
+/// and other sessions are left alone, and bad events change nothing and leave a log line.
+#[test]
+fn opencode_capture_on_session_idle_equals_an_import() {
+    let mut env = TestEnv::new();
+    let data = env.tmp.path().join("data");
+    crate::import::materialise("opencode-storage-tree.json", &data.join("opencode/storage"));
+    env.set_env("XDG_DATA_HOME", data.to_str().unwrap());
+    env.ok(&["init"]);
+    let before = env.snapshot();
+    opencode_hook(&env, &opencode_event("session.updated", OC_SESSION));
+    assert_eq!(env.snapshot(), before, "only session.idle captures");
+    opencode_hook(&env, &opencode_event("session.idle", OC_SESSION));
+    assert_eq!(log(&env), "", "{}", log(&env));
+    let session = format!("opencode-{OC_SESSION}");
+    let captured = env.session_contents(&session);
+    assert_eq!(captured.len(), 2, "{captured:?}");
+    let mut other = TestEnv::new();
+    other.set_env("XDG_DATA_HOME", data.to_str().unwrap());
+    other.ok(&["import", "opencode"]);
+    assert_eq!(other.session_contents(&session), captured);
+    opencode_hook(&env, &opencode_event("session.idle", OC_SESSION));
+    assert_eq!(env.ok(&["import", "opencode"])["chunks"], 0);
+    assert_eq!(env.session_contents(&session), captured);
+    let quiet = env.snapshot();
+    for (arg, says) in [
+        ("not json".to_string(), "not JSON"),
+        (
+            json!({"type": "session.idle"}).to_string(),
+            "no properties.sessionID",
+        ),
+        (
+            opencode_event("session.idle", "../etc"),
+            "not an opencode session id",
+        ),
+        (
+            opencode_event("session.idle", "ses_missing"),
+            "no opencode session",
+        ),
+    ] {
+        opencode_hook(&env, &arg);
+        assert!(
+            log(&env).lines().last().unwrap_or("").contains(says),
+            "{says}: {}",
+            log(&env)
+        );
+        assert_eq!(env.snapshot(), quiet);
+    }
+    env.assert_clean();
+}
+
+/// `config --client opencode --hooks` writes memdir's plugin into opencode's plugin directory;
+/// twice changes nothing; a file of that name that is not memdir's is refused and left alone.
+/// Where node is installed, the plugin is checked to parse as a module.
+#[test]
+fn config_hooks_write_the_opencode_plugin() {
+    let mut env = TestEnv::new();
+    let cfg = env.tmp.path().join("xdg-config");
+    env.set_env("XDG_CONFIG_HOME", cfg.to_str().unwrap());
+    let plugin = cfg.join("opencode/plugin/memdir-capture.js");
+    let r = env.run(&["config", "--client", "opencode", "--hooks", "--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!plugin.exists(), "a dry run writes nothing");
+    let out = env.ok(&["config", "--client", "opencode", "--hooks"]);
+    assert_eq!(out["changed"], true);
+    let dir = env.dir.display().to_string();
+    assert_eq!(
+        out["command"],
+        json!(["memdir", "--dir", dir, "hook", "opencode"])
+    );
+    let text = std::fs::read_to_string(&plugin).unwrap();
+    assert_eq!(text, r.stdout, "the dry run showed what was written");
+    assert!(
+        text.contains("session.idle") && text.contains("\"hook\",\"opencode\""),
+        "{text}"
+    );
+    assert_eq!(
+        env.ok(&["config", "--client", "opencode", "--hooks"])["changed"],
+        false
+    );
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        let m = env.tmp.path().join("plugin-check.mjs");
+        std::fs::write(&m, &text).unwrap();
+        let check = std::process::Command::new("node")
+            .arg("--check")
+            .arg(&m)
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+    std::fs::write(&plugin, "export const Mine = 1;\n").unwrap();
+    let e = env.fail(&["config", "--client", "opencode", "--hooks"], 3);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("not memdir's plugin"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&plugin).unwrap(),
+        "export const Mine = 1;\n"
     );
 }

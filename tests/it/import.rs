@@ -361,7 +361,7 @@ fn jsonl_import_reads_chunk_lines_and_is_idempotent() {
 
 /// Writes a `*-tree.json` bundle of the importer fixtures under `root`: `{"json": v}` as
 /// pretty JSON, `{"text": s}` byte for byte, and each `sqlite` entry's SQL run into that file.
-fn materialise(bundle: &str, root: &Path) {
+pub(crate) fn materialise(bundle: &str, root: &Path) {
     let b: Value = serde_json::from_slice(&fixture(bundle)).unwrap();
     for (rel, f) in b["files"].as_object().unwrap() {
         let p = root.join(rel);
