@@ -160,7 +160,7 @@ pub enum Command {
     /// `import` would give). It always exits 0 and prints nothing: problems go to
     /// `.memdir/hook.log` in the memory directory, and whatever it could not do (a busy
     /// store, the deadline) the next event does. `memdir config --client claude --hooks`
-    /// (or `--client codex`) installs it.
+    /// (or `--client codex`, `--client opencode`) installs it.
     #[command(
         after_help = "Examples:\n  memdir config --client claude --hooks      # install it into ~/.claude/settings.json\n  memdir config --client codex --hooks       # Codex's notify program in ~/.codex/config.toml\n  memdir hook codex '{\"type\":\"agent-turn-complete\",\"thread-id\":\"019c8a2e-5f10-7b3d-a8c4-1e2f3a4b5c6d\"}'\n  echo '{\"hook_event_name\":\"Stop\",\"transcript_path\":\"/home/me/.claude/projects/-home-me-app/5b2f.jsonl\"}' | memdir hook claude-code"
     )]
@@ -414,8 +414,9 @@ pub struct ConfigArgs {
     /// With --client claude: install `memdir hook claude-code` as Claude Code's Stop,
     /// PreCompact and SessionEnd hooks in its settings.json ($CLAUDE_CONFIG_DIR, else
     /// ~/.claude). With --client codex: set `memdir hook codex` as the `notify` program in
-    /// Codex's config.toml ($CODEX_HOME, else ~/.codex). Every other setting is kept; running
-    /// it again changes nothing
+    /// Codex's config.toml ($CODEX_HOME, else ~/.codex). With --client opencode: write memdir's
+    /// capture plugin into opencode's plugin directory ($XDG_CONFIG_HOME/opencode, else
+    /// ~/.config/opencode). Every other setting is kept; running it again changes nothing
     #[arg(long)]
     hooks: bool,
     /// With --setup: print the command instead of running it; with --hooks: print the new
