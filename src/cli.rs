@@ -1273,7 +1273,7 @@ fn install_hooks(
     let (agent, file) = match client {
         "claude" => ("claude-code", "settings.json"),
         "codex" => ("codex", "config.toml"),
-        "opencode" => ("opencode", "plugin/memdir-capture.js"),
+        "opencode" => ("opencode", "plugins/memdir-capture.js"),
         _ => {
             return Err(Error::invalid(
                 "hooks",

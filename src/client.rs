@@ -235,7 +235,7 @@ pub fn hook_argv(agent: &str, binary: &str, dir: Option<&Path>) -> Vec<String> {
 /// The first line of memdir's opencode plugin: a file that starts otherwise is not memdir's.
 const OPENCODE_PLUGIN_MARK: &str = "// memdir capture plugin";
 
-/// memdir's opencode plugin (`plugin/memdir-capture.js` in opencode's config directory): on
+/// memdir's opencode plugin (`plugins/memdir-capture.js` in opencode's config directory): on
 /// each `session.idle` event (a turn ended) it starts `argv` with the event as its last
 /// argument and does not wait for it, so the agent never waits for memdir. An existing file
 /// that is not memdir's plugin is refused and nothing is returned to write.
@@ -245,7 +245,7 @@ pub fn opencode_plugin(existing: Option<&str>, argv: &[String]) -> Result<Merged
     {
         return Err(Error::invalid(
             "hooks",
-            "opencode's plugin/memdir-capture.js exists and is not memdir's plugin; it was left as it is",
+            "opencode's plugins/memdir-capture.js exists and is not memdir's plugin; it was left as it is",
         )
         .hint("move it away and run this again"));
     }

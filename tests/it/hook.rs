@@ -656,7 +656,7 @@ fn config_hooks_write_the_opencode_plugin() {
     let mut env = TestEnv::new();
     let cfg = env.tmp.path().join("xdg-config");
     env.set_env("XDG_CONFIG_HOME", cfg.to_str().unwrap());
-    let plugin = cfg.join("opencode/plugin/memdir-capture.js");
+    let plugin = cfg.join("opencode/plugins/memdir-capture.js");
     let r = env.run(&["config", "--client", "opencode", "--hooks", "--dry-run"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!plugin.exists(), "a dry run writes nothing");
