@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use memdir::embed::{LocalSpec, OpenAiSpec, Provider, Spec};
-use memdir::service::{NewChunk, SearchRequest, Settings};
+use memdir::service::{SearchRequest, Settings};
 use memdir::{Memdir, Result};
 use serde_json::{Value, json};
 
@@ -58,26 +58,7 @@ fn recall(fx: &Value, spec: Option<Spec>, mode: &str) -> Result<Value> {
     let tmp = tempfile::tempdir().expect("temp dir");
     let m = open(&tmp.path().join("store"), spec.clone())?;
     for conv in fx["conversations"].as_array().expect("conversations") {
-        let cid = conv["id"].as_str().expect("id");
-        let mut batch = Vec::new();
-        for (si, session) in conv["sessions"]
-            .as_array()
-            .expect("sessions")
-            .iter()
-            .enumerate()
-        {
-            for turn in session.as_array().expect("turns") {
-                batch.push(NewChunk {
-                    session_id: format!("{cid}-s{si}"),
-                    content: turn.as_str().expect("turn").to_string(),
-                    project: Some(cid.to_string()),
-                    metadata: None,
-                    ts: None,
-                    source_id: None,
-                });
-            }
-        }
-        m.ingest(&batch)?;
+        m.ingest(&super::fixture_chunks(conv))?;
     }
     let mut embed = Value::Null;
     if spec.is_some() {
@@ -138,19 +119,10 @@ fn int8_cost(fx: &Value, spec: &Spec) -> Result<Value> {
     let (mut f5, mut f10, mut q5, mut q10, mut total, mut same_top10) = (0, 0, 0, 0, 0, 0);
     let mut questions = 0;
     for conv in fx["conversations"].as_array().expect("conversations") {
-        let mut place = Vec::new();
-        let mut texts = Vec::new();
-        for (si, session) in conv["sessions"]
-            .as_array()
-            .expect("sessions")
-            .iter()
-            .enumerate()
-        {
-            for (ti, turn) in session.as_array().expect("turns").iter().enumerate() {
-                place.push((si as u64, ti as u64));
-                texts.push(turn.as_str().expect("turn").to_string());
-            }
-        }
+        let (place, texts): (Vec<(u64, u64)>, Vec<String>) = super::fixture_turns(conv)
+            .into_iter()
+            .map(|(si, ti, t)| ((si, ti), t))
+            .unzip();
         let docs = e
             .embed(&texts, false)
             .map_err(|e| memdir::Error::internal(e.0))?;

@@ -983,6 +983,43 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
 
 /// Recall@k on the fixture in `bench/fixtures/recall.json`: conversations of short turns, and
 /// questions whose evidence sits in given turns.
+/// A recall-fixture conversation's turns: (session index, turn index, text).
+fn fixture_turns(conv: &Value) -> Vec<(u64, u64, String)> {
+    let mut out = Vec::new();
+    for (si, session) in conv["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .enumerate()
+    {
+        for (ti, turn) in session.as_array().expect("turns").iter().enumerate() {
+            out.push((
+                si as u64,
+                ti as u64,
+                turn.as_str().expect("turn").to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// A recall-fixture conversation as chunks: session `<conversation>-s<i>`, project the
+/// conversation's id.
+fn fixture_chunks(conv: &Value) -> Vec<NewChunk> {
+    let cid = conv["id"].as_str().expect("id");
+    fixture_turns(conv)
+        .into_iter()
+        .map(|(si, _, content)| NewChunk {
+            session_id: format!("{cid}-s{si}"),
+            content,
+            project: Some(cid.to_string()),
+            metadata: None,
+            ts: None,
+            source_id: None,
+        })
+        .collect()
+}
+
 fn bench_recall(_args: &[String]) -> Result<Value> {
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/fixtures/recall.json"),
@@ -993,26 +1030,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
     let tmp = tempfile::tempdir().expect("temp dir");
     let m = Memdir::open(tmp.path().join("store"))?;
     for conv in fx["conversations"].as_array().expect("conversations") {
-        let cid = conv["id"].as_str().expect("id");
-        let mut batch = Vec::new();
-        for (si, session) in conv["sessions"]
-            .as_array()
-            .expect("sessions")
-            .iter()
-            .enumerate()
-        {
-            for turn in session.as_array().expect("turns") {
-                batch.push(NewChunk {
-                    session_id: format!("{cid}-s{si}"),
-                    content: turn.as_str().expect("turn").to_string(),
-                    project: Some(cid.to_string()),
-                    metadata: None,
-                    ts: None,
-                    source_id: None,
-                });
-            }
-        }
-        m.ingest(&batch)?;
+        m.ingest(&fixture_chunks(conv))?;
     }
     // (label, previous-turn weight, neighbour share, session share)
     let default_label = "session-aware: prev 0.5, neighbour 0.25, session 0.5 (default)";

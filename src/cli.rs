@@ -1167,38 +1167,34 @@ fn hook(cli: &Cli, agent: &str, arg: Option<&str>, timeout_ms: u64) {
             dry_run: false,
         };
         caller.admit(&crate::acl::Guarded::need(&req), &|| Ok(Vec::new()))?;
+        // Codex and opencode: the event names a session in the agent's own directory.
+        let agent_dir = |what: &str, var: &str| {
+            crate::import::default_path(agent, &config::process_env).ok_or_else(|| {
+                Error::invalid("event", format!("no {what} directory: set {var} or HOME"))
+            })
+        };
+        let run = |name: String, f: &dyn Fn() -> Result<crate::import::hook::Capture>| {
+            service::as_actor(&caller.device, f).map_err(|e| e.detail("event", Value::from(name)))
+        };
         if agent == "opencode" {
             let event = crate::import::hook::parse_opencode_event(&input)?;
-            let Some(root) = crate::import::default_path("opencode", &config::process_env) else {
-                return Err(Error::invalid(
-                    "event",
-                    "no opencode data directory: set XDG_DATA_HOME or HOME",
-                ));
-            };
-            let out = service::as_actor(&caller.device, || {
+            let root = agent_dir("opencode data", "XDG_DATA_HOME")?;
+            return run(event.name.clone(), &|| {
                 crate::import::hook::opencode(&m, &root, &event)
             });
-            return out.map_err(|e| e.detail("event", Value::from(event.name.clone())));
         }
         if agent == "codex" {
             let event = crate::import::hook::parse_codex_event(&input)?;
-            let Some(home) = crate::import::default_path("codex", &config::process_env) else {
-                return Err(Error::invalid(
-                    "event",
-                    "no Codex directory: set CODEX_HOME or HOME",
-                ));
-            };
-            let out = service::as_actor(&caller.device, || {
+            let home = agent_dir("Codex", "CODEX_HOME")?;
+            return run(event.name.clone(), &|| {
                 crate::import::hook::codex(&m, &home, &event)
             });
-            return out.map_err(|e| e.detail("event", Value::from(event.name.clone())));
         }
         let event = crate::import::hook::parse_event(&input)?;
         let deadline = start + budget / 2;
-        let out = service::as_actor(&caller.device, || {
+        run(event.name.clone(), &|| {
             crate::import::hook::claude_code(&m, &event, deadline)
-        });
-        out.map_err(|e| e.detail("event", Value::from(event.name.clone())))
+        })
     })();
     match result {
         Ok(c) if c.stopped_early => log(&format!(

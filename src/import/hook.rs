@@ -66,22 +66,55 @@ pub struct Event {
     pub transcript: PathBuf,
 }
 
-/// Parses a Claude Code hook event: a JSON object with a string `transcript_path`.
-pub fn parse_event(input: &[u8]) -> Result<Event> {
-    let v: Value = serde_json::from_slice(input).map_err(|e| {
-        Error::invalid("event", format!("the hook event on stdin is not JSON: {e}"))
-    })?;
-    let Some(obj) = v.as_object() else {
+/// An agent's event (`what` names it in errors) as a JSON object, and the string under
+/// `name_key` (empty when absent).
+fn event_object(
+    input: &[u8],
+    what: &str,
+    name_key: &str,
+) -> Result<(serde_json::Map<String, Value>, String)> {
+    let v: Value = serde_json::from_slice(input)
+        .map_err(|e| Error::invalid("event", format!("{what} is not JSON: {e}")))?;
+    let Value::Object(obj) = v else {
         return Err(Error::invalid(
             "event",
-            "the hook event on stdin is not a JSON object",
+            format!("{what} is not a JSON object"),
         ));
     };
     let name = obj
-        .get("hook_event_name")
+        .get(name_key)
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    Ok((obj, name))
+}
+
+/// An id an agent hands over: 1–100 letters, digits and `extra` bytes, never a path. Errors
+/// name `field` and say `missing`, or that the value is not `kind`.
+fn checked_id(
+    id: Option<&str>,
+    field: &str,
+    missing: &str,
+    kind: &str,
+    extra: &[u8],
+) -> Result<String> {
+    let Some(id) = id else {
+        return Err(Error::invalid(field, missing));
+    };
+    if id.is_empty()
+        || id.len() > 100
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+    {
+        return Err(Error::invalid(field, format!("{id:?} is not {kind}")));
+    }
+    Ok(id.to_string())
+}
+
+/// Parses a Claude Code hook event: a JSON object with a string `transcript_path`.
+pub fn parse_event(input: &[u8]) -> Result<Event> {
+    let (obj, name) = event_object(input, "the hook event on stdin", "hook_event_name")?;
     let Some(path) = obj
         .get("transcript_path")
         .and_then(Value::as_str)
@@ -207,40 +240,15 @@ pub struct CodexEvent {
 /// Parses a Codex notification. Its thread id must be an id (letters, digits, `-`), never a
 /// path.
 pub fn parse_codex_event(input: &[u8]) -> Result<CodexEvent> {
-    let v: Value = serde_json::from_slice(input)
-        .map_err(|e| Error::invalid("event", format!("the Codex notification is not JSON: {e}")))?;
-    let Some(obj) = v.as_object() else {
-        return Err(Error::invalid(
-            "event",
-            "the Codex notification is not a JSON object",
-        ));
-    };
-    let name = obj
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let Some(thread) = obj.get("thread-id").and_then(Value::as_str) else {
-        return Err(Error::invalid(
-            "thread-id",
-            "the Codex notification has no thread-id",
-        ));
-    };
-    if thread.is_empty()
-        || thread.len() > 100
-        || !thread
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    {
-        return Err(Error::invalid(
-            "thread-id",
-            format!("{thread:?} is not a Codex thread id"),
-        ));
-    }
-    Ok(CodexEvent {
-        name,
-        thread: thread.to_string(),
-    })
+    let (obj, name) = event_object(input, "the Codex notification", "type")?;
+    let thread = checked_id(
+        obj.get("thread-id").and_then(Value::as_str),
+        "thread-id",
+        "the Codex notification has no thread-id",
+        "a Codex thread id",
+        b"-",
+    )?;
+    Ok(CodexEvent { name, thread })
 }
 
 /// The rollout of `thread` under `<codex home>/sessions/YYYY/MM/DD/`, newest day first.
@@ -349,44 +357,17 @@ pub struct OpencodeEvent {
 
 /// Parses an opencode event. Its session id must be an id (letters, digits, `_`, `-`).
 pub fn parse_opencode_event(input: &[u8]) -> Result<OpencodeEvent> {
-    let v: Value = serde_json::from_slice(input)
-        .map_err(|e| Error::invalid("event", format!("the opencode event is not JSON: {e}")))?;
-    let Some(obj) = v.as_object() else {
-        return Err(Error::invalid(
-            "event",
-            "the opencode event is not a JSON object",
-        ));
-    };
-    let name = obj
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let Some(session) = obj
-        .get("properties")
-        .and_then(|p| p.get("sessionID"))
-        .and_then(Value::as_str)
-    else {
-        return Err(Error::invalid(
-            "sessionID",
-            "the opencode event has no properties.sessionID",
-        ));
-    };
-    if session.is_empty()
-        || session.len() > 100
-        || !session
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return Err(Error::invalid(
-            "sessionID",
-            format!("{session:?} is not an opencode session id"),
-        ));
-    }
-    Ok(OpencodeEvent {
-        name,
-        session: session.to_string(),
-    })
+    let (obj, name) = event_object(input, "the opencode event", "type")?;
+    let session = checked_id(
+        obj.get("properties")
+            .and_then(|p| p.get("sessionID"))
+            .and_then(Value::as_str),
+        "sessionID",
+        "the opencode event has no properties.sessionID",
+        "an opencode session id",
+        b"_-",
+    )?;
+    Ok(OpencodeEvent { name, session })
 }
 
 /// Captures an opencode session when it goes idle (the end of a turn): the session is read by

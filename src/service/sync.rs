@@ -94,32 +94,29 @@ fn category_of(rel: &str) -> Option<CategoryName> {
 impl Memdir {
     /// The lock that admits one sync of the store at a time, without waiting.
     fn sync_lock(&self) -> Result<WriteLock> {
-        WriteLock::acquire(
-            &self.layout().meta_dir().join("sync.lock"),
-            std::time::Duration::from_millis(0),
+        self.lock_now(
+            "sync.lock",
+            "another sync of this memory directory is running",
         )
-        .map_err(|_| {
-            Error::new(
-                ErrorKind::Busy,
-                "another sync of this memory directory is running",
-            )
-            .hint("retry when it has finished")
-        })
+        .map_err(|e| e.hint("retry when it has finished"))
     }
 
     /// The lock a server's periodic syncer holds for as long as it runs: one syncer per
     /// memory directory. `busy` while another server holds it.
     pub fn syncer_lock(&self) -> Result<WriteLock> {
+        self.lock_now(
+            "syncer.lock",
+            "another server syncs this memory directory periodically",
+        )
+    }
+
+    /// `.memdir/<file>` locked without waiting, or `busy` saying `held`.
+    fn lock_now(&self, file: &str, held: &str) -> Result<WriteLock> {
         WriteLock::acquire(
-            &self.layout().meta_dir().join("syncer.lock"),
+            &self.layout().meta_dir().join(file),
             std::time::Duration::from_millis(0),
         )
-        .map_err(|_| {
-            Error::new(
-                ErrorKind::Busy,
-                "another server syncs this memory directory periodically",
-            )
-        })
+        .map_err(|_| Error::new(ErrorKind::Busy, held))
     }
 
     /// `memdir sync`: see the module documentation.
