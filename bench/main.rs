@@ -437,6 +437,25 @@ fn bench_search(args: &[String]) -> Result<Value> {
     let (_tmp, dir) = dir_arg(args);
     let chunks = arg(args, "--chunks", 100_000);
     let (m, fill) = ensure_corpus(&dir, chunks)?;
+    if let Ok(n) = std::env::var("MEMDIR_BENCH_PROFILE_SEARCH") {
+        // For a profiler: only the default BM25 search with windows, n times.
+        let vocab = Vocab::new(20_000);
+        let mut r = Rng(5);
+        m.refresh_index()?;
+        let t = Instant::now();
+        let n: usize = n.parse().unwrap_or(2000);
+        for _ in 0..n {
+            let k = 2 + r.below(2) as usize;
+            let q = (0..k)
+                .map(|_| vocab.words[200 + r.below(3000) as usize].clone())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut q = SearchRequest::new(&q);
+            q.mode = Some("bm25".into());
+            m.search(&q)?;
+        }
+        return Ok(json!({"searches": n, "mean_ms": ms(t) / n as f64}));
+    }
     let t = Instant::now();
     let re = m.reindex(None)?;
     let reindex_s = t.elapsed().as_secs_f64();

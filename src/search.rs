@@ -7,15 +7,15 @@
 use std::ops::Bound;
 
 use serde::Deserialize;
+use tantivy::DocSet as _;
 use tantivy::collector::TopDocs;
-use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue};
 use tantivy::query::{
     BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, Occur, PhraseQuery, Query, RangeQuery,
     TermQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption, Value as _};
 use tantivy::tokenizer::TokenStream;
-use tantivy::{DocAddress, Order, Score, Searcher, TantivyDocument, Term};
+use tantivy::{DocAddress, Score, Searcher, TantivyDocument, Term};
 
 use crate::api::{ContextChunk, Explain, SearchHit};
 use crate::error::{Error, Result};
@@ -383,75 +383,78 @@ fn top(
         .search(q, &fast)
         .map_err(|e| Error::internal(format!("search: {e}")))?;
     let exhausted = hits.len() < want + SLACK;
-    let decisive = exhausted
-        || hits
-            .get(want.saturating_sub(1))
-            .zip(hits.last())
-            .is_some_and(|(a, b)| a.0 > b.0 + a.0.abs() * 1e-4 + 1e-6);
-    if decisive {
-        // Block-skipping sums a document's term scores in an order that depends on how the index
-        // is split into segments, so the last bits of a score can differ between two indexes of
-        // the same files. Hits that can make the cut are re-scored in clause order, which is what
-        // the exhaustive collector computes, so scores and ties are the same whatever the layout.
-        let cut = hits
-            .get(want.saturating_sub(1))
-            .map(|h| h.0)
-            .unwrap_or(f32::MIN);
-        let margin = cut.abs() * 1e-4 + 1e-6;
-        let mut candidates: Vec<(f32, DocAddress)> = hits
-            .into_iter()
-            .filter(|(raw, _)| *raw >= cut - margin)
-            .collect();
-        candidates.sort_by_key(|(_, a)| (a.segment_ord, a.doc_id));
-        let weight = q
-            .weight(tantivy::query::EnableScoring::enabled_from_searcher(
-                searcher,
-            ))
-            .map_err(|e| Error::internal(format!("search: {e}")))?;
-        let mut keyed: Vec<(f32, u64, DocAddress)> = Vec::with_capacity(candidates.len());
-        // One scorer and one `order` column per segment (opening the column per document cost
-        // more than scoring it, with a pool of 200).
-        let mut current = None;
-        for (raw, addr) in candidates {
-            if current
-                .as_ref()
-                .is_none_or(|(ord, _, _)| *ord != addr.segment_ord)
-            {
-                let reader = searcher.segment_reader(addr.segment_ord);
-                let scorer = weight
-                    .scorer(reader, 1.0)
-                    .map_err(|e| Error::internal(format!("search: {e}")))?;
-                let orders = reader.fast_fields().u64("order").ok();
-                current = Some((addr.segment_ord, scorer, orders));
-            }
-            let (_, scorer, orders) = current.as_mut().expect("invariant: set just above");
-            // Documents are visited in ascending order within a segment, so one scorer seeks
-            // forward through them.
-            let score = if scorer.doc() <= addr.doc_id && scorer.seek(addr.doc_id) == addr.doc_id {
-                scorer.score()
-            } else {
-                raw
-            };
-            let order = orders
-                .as_ref()
-                .and_then(|col| col.first(addr.doc_id))
-                .unwrap_or(u64::MAX);
-            keyed.push((score, order, addr));
-        }
-        keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        return Ok(keyed.into_iter().skip(offset).take(limit).collect());
-    }
-    let collector = TopDocs::with_limit(limit).and_offset(offset).order_by((
-        (SortBySimilarityScore, Order::Desc),
-        (SortByStaticFastValue::<u64>::for_field("order"), Order::Asc),
-    ));
-    let hits: Vec<((Score, Option<u64>), DocAddress)> = searcher
-        .search(q, &collector)
+    let cut = hits
+        .get(want.saturating_sub(1))
+        .map(|h| h.0)
+        .unwrap_or(f32::MIN);
+    let margin = cut.abs() * 1e-4 + 1e-6;
+    let decisive = exhausted || hits.last().is_some_and(|b| cut > b.0 + margin);
+    let weight = q
+        .weight(tantivy::query::EnableScoring::enabled_from_searcher(
+            searcher,
+        ))
         .map_err(|e| Error::internal(format!("search: {e}")))?;
-    Ok(hits
-        .into_iter()
-        .map(|((s, o), a)| (s, o.unwrap_or(u64::MAX), a))
-        .collect())
+    // Every document that can make the cut: within the margin of the `want`-th score.
+    let mut candidates: Vec<(f32, DocAddress)> = if decisive {
+        hits.into_iter()
+            .filter(|(raw, _)| *raw >= cut - margin)
+            .collect()
+    } else {
+        // More documents tie with the cut than the first pass kept: the tie-break on ingest
+        // order decides among all of them. Block skipping still passes over everything
+        // scoring below the cut, where an exhaustive collector would score every match.
+        let floor = (cut - margin).next_down();
+        let mut all = Vec::new();
+        for (ord, reader) in searcher.segment_readers().iter().enumerate() {
+            let alive = reader.alive_bitset();
+            weight
+                .for_each_pruning(floor, reader, &mut |doc, score| {
+                    if alive.is_none_or(|a| a.is_alive(doc)) {
+                        all.push((score, DocAddress::new(ord as u32, doc)));
+                    }
+                    floor
+                })
+                .map_err(|e| Error::internal(format!("search: {e}")))?;
+        }
+        all
+    };
+    // Block skipping sums a document's term scores in an order that depends on how the index is
+    // split into segments, so the last bits of a score can differ between two indexes of the
+    // same files. Hits that can make the cut are re-scored in clause order, which is what the
+    // exhaustive collector computes, so scores and ties are the same whatever the layout.
+    candidates.sort_by_key(|(_, a)| (a.segment_ord, a.doc_id));
+    let mut keyed: Vec<(f32, u64, DocAddress)> = Vec::with_capacity(candidates.len());
+    // One scorer and one `order` column per segment (opening the column per document cost
+    // more than scoring it, with a pool of 200).
+    let mut current = None;
+    for (raw, addr) in candidates {
+        if current
+            .as_ref()
+            .is_none_or(|(ord, _, _)| *ord != addr.segment_ord)
+        {
+            let reader = searcher.segment_reader(addr.segment_ord);
+            let scorer = weight
+                .scorer(reader, 1.0)
+                .map_err(|e| Error::internal(format!("search: {e}")))?;
+            let orders = reader.fast_fields().u64("order").ok();
+            current = Some((addr.segment_ord, scorer, orders));
+        }
+        let (_, scorer, orders) = current.as_mut().expect("invariant: set just above");
+        // Documents are visited in ascending order within a segment, so one scorer seeks
+        // forward through them.
+        let score = if scorer.doc() <= addr.doc_id && scorer.seek(addr.doc_id) == addr.doc_id {
+            scorer.score()
+        } else {
+            raw
+        };
+        let order = orders
+            .as_ref()
+            .and_then(|col| col.first(addr.doc_id))
+            .unwrap_or(u64::MAX);
+        keyed.push((score, order, addr));
+    }
+    keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(keyed.into_iter().skip(offset).take(limit).collect())
 }
 
 fn doc(searcher: &Searcher, addr: DocAddress) -> Result<TantivyDocument> {
@@ -796,43 +799,62 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
     out
 }
 
-/// The session and position of a chunk document, from its fast fields.
 /// The session and position of each document, from the fast columns. Each column is opened
-/// once per segment and each session name read once per segment: a pool of 200 would
-/// otherwise open them 200 times.
+/// once per segment, and a segment's session names are decoded in one pass over its sorted
+/// ordinals (decoding each name alone re-reads its dictionary block from the start).
 fn places_of(s: &Searcher, addrs: &[DocAddress]) -> Result<Vec<(String, u64)>> {
-    let mut cols = std::collections::HashMap::new();
-    let mut names: std::collections::HashMap<(u32, u64), String> = std::collections::HashMap::new();
-    let mut out = Vec::with_capacity(addrs.len());
-    for &addr in addrs {
-        let (positions, sessions) = cols.entry(addr.segment_ord).or_insert_with(|| {
-            let ff = s.segment_reader(addr.segment_ord).fast_fields();
-            (ff.u64("position").ok(), ff.str("session").ok().flatten())
-        });
-        let position = positions.as_ref().and_then(|c| c.first(addr.doc_id));
-        let session = sessions.as_ref().and_then(|col| {
-            let ord = col.term_ords(addr.doc_id).next()?;
-            if let Some(n) = names.get(&(addr.segment_ord, ord)) {
-                return Some(n.clone());
-            }
-            let mut name = String::new();
-            col.ord_to_str(ord, &mut name).ok()?.then_some(())?;
-            names.insert((addr.segment_ord, ord), name.clone());
-            Some(name)
-        });
-        out.push(match (session, position) {
-            (Some(sn), Some(p)) => (sn, p),
-            _ => {
+    let mut out: Vec<Option<(String, u64)>> = vec![None; addrs.len()];
+    let mut by_segment: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+    for (i, a) in addrs.iter().enumerate() {
+        by_segment.entry(a.segment_ord).or_default().push(i);
+    }
+    for (segment, members) in by_segment {
+        let ff = s.segment_reader(segment).fast_fields();
+        let (Ok(positions), Ok(Some(sessions))) = (ff.u64("position"), ff.str("session")) else {
+            continue;
+        };
+        // (ordinal, position, slot) of each document with both columns.
+        let mut wanted: Vec<(u64, u64, usize)> = members
+            .iter()
+            .filter_map(|&i| {
+                let doc = addrs[i].doc_id;
+                Some((sessions.term_ords(doc).next()?, positions.first(doc)?, i))
+            })
+            .collect();
+        wanted.sort_unstable();
+        let mut ords: Vec<u64> = wanted.iter().map(|w| w.0).collect();
+        ords.dedup();
+        let mut names = Vec::with_capacity(ords.len());
+        let found = sessions
+            .dictionary()
+            .sorted_ords_to_term_cb(&ords, |b| {
+                names.push(String::from_utf8_lossy(b).into_owned())
+            })
+            .map_err(|e| Error::internal(format!("session column: {e}")))?;
+        if !found || names.len() != ords.len() {
+            continue;
+        }
+        for (ord, position, slot) in wanted {
+            let k = ords
+                .binary_search(&ord)
+                .expect("invariant: every ordinal was decoded");
+            out[slot] = Some((names[k].clone(), position));
+        }
+    }
+    out.into_iter()
+        .zip(addrs)
+        .map(|(place, &addr)| match place {
+            Some(p) => Ok(p),
+            None => {
                 // An index without the fast columns (never after a rebuild): the stored fields.
                 let d = doc(s, addr)?;
-                (
+                Ok((
                     get_str(&d, idx_session_field(s)?),
                     get_u64(&d, idx_position_field(s)?),
-                )
+                ))
             }
-        });
-    }
-    Ok(out)
+        })
+        .collect()
 }
 
 fn idx_session_field(s: &Searcher) -> Result<Field> {
@@ -1175,6 +1197,45 @@ fn session_range(f: &crate::index::ChunkFields, session: &str, lo: u64, hi: u64)
     Box::new(BooleanQuery::new(clauses))
 }
 
+/// The live document at each position `lo..=hi` of `session` that the index holds, in
+/// position order: direct lookups of the `place` key in each segment, with no query to weigh
+/// or score (a window is not ranked).
+fn docs_at(
+    s: &Searcher,
+    f: &crate::index::ChunkFields,
+    session: &str,
+    lo: u64,
+    hi: u64,
+) -> Result<Vec<DocAddress>> {
+    let err = |e: tantivy::TantivyError| Error::internal(format!("window: {e}"));
+    let mut out = Vec::new();
+    let readers = s
+        .segment_readers()
+        .iter()
+        .map(|r| Ok((r.inverted_index(f.place).map_err(err)?, r.alive_bitset())))
+        .collect::<Result<Vec<_>>>()?;
+    for p in lo..=hi {
+        let t = Term::from_field_text(f.place, &crate::index::place_key(session, p));
+        'segments: for (ord, (inverted, alive)) in readers.iter().enumerate() {
+            let Some(mut postings) = inverted
+                .read_postings(&t, IndexRecordOption::Basic)
+                .map_err(|e| Error::internal(format!("window: {e}")))?
+            else {
+                continue;
+            };
+            let mut doc = postings.doc();
+            while doc != tantivy::TERMINATED {
+                if alive.is_none_or(|a| a.is_alive(doc)) {
+                    out.push(DocAddress::new(ord as u32, doc));
+                    break 'segments;
+                }
+                doc = postings.advance();
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn chunk_at(
     idx: &SearchIndex,
     s: &Searcher,
@@ -1299,9 +1360,8 @@ pub fn window(
     let f = &idx.chunk_fields;
     let lo = position.saturating_sub(n as u64);
     let hi = position + n as u64;
-    let q = session_range(f, session, lo, hi);
     let mut rows: Vec<ContextChunk> = Vec::new();
-    for (_, _, addr) in top(s, q.as_ref(), 2 * n + 1, 0)? {
+    for addr in docs_at(s, f, session, lo, hi)? {
         let d = doc(s, addr)?;
         let p = get_u64(&d, f.position);
         if p == position {

@@ -141,6 +141,59 @@ fn a_limit_beyond_the_pool_gets_every_match_it_asks_for() {
     assert_eq!(rows(&five)[..], rows(&deep)[..5]);
 }
 
+/// Far more documents than the pool tie with the cut: the tie-break key (a hash of session and
+/// chunk id) decides among all of them, whichever segment holds each, and a rebuilt index
+/// agrees.
+#[test]
+fn ties_beyond_the_pool_are_broken_by_their_key_across_segments() {
+    let env = TestEnv::new();
+    // Three ingests with a search between each: the index holds three segments, and the
+    // earliest ties are not all in the first one the collector visits.
+    for part in 0..3 {
+        let mut jsonl = String::new();
+        for i in 0..60 {
+            let n = part * 60 + i;
+            jsonl.push_str(
+                &json!({"session_id": format!("s{n:03}"), "content": "sprocket wheel"}).to_string(),
+            );
+            jsonl.push('\n');
+        }
+        env.ok_stdin(&["ingest", "--jsonl", "-"], jsonl.as_bytes());
+        search(&env, &["sprocket"]);
+    }
+    let args = [
+        "sprocket",
+        "--mode",
+        "bm25",
+        "--limit",
+        "5",
+        "--context",
+        "0",
+    ];
+    let five = search(&env, &args);
+    let sessions: Vec<String> = rows(&five)
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap().to_string())
+        .collect();
+    let chunk_id = rows(&five)[0]["chunk_id"].as_str().unwrap().to_string();
+    let mut expected: Vec<(u64, String)> = (0..180)
+        .map(|n| {
+            let s = format!("s{n:03}");
+            (memdir::index::order_key(&[&s, &chunk_id]), s)
+        })
+        .collect();
+    expected.sort();
+    let expected: Vec<String> = expected.into_iter().take(5).map(|(_, s)| s).collect();
+    assert_eq!(sessions, expected, "{five:#}");
+    std::fs::remove_dir_all(env.path(".memdir/index")).unwrap();
+    env.ok(&["reindex"]);
+    assert_eq!(
+        search(&env, &args),
+        five,
+        "after rm -rf .memdir/index && reindex"
+    );
+}
+
 #[test]
 fn max_tokens_cuts_the_answer_and_says_what_it_left_out() {
     let env = fixture();
