@@ -201,6 +201,7 @@ CREATE TABLE IF NOT EXISTS change (
   gen INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, key TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS change_kind ON change(kind, gen);
 CREATE TABLE IF NOT EXISTS import_cursor (source TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS session_dir (rel TEXT PRIMARY KEY, stamp INTEGER NOT NULL);
 ";
 
 impl Ledger {
@@ -454,7 +455,35 @@ impl Ledger {
     pub fn remove_segment(&self, rel: &str) -> Result<()> {
         self.conn
             .execute("DELETE FROM segment WHERE rel = ?1", [rel])?;
+        // The directory's listing no longer matches the rows: the next scan lists it again.
+        if let Some((dir, _)) = rel.rsplit_once('/') {
+            self.conn
+                .execute("DELETE FROM session_dir WHERE rel = ?1", [dir])?;
+        }
         self.replace_source_keys(rel, &[])
+    }
+
+    /// The change stamp of each session directory whose listing the segment rows matched
+    /// when it was recorded (see `Memdir::sync_sessions`).
+    pub fn session_dir_stamps(&self) -> Result<std::collections::HashMap<String, i64>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT rel, stamp FROM session_dir")?;
+        let rows = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// Records the change stamps of session directories listed in full.
+    pub fn put_session_dir_stamps(&self, stamps: &[(String, i64)]) -> Result<()> {
+        let mut st = self
+            .conn
+            .prepare_cached("INSERT OR REPLACE INTO session_dir VALUES (?1, ?2)")?;
+        for (rel, stamp) in stamps {
+            st.execute(params![rel, stamp])?;
+        }
+        Ok(())
     }
 
     /// Replaces the idempotency keys (`source_id`s) a segment holds, read from its file.

@@ -386,8 +386,35 @@ impl Memdir {
         // Taken on the first mismatch: a mismatch seen without the lock may just be a writer
         // between its append and its ledger update, so it is re-checked under the lock.
         let mut held: Option<WriteLock> = None;
+        // A directory's change stamp moves whenever an entry is added, removed or renamed in
+        // it. A directory whose stamp is the one recorded after its last full listing holds
+        // the segments the ledger has rows for, so only those files are checked: one stat per
+        // file instead of opening and reading every session directory. A stamp is recorded
+        // only once it is [`SETTLED_NS`] old, since two changes within one tick of the file
+        // system's clock can leave the same stamp.
+        let stamps = inner.ledger.session_dir_stamps()?;
+        // The file system's clock, not the store's (which tests may set).
+        let settled = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64)
+            - SETTLED_NS;
+        let mut new_stamps: Vec<(String, i64)> = Vec::new();
         for (id, dir_rel) in store::list_session_dirs(layout)? {
-            for f in store::list_segments(layout, &dir_rel)? {
+            let dir_key = dir_rel.to_string_lossy().into_owned();
+            let dir_stamp = store::stat(&layout.root.join(&dir_rel))?.map(|s| s.1);
+            let known = match (dir_stamp, stamps.get(&dir_key)) {
+                (Some(now), Some(then)) if now == *then => known_segments(layout, &rows, &dir_key),
+                _ => None,
+            };
+            let listed = known.is_none();
+            let files = match known {
+                Some(files) => files,
+                None => store::list_segments(layout, &dir_rel)?,
+            };
+            // Whether every segment listed ended up with a current row (an unreadable one is
+            // retried by every scan until it can be read).
+            let mut complete = true;
+            for f in files {
                 let rel = f.rel.to_string_lossy().into_owned();
                 seen.insert(rel.clone());
                 let fresh = |r: Option<&SegmentRow>, len: u64, m: i64| {
@@ -402,6 +429,7 @@ impl Memdir {
                 }
                 let path = layout.root.join(&f.rel);
                 let Some(mut stat) = store::stat(&path)? else {
+                    complete = false;
                     continue;
                 };
                 if let Some(r) = inner.ledger.segment(&rel)? {
@@ -414,6 +442,7 @@ impl Memdir {
                 // A segment that cannot be read (no permission, too large) is broken on its
                 // own: verify-store reports it; every other segment is still refreshed.
                 let Ok(mut seg) = segment::read(&path) else {
+                    complete = false;
                     continue;
                 };
                 if seg.tail_len > 0 && !read_only {
@@ -422,10 +451,16 @@ impl Memdir {
                     match segment::repair_tail(&layout.root, &path, &seg) {
                         Ok(true) => match segment::read(&path) {
                             Ok(s) => seg = s,
-                            Err(_) => continue,
+                            Err(_) => {
+                                complete = false;
+                                continue;
+                            }
                         },
                         Ok(false) => {}
-                        Err(_) => continue,
+                        Err(_) => {
+                            complete = false;
+                            continue;
+                        }
                     }
                     stat = store::stat(&path)?.unwrap_or((0, 0));
                 }
@@ -446,6 +481,16 @@ impl Memdir {
                     Ok(())
                 })?;
             }
+            if let Some(stamp) = dir_stamp
+                && listed
+                && complete
+                && stamp < settled
+            {
+                new_stamps.push((dir_key, stamp));
+            }
+        }
+        if !new_stamps.is_empty() {
+            inner.ledger.put_session_dir_stamps(&new_stamps)?;
         }
         for rel in rows.keys() {
             if !seen.contains(rel) {
@@ -971,4 +1016,30 @@ impl Memdir {
             next_offset: (end < total).then_some(end),
         })
     }
+}
+
+/// How old a directory's change stamp must be before a scan trusts it (nanoseconds).
+const SETTLED_NS: i64 = 2_000_000_000;
+
+/// The segments of the session directory `dir` (relative) as the ledger's rows name them,
+/// each with its current size and stamp; `None` when one of them is no longer a regular file
+/// (the directory is then listed).
+fn known_segments(
+    layout: &Layout,
+    rows: &BTreeMap<String, SegmentRow>,
+    dir: &str,
+) -> Option<Vec<store::SegmentFile>> {
+    let lo = format!("{dir}/");
+    let hi = format!("{dir}0");
+    rows.range(lo..hi)
+        .map(|(rel, row)| {
+            let meta = std::fs::symlink_metadata(layout.root.join(rel)).ok()?;
+            meta.is_file().then(|| store::SegmentFile {
+                rel: std::path::PathBuf::from(rel),
+                replica: row.replica.clone(),
+                len: meta.len(),
+                mtime_ns: store::mtime_ns(&meta),
+            })
+        })
+        .collect()
 }

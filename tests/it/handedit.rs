@@ -703,3 +703,66 @@ fn hand_edit_made_while_dot_memdir_is_gone_is_still_adopted() {
     );
     env.assert_clean();
 }
+
+/// A session directory unchanged since its last full listing is not listed again: only its
+/// known segments are checked. Every hand change still shows: an append to a known segment,
+/// a segment added next to it, one removed.
+#[test]
+fn hand_changes_in_a_session_directory_listed_before_are_all_noticed() {
+    let mut env = TestEnv::new();
+    env.set_env("MEMDIR_CLOCK", "2026-01-01T00:00:00Z");
+    env.ok(&["ingest", "--session-id", "s", "--text", "local 0"]);
+    // Old enough for a scan to trust the directory's stamp from here on.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    env.ok(&["overview"]);
+    let (ledger, _) = memdir::ledger::Ledger::open(
+        &env.path(".memdir/ledger.db"),
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    assert!(
+        ledger
+            .session_dir_stamps()
+            .unwrap()
+            .contains_key("sessions/s"),
+        "the listing of sessions/s is recorded"
+    );
+    drop(ledger);
+    assert_eq!(contents(&env.ok(&["fetch", "s"])), vec!["local 0"]);
+    // An append to the known segment: its size and stamp change, not the directory's.
+    let mut line = last_line(&env, "s");
+    line["seq"] = json!(1);
+    line["hlc"] = json!(bump_hlc(line["hlc"].as_str().unwrap(), 1));
+    line["content"] = json!("appended by hand");
+    append_line(&env.segment_of("s"), &line.to_string());
+    assert_eq!(
+        contents(&env.ok(&["fetch", "s"])),
+        vec!["local 0", "appended by hand"]
+    );
+    // A segment of another replica added next to it.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    env.ok(&["overview"]);
+    let remote = json!({
+        "session_id": "s", "replica": "laptop-abcd", "seq": 0,
+        "hlc": "20260101T000009000Z-0000", "ts": "2026-01-01T00:00:09.000Z",
+        "project": "", "metadata": {}, "content": "from the laptop",
+    });
+    env.write_file("sessions/s/laptop-abcd.jsonl", &format!("{remote}\n"));
+    assert_eq!(
+        contents(&env.ok(&["fetch", "s"])),
+        vec!["local 0", "appended by hand", "from the laptop"]
+    );
+    let found = env.ok(&["search", "laptop", "--mode", "bm25"]);
+    assert_eq!(found["count"], 1, "{found:#}");
+    // And removed again.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    env.ok(&["overview"]);
+    std::fs::remove_file(env.path("sessions/s/laptop-abcd.jsonl")).unwrap();
+    assert_eq!(
+        contents(&env.ok(&["fetch", "s"])),
+        vec!["local 0", "appended by hand"]
+    );
+    let gone = env.ok(&["search", "laptop", "--mode", "bm25"]);
+    assert_eq!(gone["count"], 0, "{gone:#}");
+    env.assert_clean();
+}
