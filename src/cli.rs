@@ -608,8 +608,10 @@ fn ingest_request(a: &IngestArgs) -> Result<IngestRequest> {
     })
 }
 
-/// Chunks per batch of a streamed `ingest --jsonl` (each batch is all or nothing).
-const JSONL_BATCH_CHUNKS: usize = 1_000;
+/// Chunks per batch of a streamed `ingest --jsonl` (each batch is all or nothing): the most a
+/// batch may hold. A batch waits once for the disk per segment it touches, so a file whose
+/// lines interleave many sessions pays that wait once per batch, not once per 1,000 chunks.
+const JSONL_BATCH_CHUNKS: usize = service::limits::MAX_BATCH_CHUNKS;
 /// Content bytes after which a batch of a streamed `ingest --jsonl` is sent early.
 const JSONL_BATCH_BYTES: usize = 8 * 1024 * 1024;
 /// Skipped chunks listed by name in a streamed ingest's result (all are counted).

@@ -568,7 +568,7 @@ fn large_jsonl_files_stream_in_batches() {
     std::fs::write(&path, &text).unwrap();
     let out = env.ok(&["ingest", "--jsonl", path.to_str().unwrap()]);
     assert_eq!(out["count"], 12_345, "{out}");
-    assert_eq!(out["batches"], 13);
+    assert_eq!(out["batches"], 2);
     assert!(
         out.get("chunks").is_none(),
         "a streamed result lists no chunks"
