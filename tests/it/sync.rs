@@ -829,7 +829,12 @@ fn a_server_with_an_interval_syncs_on_its_own() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(on_remote(), "the server did not push the write within 60 s");
-    let last = a.ok(&["status"])["last_sync"].clone();
+    // The outcome is recorded once the sync that pushed has finished, a moment after the push.
+    let mut last = a.ok(&["status"])["last_sync"].clone();
+    while last["by"] != "periodic" && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        last = a.ok(&["status"])["last_sync"].clone();
+    }
     assert_eq!(last["by"], "periodic", "{last:#}");
     assert_eq!(last["remote"], "origin", "{last:#}");
     // One of the two servers holds the syncer lock.
