@@ -400,9 +400,9 @@ fn top(
             .filter(|(raw, _)| *raw >= cut - margin)
             .collect()
     } else {
-        // More documents tie with the cut than the first pass kept: the tie-break on ingest
-        // order decides among all of them. Block skipping still passes over everything
-        // scoring below the cut, where an exhaustive collector would score every match.
+        // More documents tie with the cut than the first pass kept: the tie-break key decides
+        // among all of them. Block skipping still passes over everything scoring below the
+        // cut, where an exhaustive collector would score every match.
         let floor = (cut - margin).next_down();
         let mut all = Vec::new();
         for (ord, reader) in searcher.segment_readers().iter().enumerate() {
@@ -1207,7 +1207,9 @@ fn docs_at(
     lo: u64,
     hi: u64,
 ) -> Result<Vec<DocAddress>> {
-    let err = |e: tantivy::TantivyError| Error::internal(format!("window: {e}"));
+    fn err(e: impl std::fmt::Display) -> Error {
+        Error::internal(format!("window: {e}"))
+    }
     let mut out = Vec::new();
     let readers = s
         .segment_readers()
@@ -1219,7 +1221,7 @@ fn docs_at(
         'segments: for (ord, (inverted, alive)) in readers.iter().enumerate() {
             let Some(mut postings) = inverted
                 .read_postings(&t, IndexRecordOption::Basic)
-                .map_err(|e| Error::internal(format!("window: {e}")))?
+                .map_err(err)?
             else {
                 continue;
             };
