@@ -7,6 +7,7 @@
 //! cargo run --release --example memdir-bench -- recall
 //! cargo run --release --example memdir-bench -- http [--chunks 100000] [--seconds 30]
 //! cargo run --release --example memdir-bench -- fresh [--chunks 100000]
+//! cargo run --release --example memdir-bench -- merge [--sizes 10,1000,10000] [--writes 30]
 //! cargo run --release --example memdir-bench -- redact
 //! cargo run --release --features local-embeddings --example memdir-bench -- embeddings --model DIR [--openai URL] [--chunks 100000]
 //! ```
@@ -939,6 +940,56 @@ fn bench_http(args: &[String]) -> Result<Value> {
 /// A search right after an acknowledged write, in-process, at `--chunks` chunks: each round
 /// ingests one chunk carrying a word of its own and searches for that word (it must be found),
 /// then ingests another and searches for ordinary words.
+/// Merge-write latency by category size: for each size N, a category written whole with N
+/// keys, then `--writes` merge writes of one new key each (every one durable).
+fn bench_merge(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let writes = arg(args, "--writes", 30);
+    let sizes: Vec<usize> = args
+        .iter()
+        .position(|a| a == "--sizes")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.split(',').filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_else(|| vec![10, 100, 1000, 10_000]);
+    let m = Memdir::open(&dir)?;
+    let vocab = Vocab::new(5_000);
+    let mut r = Rng(23);
+    let mut out = serde_json::Map::new();
+    for n in sizes {
+        let category = format!("size-{n}");
+        let data: serde_json::Map<String, Value> = (0..n)
+            .map(|k| (format!("key-{k:05}"), json!(vocab.sentence(&mut r, 8))))
+            .collect();
+        m.write(&WriteRequest {
+            category: category.clone(),
+            data: Value::Object(data),
+            ..Default::default()
+        })?;
+        let mut lat = Vec::with_capacity(writes);
+        for k in 0..writes {
+            let t = Instant::now();
+            m.write(&WriteRequest {
+                category: category.clone(),
+                data: json!({ format!("new-{k:05}"): vocab.sentence(&mut r, 8) }),
+                merge: true,
+                ..Default::default()
+            })?;
+            lat.push(ms(t));
+        }
+        let file = dir.join("categories").join(format!("{category}.json"));
+        let history = dir.join("history").join(&category);
+        out.insert(
+            format!("{n}_keys"),
+            json!({
+                "merge_write": pct(lat),
+                "category_file_bytes": std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0),
+                "history_bytes": dir_size(&history),
+            }),
+        );
+    }
+    Ok(Value::Object(out))
+}
+
 fn bench_fresh(args: &[String]) -> Result<Value> {
     let (_tmp, dir) = dir_arg(args);
     let chunks = arg(args, "--chunks", 100_000);
@@ -1513,6 +1564,7 @@ fn main() {
         "recall" => bench_recall(&args),
         "http" => bench_http(&args),
         "fresh" => bench_fresh(&args),
+        "merge" => bench_merge(&args),
         "import" => bench_import(&args),
         "bulk" => bench_bulk(&args),
         "redact" => bench_redact(&args),
