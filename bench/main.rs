@@ -452,7 +452,9 @@ fn bench_search(args: &[String]) -> Result<Value> {
                 .collect::<Vec<_>>()
                 .join(" ");
             let mut q = SearchRequest::new(&q);
-            q.mode = Some("bm25".into());
+            q.mode = std::env::var("MEMDIR_BENCH_MODE")
+                .ok()
+                .or(Some("bm25".into()));
             m.search(&q)?;
         }
         return Ok(json!({"searches": n, "mean_ms": ms(t) / n as f64}));

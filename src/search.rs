@@ -8,7 +8,7 @@ use std::ops::Bound;
 
 use serde::Deserialize;
 use tantivy::DocSet as _;
-use tantivy::collector::TopDocs;
+use tantivy::collector::{Collector as _, TopDocs};
 use tantivy::query::{
     BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, Occur, PhraseQuery, Query, RangeQuery,
     TermQuery,
@@ -378,10 +378,22 @@ fn top(
 ) -> Result<Vec<(f32, u64, DocAddress)>> {
     const SLACK: usize = 16;
     let want = offset + limit;
+    let err = |e: tantivy::TantivyError| Error::internal(format!("search: {e}"));
+    // One weight for every pass below: weighing looks each term up in every segment.
+    let weight = q
+        .weight(tantivy::query::EnableScoring::enabled_from_searcher(
+            searcher,
+        ))
+        .map_err(err)?;
     let fast = TopDocs::with_limit(want + SLACK).order_by_score();
-    let hits: Vec<(Score, DocAddress)> = searcher
-        .search(q, &fast)
-        .map_err(|e| Error::internal(format!("search: {e}")))?;
+    let fruits = searcher
+        .segment_readers()
+        .iter()
+        .enumerate()
+        .map(|(ord, reader)| fast.collect_segment(weight.as_ref(), ord as u32, reader))
+        .collect::<tantivy::Result<Vec<_>>>()
+        .map_err(err)?;
+    let hits: Vec<(Score, DocAddress)> = fast.merge_fruits(fruits).map_err(err)?;
     let exhausted = hits.len() < want + SLACK;
     let cut = hits
         .get(want.saturating_sub(1))
@@ -389,11 +401,6 @@ fn top(
         .unwrap_or(f32::MIN);
     let margin = cut.abs() * 1e-4 + 1e-6;
     let decisive = exhausted || hits.last().is_some_and(|b| cut > b.0 + margin);
-    let weight = q
-        .weight(tantivy::query::EnableScoring::enabled_from_searcher(
-            searcher,
-        ))
-        .map_err(|e| Error::internal(format!("search: {e}")))?;
     // Every document that can make the cut: within the margin of the `want`-th score.
     let mut candidates: Vec<(f32, DocAddress)> = if decisive {
         hits.into_iter()
