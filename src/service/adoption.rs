@@ -236,7 +236,7 @@ impl Memdir {
                 });
             }
         }
-        let file = store::read_category(layout, name)?;
+        let file = self.read_category_cached(name)?;
         if let Some(r) = &row
             && row_matches(r, file.as_ref())
             && r.head_id.is_some()

@@ -161,10 +161,17 @@ impl Memdir {
             ));
         }
         self.with_write(|inner, lock| {
-            let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+            let mut st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
             check_expect(&name, &st, &expect)?;
-            let current = st.file.as_ref().filter(|_| st.exists()).and_then(|f| f.content.as_ref().ok());
-            if let Some(c) = current
+            // The base is taken, not copied: nothing below reads the file's content from `st`.
+            let exists = st.exists();
+            let current: Option<Value> = st
+                .file
+                .as_mut()
+                .filter(|_| exists)
+                .and_then(|f| f.content.as_mut().ok())
+                .map(std::mem::take);
+            if let Some(c) = &current
                 && CategoryKind::of(c) == CategoryKind::Log
             {
                 return Err(Error::new(
@@ -178,7 +185,10 @@ impl Memdir {
                 if st.row.status == CategoryStatus::Malformed {
                     return Err(Error::new(ErrorKind::Corrupt, format!("category {:?} is malformed: a merge needs a readable base; write it whole instead", name.as_str())));
                 }
-                let mut base = current.and_then(Value::as_object).cloned().unwrap_or_default();
+                let mut base = match current {
+                    Some(Value::Object(m)) => m,
+                    _ => Default::default(),
+                };
                 for (k, v) in data {
                     if v.is_null() {
                         base.remove(k);
@@ -192,7 +202,8 @@ impl Memdir {
             };
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
             let new_bytes = codec::to_pretty(&new_content);
-            if previous.as_deref() == Some(content_hash(&new_bytes).as_str()) {
+            let new_hash = content_hash(&new_bytes);
+            if previous.as_deref() == Some(new_hash.as_str()) {
                 return Ok(WriteResponse {
                     category: name.to_string(),
                     unchanged: true,
@@ -206,7 +217,8 @@ impl Memdir {
                 });
             }
             let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
-            let c = self.commit_version(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), true)?;
+            let mut c = self.commit_version_with(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), Some((new_bytes, new_hash)), true)?;
+            self.remember_written(c.hash.as_deref(), std::mem::take(&mut c.content));
             Ok(WriteResponse {
                 category: name.to_string(),
                 unchanged: false,

@@ -102,6 +102,9 @@ pub struct Memdir {
     inner: Mutex<Option<Inner>>,
     index: Mutex<Option<crate::index::SearchIndex>>,
     last_scan: Mutex<Option<std::time::Instant>>,
+    /// The content of the category file this process wrote last, keyed by the file's hash
+    /// (see `Memdir::read_category_cached`).
+    last_written: Mutex<Option<(String, Value)>>,
     started: Mutex<bool>,
     /// Things this process repaired on its own that the user should hear about.
     notices: Mutex<Vec<String>>,
@@ -256,6 +259,7 @@ impl Memdir {
             inner: Mutex::new(None),
             index: Mutex::new(None),
             last_scan: Mutex::new(None),
+            last_written: Mutex::new(None),
             started: Mutex::new(false),
             notices: Mutex::new(Vec::new()),
             read_only: Mutex::new(None),

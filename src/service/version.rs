@@ -30,6 +30,8 @@ pub(super) struct Committed {
     pub(super) version: u64,
     pub(super) hash: Option<String>,
     pub(super) ts: String,
+    /// The content written (null for a tombstone), handed back to the caller.
+    pub(super) content: Value,
 }
 
 fn parse_vv(s: &str) -> BTreeMap<String, u64> {
@@ -52,10 +54,35 @@ impl Memdir {
         content: Option<Value>,
         write_file: bool,
     ) -> Result<Committed> {
+        self.commit_version_with(
+            inner, lock, name, base, op, actor, reason, content, None, write_file,
+        )
+    }
+
+    /// [`Self::commit_version`] with the content's file bytes ([`codec::to_pretty`]) and their
+    /// hash when the caller has them already: the content is serialized and hashed once per
+    /// write, for the file and for its history entry alike.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit_version_with(
+        &self,
+        inner: &Inner,
+        lock: &WriteLock,
+        name: &CategoryName,
+        base: &CatState,
+        op: VersionOp,
+        actor: &str,
+        reason: Option<String>,
+        content: Option<Value>,
+        serialized: Option<(Vec<u8>, String)>,
+        write_file: bool,
+    ) -> Result<Committed> {
         let layout = self.layout();
         let content = content.unwrap_or(Value::Null);
         let tombstone = content.is_null();
-        let bytes = (!tombstone).then(|| codec::to_pretty(&content));
+        let (bytes, known_hash) = match serialized {
+            Some((b, h)) if !tombstone => (Some(b), Some(h)),
+            _ => ((!tombstone).then(|| codec::to_pretty(&content)), None),
+        };
         // The limit guards what memdir is asked to write; a larger file placed by hand is
         // still adopted into history as it is.
         if write_file
@@ -70,7 +97,7 @@ impl Memdir {
             ));
         }
         let hash = if write_file {
-            bytes.as_deref().map(content_hash)
+            known_hash.or_else(|| bytes.as_deref().map(content_hash))
         } else {
             base_file_hash(layout, name)?
         };
@@ -115,7 +142,7 @@ impl Memdir {
         let mut vv = parse_vv(&base.row.vv);
         *vv.entry(replica.clone()).or_insert(0) += 1;
         let ts = clock::rfc3339(now);
-        let entry = HistoryEntry {
+        let mut entry = HistoryEntry {
             id: id.clone(),
             parents: base.row.head_id.iter().cloned().collect(),
             vv,
@@ -124,13 +151,19 @@ impl Memdir {
             actor: actor.to_string(),
             reason,
             ts: ts.clone(),
-            content,
+            content: Value::Null,
             forgotten: None,
         };
         let version = entry.ordinal();
-        let entry_bytes = codec::to_pretty(
-            &serde_json::to_value(&entry).expect("invariant: history entries serialize"),
-        );
+        // The entry around a null content, with the content's bytes put in its place: the
+        // same bytes as serializing the whole entry, without copying or serializing the
+        // content again.
+        let outer = serde_json::to_value(&entry).expect("invariant: history entries serialize");
+        let entry_bytes = match &bytes {
+            Some(b) => codec::to_pretty_with(&outer, "content", b),
+            None => codec::to_pretty(&outer),
+        };
+        entry.content = content;
         let mut files = vec![txn::FileWrite {
             rel: Layout::history_rel(name).join(format!("{id}.json")),
             bytes: Some(entry_bytes),
@@ -162,7 +195,34 @@ impl Memdir {
             version,
             hash: if tombstone { None } else { hash },
             ts,
+            content: entry.content,
         })
+    }
+
+    /// Reads a category file; when its bytes are the ones this process wrote last (same
+    /// hash), their content is taken from memory instead of parsed again. A large category's
+    /// merge write would otherwise spend most of its time parsing the file it just wrote.
+    pub(super) fn read_category_cached(
+        &self,
+        name: &CategoryName,
+    ) -> Result<Option<store::CategoryFile>> {
+        Ok(store::read_category_known(self.layout(), name, |hash| {
+            let mut last = self.last_written.lock().ok()?;
+            match last.take() {
+                Some((h, v)) if h == hash => Some(v),
+                other => {
+                    *last = other;
+                    None
+                }
+            }
+        })?)
+    }
+
+    /// Remembers the content of the category file just written, by its hash.
+    pub(super) fn remember_written(&self, hash: Option<&str>, content: Value) {
+        if let (Some(h), Ok(mut last)) = (hash, self.last_written.lock()) {
+            *last = (!content.is_null()).then(|| (h.to_string(), content));
+        }
     }
 
     /// Every readable history entry of a category, oldest first.

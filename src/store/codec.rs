@@ -43,6 +43,32 @@ pub fn to_pretty(value: &Value) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// [`to_pretty`] of `outer` (an object whose `key` holds `null`) with `pretty`, the
+/// [`to_pretty`] bytes of a value, in place of that `null`: the same bytes as serializing the
+/// object with the value inside, without serializing the value again.
+pub fn to_pretty_with(outer: &Value, key: &str, pretty: &[u8]) -> Vec<u8> {
+    let base = to_pretty(outer);
+    let mut line = String::from("\n  ");
+    write_str(&mut line, key);
+    line.push_str(": null");
+    let at = base
+        .windows(line.len())
+        .position(|w| w == line.as_bytes())
+        .expect("invariant: the outer object holds the key at depth 1 as null");
+    let value = pretty.strip_suffix(b"\n").unwrap_or(pretty);
+    let mut out = Vec::with_capacity(base.len() + value.len() + value.len() / 16);
+    out.extend_from_slice(&base[..at + line.len() - "null".len()]);
+    // One level deeper: every line of the value after its first gains an indent.
+    for (i, part) in value.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b"\n  ");
+        }
+        out.extend_from_slice(part);
+    }
+    out.extend_from_slice(&base[at + line.len()..]);
+    out
+}
+
 /// Compact, key-sorted JSON without a newline.
 pub fn to_compact(value: &Value) -> String {
     let mut out = String::new();
@@ -110,10 +136,14 @@ fn write_value(out: &mut String, value: &Value, indent: Option<usize>) {
                 out.push_str("{}");
                 return;
             }
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            // A map iterates in key order already (no `preserve_order`); sorting is the
+            // fallback, never a lookup per key.
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+            }
             out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
@@ -123,7 +153,7 @@ fn write_value(out: &mut String, value: &Value, indent: Option<usize>) {
                 if indent.is_some() {
                     out.push(' ');
                 }
-                write_value(out, &map[k], inner);
+                write_value(out, v, inner);
             }
             newline(out, indent);
             out.push('}');
@@ -194,6 +224,28 @@ mod tests {
             to_compact(&v),
             r#"{"a":{},"b":[1,{"a":"x\ny","z":null}],"c":[]}"#
         );
+    }
+
+    #[test]
+    fn a_value_spliced_into_an_object_reads_as_if_serialized_inside_it() {
+        for v in [
+            json!({"b": [1, {"z": null, "a": "x\ny"}], "a": {}, "c": []}),
+            json!({}),
+            json!([]),
+            json!("a \"quoted\"\n  \"content\": null line"),
+            json!(12.5),
+            json!({"content": null, "deep": {"content": null}}),
+        ] {
+            let mut outer =
+                json!({"actor": "a\n  \"content\": null", "content": null, "zeta": [1, 2]});
+            let spliced = to_pretty_with(&outer, "content", &to_pretty(&v));
+            outer["content"] = v.clone();
+            assert_eq!(
+                String::from_utf8(spliced).unwrap(),
+                String::from_utf8(to_pretty(&outer)).unwrap(),
+                "{v}"
+            );
+        }
     }
 
     #[test]

@@ -165,9 +165,38 @@ pub fn read_category(
     }
 }
 
+/// Reads `categories/<name>.json` like [`read_category`]; `known` gives the parsed content of
+/// the bytes with a given hash (they are not parsed again when the file has that hash).
+pub fn read_category_known(
+    layout: &Layout,
+    name: &CategoryName,
+    known: impl FnOnce(&str) -> Option<Value>,
+) -> Result<Option<CategoryFile>, IoError> {
+    let path = layout.root.join(Layout::category_rel(name));
+    match fsx::read(&path, fsx::MAX_JSON_FILE) {
+        Ok(Some(bytes)) => {
+            let hash = content_hash(&bytes);
+            Ok(Some(match known(&hash) {
+                Some(content) => CategoryFile {
+                    bytes,
+                    hash,
+                    content: Ok(content),
+                },
+                None => parse_category_hashed(bytes, hash),
+            }))
+        }
+        Ok(None) => Ok(None),
+        Err(_) => read_category(layout, name),
+    }
+}
+
 /// Parses category bytes.
 pub fn parse_category(bytes: Vec<u8>) -> CategoryFile {
     let hash = content_hash(&bytes);
+    parse_category_hashed(bytes, hash)
+}
+
+fn parse_category_hashed(bytes: Vec<u8>, hash: String) -> CategoryFile {
     let content = match serde_json::from_slice::<Value>(&bytes) {
         Ok(v) if codec::depth(&v) > codec::MAX_DEPTH => Err(format!(
             "nested deeper than {} levels, the most memdir keeps (its history entry could not be read back)",

@@ -766,3 +766,53 @@ fn hand_changes_in_a_session_directory_listed_before_are_all_noticed() {
     assert_eq!(gone["count"], 0, "{gone:#}");
     env.assert_clean();
 }
+
+/// A long-lived process (a server) keeps the content it wrote last and does not parse that
+/// file again while its bytes are unchanged. A hand edit in between is still the base of the
+/// next merge, and is recorded as its own version first.
+#[test]
+fn a_server_merging_after_a_hand_edit_builds_on_the_edit() {
+    use memdir::api::{ReadRequest, WriteRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let m = memdir::service::Memdir::open(dir.path().join("store")).unwrap();
+    let merge = |data: Value| {
+        m.write(&WriteRequest {
+            category: "prefs".into(),
+            data,
+            merge: true,
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let read = || {
+        m.read(&ReadRequest {
+            category: "prefs".into(),
+            fields: None,
+            version: None,
+        })
+        .unwrap()
+        .data
+    };
+    merge(json!({"a": 1, "b": 2}));
+    merge(json!({"c": 3}));
+    let w = merge(json!({"b": null}));
+    assert_eq!(w.version, 3);
+    // Behind the process's back, right after its write: same shape, other values.
+    let file = dir.path().join("store/categories/prefs.json");
+    std::fs::write(&file, "{\"a\": 10, \"c\": 30, \"hand\": true}\n").unwrap();
+    let w = merge(json!({"d": 4}));
+    assert_eq!(read(), json!({"a": 10, "c": 30, "d": 4, "hand": true}));
+    assert_eq!(w.version, 5, "the hand edit is a version of its own: {w:?}");
+    // The file holds what the response says, byte for byte.
+    let hash_of_file = || {
+        blake3::hash(&std::fs::read(&file).unwrap())
+            .to_hex()
+            .to_string()
+    };
+    assert_eq!(w.new_hash, Some(hash_of_file()));
+    // Without a hand edit, merges keep building on the last one.
+    merge(json!({"e": 5}));
+    let w = merge(json!({"a": null}));
+    assert_eq!(w.new_hash, Some(hash_of_file()));
+    assert_eq!(read(), json!({"c": 30, "d": 4, "e": 5, "hand": true}));
+}
