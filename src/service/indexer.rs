@@ -505,6 +505,36 @@ impl Memdir {
     /// Catches every derived index up (or rebuilds them when `full`, or when one cannot catch
     /// up). Returns whether the indexes are current afterwards.
     pub(crate) fn catch_up(&self, full: bool, progress: Option<Progress<'_>>) -> Result<bool> {
+        self.catch_up_to(full, progress, None)
+    }
+
+    /// The newest change of each kind now: what a search arriving now must see.
+    pub(crate) fn change_marks(&self) -> Result<Option<ChangeMarks>> {
+        let guard = self.inner()?;
+        let Some(shared) = guard.as_ref() else {
+            return Ok(None);
+        };
+        let mut marks = Vec::new();
+        for k in [
+            ChangeKind::Append,
+            ChangeKind::Segment,
+            ChangeKind::Category,
+        ] {
+            marks.push((k, shared.ledger.last_change_of(&[k])?));
+        }
+        Ok(Some(ChangeMarks(marks)))
+    }
+
+    /// [`Self::catch_up`], satisfied once the indexes hold every change up to `marks` (taken
+    /// when a search arrived) when given: a search that waited for another search's catch-up
+    /// does not commit again for writes acknowledged after it arrived. Returns whether the
+    /// indexes hold everything asked for afterwards.
+    pub(crate) fn catch_up_to(
+        &self,
+        full: bool,
+        progress: Option<Progress<'_>>,
+        marks: Option<&ChangeMarks>,
+    ) -> Result<bool> {
         let g = self.index_guard()?;
         let idx = g.as_ref().expect("invariant: index_guard opens the index");
         let indexes = derived(idx, self.settings.lock_timeout);
@@ -518,7 +548,10 @@ impl Memdir {
             let epoch = shared.ledger.meta("epoch")?.unwrap_or_default();
             let needs = indexes
                 .iter()
-                .map(|i| shared.ledger.last_change_of(i.kinds()))
+                .map(|i| match marks {
+                    Some(m) => Ok(m.of(i.kinds())),
+                    None => shared.ledger.last_change_of(i.kinds()),
+                })
                 .collect::<Result<Vec<i64>>>()?;
             (epoch, needs)
         };
@@ -666,7 +699,15 @@ impl Memdir {
             };
         }
         inner.ledger.prune_changes(absorbed)?;
-        Ok(snap.generation >= inner.ledger.generation()?)
+        let target = match marks {
+            Some(m) => m.of(&[
+                ChangeKind::Append,
+                ChangeKind::Segment,
+                ChangeKind::Category,
+            ]),
+            None => inner.ledger.generation()?,
+        };
+        Ok(snap.generation >= target)
     }
 
     /// `memdir reindex`: rebuilds every derived index from the files.
@@ -785,6 +826,21 @@ impl Memdir {
             }
         }
         Ok(())
+    }
+}
+
+/// The newest change generation of each kind at one moment ([`Memdir::change_marks`]).
+pub(crate) struct ChangeMarks(Vec<(ChangeKind, i64)>);
+
+impl ChangeMarks {
+    /// The newest of these kinds.
+    fn of(&self, kinds: &[ChangeKind]) -> i64 {
+        self.0
+            .iter()
+            .filter(|(k, _)| kinds.contains(k))
+            .map(|(_, g)| *g)
+            .max()
+            .unwrap_or(0)
     }
 }
 

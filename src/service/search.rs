@@ -239,8 +239,11 @@ impl Memdir {
                     .map_err(|_| Error::internal("scan clock poisoned"))? = Some(Instant::now());
             }
         }
+        // What this search must see: every write acknowledged before it arrived. Writes
+        // acknowledged while it waits for another search's catch-up are not waited for.
+        let marks = self.change_marks()?;
         for _ in 0..3 {
-            if self.catch_up(false, None)? {
+            if self.catch_up_to(false, None, marks.as_ref())? {
                 return Ok(());
             }
         }
