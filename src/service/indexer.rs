@@ -148,8 +148,11 @@ impl DerivedIndex for ChunkIndex<'_> {
         self.idx.chunks.commit_due_durable()
     }
     fn writer(&self, full: bool) -> Result<Box<dyn IndexWrite + '_>> {
+        // A rebuild writes few, large segments: each segment costs every later search its
+        // own term lookups and scorers. At 512 MB per thread 1M chunks make two segments
+        // (nine at 256 MB), for a peak of about 480 MB while rebuilding and no longer rebuild.
         let (threads, budget) = if full {
-            (2, 256_000_000)
+            (2, 512_000_000)
         } else {
             (1, 32_000_000)
         };
