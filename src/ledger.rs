@@ -289,7 +289,7 @@ impl Ledger {
             ledger.conn.execute_batch(
                 "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS category; DROP TABLE IF EXISTS segment;
                  DROP TABLE IF EXISTS source_key; DROP TABLE IF EXISTS change; DROP TABLE IF EXISTS txn;
-                 DROP TABLE IF EXISTS import_cursor;",
+                 DROP TABLE IF EXISTS import_cursor; DROP TABLE IF EXISTS session_dir;",
             )?;
             ledger.conn.execute_batch(SCHEMA)?;
         }

@@ -1022,8 +1022,8 @@ impl Memdir {
 const SETTLED_NS: i64 = 2_000_000_000;
 
 /// The segments of the session directory `dir` (relative) as the ledger's rows name them,
-/// each with its current size and stamp; `None` when one of them is no longer a regular file
-/// (the directory is then listed).
+/// each with its current size and stamp; `None` when one of them is no longer a regular file,
+/// or when the ledger has no row there at all (the directory is then listed).
 fn known_segments(
     layout: &Layout,
     rows: &BTreeMap<String, SegmentRow>,
@@ -1031,7 +1031,9 @@ fn known_segments(
 ) -> Option<Vec<store::SegmentFile>> {
     let lo = format!("{dir}/");
     let hi = format!("{dir}0");
-    rows.range(lo..hi)
+    let mut known = rows.range(lo..hi).peekable();
+    known.peek()?;
+    known
         .map(|(rel, row)| {
             let meta = std::fs::symlink_metadata(layout.root.join(rel)).ok()?;
             meta.is_file().then(|| store::SegmentFile {

@@ -764,6 +764,16 @@ fn hand_changes_in_a_session_directory_listed_before_are_all_noticed() {
     );
     let gone = env.ok(&["search", "laptop", "--mode", "bm25"]);
     assert_eq!(gone["count"], 0, "{gone:#}");
+    // Segment rows lost while the directory's stamp stays (a ledger schema change drops
+    // them): the directory is listed again, nothing goes missing.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    env.ok(&["overview"]);
+    let db = rusqlite::Connection::open(env.path(".memdir/ledger.db")).unwrap();
+    db.execute("DELETE FROM segment", []).unwrap();
+    drop(db);
+    let o = env.ok(&["overview", "--days", "0"]);
+    assert_eq!(o["total"], 1, "{o:#}");
+    assert_eq!(o["sessions"][0]["message_count"], 2, "{o:#}");
     env.assert_clean();
 }
 
