@@ -325,6 +325,7 @@ impl Memdir {
             "external",
             Some(reason.to_string()),
             Some(content),
+            None,
             false,
         )?;
         self.sync_category(inner, name, Some(lock), Sync::Full)

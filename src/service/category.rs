@@ -217,7 +217,7 @@ impl Memdir {
                 });
             }
             let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
-            let mut c = self.commit_version_with(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), Some((new_bytes, new_hash)), true)?;
+            let mut c = self.commit_version(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), Some((new_bytes, new_hash)), true)?;
             self.remember_written(c.hash.as_deref(), std::mem::take(&mut c.content));
             Ok(WriteResponse {
                 category: name.to_string(),
@@ -284,6 +284,7 @@ impl Memdir {
                 VersionOp::Delete,
                 &self.actor(),
                 reason.clone(),
+                None,
                 None,
                 true,
             )?;
@@ -460,6 +461,7 @@ impl Memdir {
                 &self.actor(),
                 reason.clone(),
                 Some(content.clone()),
+                None,
                 true,
             )?;
             Ok(true)

@@ -1141,6 +1141,7 @@ impl Memdir {
                     .clone()
                     .or_else(|| Some("conflict resolved".to_string())),
                 content,
+                None,
                 true,
             )?;
             Ok(ResolveResponse {

@@ -40,30 +40,12 @@ fn parse_vv(s: &str) -> BTreeMap<String, u64> {
 
 impl Memdir {
     /// Writes one new version: a history entry and (when `write_file`) the category file, as
-    /// one transaction; then records it in the ledger.
+    /// one transaction; then records it in the ledger. `serialized` is the content's file
+    /// bytes ([`codec::to_pretty`]) and their hash when the caller has them already: the
+    /// content is then serialized and hashed once per write, for the file and for its history
+    /// entry alike.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn commit_version(
-        &self,
-        inner: &Inner,
-        lock: &WriteLock,
-        name: &CategoryName,
-        base: &CatState,
-        op: VersionOp,
-        actor: &str,
-        reason: Option<String>,
-        content: Option<Value>,
-        write_file: bool,
-    ) -> Result<Committed> {
-        self.commit_version_with(
-            inner, lock, name, base, op, actor, reason, content, None, write_file,
-        )
-    }
-
-    /// [`Self::commit_version`] with the content's file bytes ([`codec::to_pretty`]) and their
-    /// hash when the caller has them already: the content is serialized and hashed once per
-    /// write, for the file and for its history entry alike.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn commit_version_with(
         &self,
         inner: &Inner,
         lock: &WriteLock,
@@ -456,6 +438,7 @@ impl Memdir {
                 &self.actor(),
                 reason,
                 Some(entry.content.clone()),
+                None,
                 true,
             )?;
             Ok(RestoreResponse {

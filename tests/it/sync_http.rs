@@ -264,31 +264,34 @@ fn a_bad_token_is_a_clear_error() {
     );
 }
 
-#[test]
-fn a_device_pulls_only_what_it_may_read_and_a_forbidden_push_is_refused_whole() {
+/// A store of device `hub` (its admin) that serves device `laptop` with token [`TOKEN`], under
+/// `acl`: the rest of the `[acl]` table after `admin_devices`, with its rules.
+fn hub_for_laptop(acl: &str) -> TestEnv {
     let mut hub = replica(0);
     hub.set_env("MEMDIR_DEVICE", "hub");
     let cfg = hub.tmp.path().join("home/cfg.toml");
     std::fs::write(
         &cfg,
-        r#"
-[acl]
-admin_devices = ["hub"]
-device_categories = ["laptop"]
-
-[[acl.rules]]
-device = "laptop"
-read = ["laptop", "notes_*"]
-write = ["notes_*"]
-
-[[http.tokens]]
-device = "laptop"
-token_env = "LAPTOP_TOKEN"
-"#,
+        format!(
+            "[acl]\nadmin_devices = [\"hub\"]\n{acl}\n\n[[http.tokens]]\ndevice = \"laptop\"\ntoken_env = \"LAPTOP_TOKEN\"\n"
+        ),
     )
     .unwrap();
     hub.set_env("MEMDIR_CONFIG", &cfg.display().to_string());
     hub.set_env("LAPTOP_TOKEN", TOKEN);
+    hub
+}
+
+#[test]
+fn a_device_pulls_only_what_it_may_read_and_a_forbidden_push_is_refused_whole() {
+    let hub = hub_for_laptop(
+        r#"device_categories = ["laptop"]
+
+[[acl.rules]]
+device = "laptop"
+read = ["laptop", "notes_*"]
+write = ["notes_*"]"#,
+    );
     hub.ok(&["write", "secret", "--data", r#"{"code":42}"#]);
     hub.ok(&["write", "notes_a", "--data", r#"{"n":1}"#]);
     let server = Served::start(&hub, &[]);
@@ -437,29 +440,13 @@ fn a_forget_on_either_side_travels_over_http() {
 /// files stay as they were.
 #[test]
 fn a_pushed_forget_needs_the_right_to_forget() {
-    let mut hub = replica(0);
-    hub.set_env("MEMDIR_DEVICE", "hub");
-    let cfg = hub.tmp.path().join("home/cfg.toml");
-    std::fs::write(
-        &cfg,
-        r#"
-[acl]
-admin_devices = ["hub"]
-
-[[acl.rules]]
+    let hub = hub_for_laptop(
+        r#"[[acl.rules]]
 device = "laptop"
 read = ["*"]
 write = ["*"]
-ingest = ["*"]
-
-[[http.tokens]]
-device = "laptop"
-token_env = "LAPTOP_TOKEN"
-"#,
-    )
-    .unwrap();
-    hub.set_env("MEMDIR_CONFIG", &cfg.display().to_string());
-    hub.set_env("LAPTOP_TOKEN", TOKEN);
+ingest = ["*"]"#,
+    );
     for text in ["first note", "the quokkasecret note", "third note"] {
         hub.ok(&["ingest", "--session-id", "s", "--text", text]);
     }

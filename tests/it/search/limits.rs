@@ -5,6 +5,17 @@ use serde_json::json;
 use super::{fixture, rows, search};
 use crate::util::TestEnv;
 
+/// Ingests `(session, content)` pairs as one `--jsonl` batch.
+fn ingest_lines(env: &TestEnv, chunks: impl IntoIterator<Item = (String, String)>) {
+    let jsonl: String = chunks
+        .into_iter()
+        .map(|(session, content)| {
+            format!("{}\n", json!({"session_id": session, "content": content}))
+        })
+        .collect();
+    env.ok_stdin(&["ingest", "--jsonl", "-"], jsonl.as_bytes());
+}
+
 #[test]
 fn limit_must_be_between_1_and_1000() {
     let env = fixture();
@@ -58,21 +69,14 @@ fn a_smaller_limit_returns_a_prefix_of_a_larger_one() {
     let env = TestEnv::new();
     // 60 short sessions that match well, and one session whose two chunks match less well
     // each but sit next to each other.
-    let mut jsonl = String::new();
-    for i in 0..60 {
-        jsonl.push_str(
-            &json!({"session_id": format!("s{i:02}"), "content": "gizmo gizmo"}).to_string(),
-        );
-        jsonl.push('\n');
-    }
-    jsonl.push_str(
-        &json!({"session_id": "z", "content": "gizmo gizmo gizmo gizmo short"}).to_string(),
-    );
-    jsonl.push('\n');
     let long = "a very long chunk that mentions gizmo only once among many other words ".repeat(3);
-    jsonl.push_str(&json!({"session_id": "z", "content": long}).to_string());
-    jsonl.push('\n');
-    env.ok_stdin(&["ingest", "--jsonl", "-"], jsonl.as_bytes());
+    let chunks = (0..60)
+        .map(|i| (format!("s{i:02}"), "gizmo gizmo".to_string()))
+        .chain([
+            ("z".to_string(), "gizmo gizmo gizmo gizmo short".to_string()),
+            ("z".to_string(), long),
+        ]);
+    ingest_lines(&env, chunks);
     let all = search(
         &env,
         &[
@@ -115,15 +119,10 @@ fn a_smaller_limit_returns_a_prefix_of_a_larger_one() {
 #[test]
 fn a_limit_beyond_the_pool_gets_every_match_it_asks_for() {
     let env = TestEnv::new();
-    let mut jsonl = String::new();
-    for i in 0..150 {
-        jsonl.push_str(
-            &json!({"session_id": format!("s{i:03}"), "content": format!("widget number {i}")})
-                .to_string(),
-        );
-        jsonl.push('\n');
-    }
-    env.ok_stdin(&["ingest", "--jsonl", "-"], jsonl.as_bytes());
+    ingest_lines(
+        &env,
+        (0..150).map(|i| (format!("s{i:03}"), format!("widget number {i}"))),
+    );
     let args = |limit: &'static str| {
         vec![
             "widget",
@@ -150,15 +149,10 @@ fn ties_beyond_the_pool_are_broken_by_their_key_across_segments() {
     // Three ingests with a search between each: the index holds three segments, and the
     // earliest ties are not all in the first one the collector visits.
     for part in 0..3 {
-        let mut jsonl = String::new();
-        for i in 0..60 {
-            let n = part * 60 + i;
-            jsonl.push_str(
-                &json!({"session_id": format!("s{n:03}"), "content": "sprocket wheel"}).to_string(),
-            );
-            jsonl.push('\n');
-        }
-        env.ok_stdin(&["ingest", "--jsonl", "-"], jsonl.as_bytes());
+        ingest_lines(
+            &env,
+            (part * 60..part * 60 + 60).map(|n| (format!("s{n:03}"), "sprocket wheel".into())),
+        );
         search(&env, &["sprocket"]);
     }
     let args = [
