@@ -1555,6 +1555,9 @@ fn bench_redact(_args: &[String]) -> Result<Value> {
     Ok(Value::Object(out))
 }
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let what = args.first().map(String::as_str).unwrap_or("store");

@@ -239,10 +239,11 @@ pub fn is_identifier_like(q: &str) -> bool {
     })
 }
 
+/// The clauses that apply `f`: to chunks when `chunk` is given, else to category documents
+/// (`category` their name field).
 fn filter_clauses(
     f: &Filters,
-    session: Option<Field>,
-    project: Option<Field>,
+    chunk: Option<&crate::index::ChunkFields>,
     category: Option<Field>,
     ts: Field,
 ) -> Vec<(Occur, Box<dyn Query>)> {
@@ -253,15 +254,15 @@ fn filter_clauses(
             Box::new(ConstScoreQuery::new(q, 0.0)) as Box<dyn Query>,
         ))
     };
-    if let (Some(s), Some(field)) = (&f.session_id, session) {
+    if let (Some(s), Some(cf)) = (&f.session_id, chunk) {
         push(Box::new(TermQuery::new(
-            Term::from_field_text(field, s),
+            crate::index::session_key(cf, s),
             IndexRecordOption::Basic,
         )));
     }
-    if let (Some(p), Some(field)) = (&f.project, project) {
+    if let (Some(p), Some(cf)) = (&f.project, chunk) {
         push(Box::new(TermQuery::new(
-            Term::from_field_text(field, p),
+            crate::index::project_key(cf, p),
             IndexRecordOption::Basic,
         )));
     }
@@ -1053,7 +1054,7 @@ fn bm25_pool(
         let s = idx.chunks.reader.searcher();
         let query = with_filters(
             bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
-            filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
+            filter_clauses(&req.filters, Some(f), None, f.ts),
         );
         for (score, _, addr) in top(&s, query.as_ref(), depth, 0)? {
             out.push((false, score, addr));
@@ -1064,7 +1065,7 @@ fn bm25_pool(
         let s = idx.categories.reader.searcher();
         let query = with_filters(
             bm25_text_query(f.content, None, &words),
-            filter_clauses(&req.filters, None, None, Some(f.category), f.ts),
+            filter_clauses(&req.filters, None, Some(f.category), f.ts),
         );
         for (score, _, addr) in top(&s, query.as_ref(), depth, 0)? {
             out.push((true, score, addr));
@@ -1084,7 +1085,7 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Res
         let s = idx.chunks.reader.searcher();
         let query = with_filters(
             bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
-            filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
+            filter_clauses(&req.filters, Some(f), None, f.ts),
         );
         let pool = top(&s, query.as_ref(), POOL.max(req.limit), 0)?;
         let addrs: Vec<DocAddress> = pool.iter().map(|(_, _, a)| *a).collect();
@@ -1107,7 +1108,7 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Res
         let s = idx.categories.reader.searcher();
         let query = with_filters(
             bm25_text_query(f.content, None, &words),
-            filter_clauses(&req.filters, None, None, Some(f.category), f.ts),
+            filter_clauses(&req.filters, None, Some(f.category), f.ts),
         );
         for (score, order, addr) in top(&s, query.as_ref(), req.limit, 0)? {
             hits.push(Hit::Category {
@@ -1194,7 +1195,7 @@ fn session_range(f: &crate::index::ChunkFields, session: &str, lo: u64, hi: u64)
     // A disjunction of exact term lookups: a term-set query would walk the whole dictionary.
     let clauses: Vec<(Occur, Box<dyn Query>)> = (lo..=hi)
         .map(|p| {
-            let t = Term::from_field_text(f.place, &crate::index::place_key(session, p));
+            let t = crate::index::place_term(f, session, p);
             (
                 Occur::Should,
                 Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>,
@@ -1221,10 +1222,10 @@ fn docs_at(
     let readers = s
         .segment_readers()
         .iter()
-        .map(|r| Ok((r.inverted_index(f.place).map_err(err)?, r.alive_bitset())))
+        .map(|r| Ok((r.inverted_index(f.key).map_err(err)?, r.alive_bitset())))
         .collect::<Result<Vec<_>>>()?;
     for p in lo..=hi {
-        let t = Term::from_field_text(f.place, &crate::index::place_key(session, p));
+        let t = crate::index::place_term(f, session, p);
         'segments: for (ord, (inverted, alive)) in readers.iter().enumerate() {
             let Some(mut postings) = inverted
                 .read_postings(&t, IndexRecordOption::Basic)
@@ -1255,7 +1256,7 @@ fn chunk_at(
     let f = &idx.chunk_fields;
     let q = with_filters(
         session_range(f, session, position, position),
-        filter_clauses(filters, Some(f.session), Some(f.project), None, f.ts),
+        filter_clauses(filters, Some(f), None, f.ts),
     );
     match top(s, q.as_ref(), 1, 0)?.into_iter().next() {
         Some((_, _, addr)) => Ok(Some((addr, doc(s, addr)?))),
@@ -1295,7 +1296,7 @@ fn exact(
         let s = idx.chunks.reader.searcher();
         let q = with_filters(
             phrase_query(f.content, &words),
-            filter_clauses(&req.filters, Some(f.session), Some(f.project), None, f.ts),
+            filter_clauses(&req.filters, Some(f), None, f.ts),
         );
         let mut offset = 0;
         let mut found = 0;
@@ -1332,7 +1333,7 @@ fn exact(
         let s = idx.categories.reader.searcher();
         let q = with_filters(
             phrase_query(f.content, &words),
-            filter_clauses(&req.filters, None, None, Some(f.category), f.ts),
+            filter_clauses(&req.filters, None, Some(f.category), f.ts),
         );
         for (score, order, addr) in top(&s, q.as_ref(), MAX_CANDIDATES, 0)? {
             let d = doc(&s, addr)?;
