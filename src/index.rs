@@ -821,12 +821,7 @@ impl Part {
                 }
                 Err(TantivyError::LockFailure(LockError::LockBusy, _)) => {
                     if start.elapsed() > timeout {
-                        return Err(Error::new(
-                            ErrorKind::Busy,
-                            "search index busy: another memdir process is updating it",
-                        )
-                        .hint("retry in a moment")
-                        .detail("retry_after_ms", Value::from(250)));
+                        return Err(index_busy());
                     }
                     std::thread::sleep(Duration::from_millis(wait));
                     wait = (wait * 2).min(20);
@@ -858,8 +853,113 @@ impl Part {
         merge_deletes_up_to: u32,
         durable: bool,
     ) -> Result<()> {
+        self.committing(durable, || {
+            self.commit_with(writer, payload, merge_deletes_up_to)
+        })
+    }
+
+    /// Only the writer lock of this part (what an [`IndexWriter`] takes), waiting (bounded)
+    /// while another process holds it: enough for [`Part::append_segment`].
+    pub fn lock_writer(&self, timeout: Duration) -> Result<DirectoryLock> {
+        let start = Instant::now();
+        let mut wait = 1u64;
+        loop {
+            match self
+                .index
+                .directory()
+                .acquire_lock(&tantivy::directory::INDEX_WRITER_LOCK)
+            {
+                Ok(l) => return Ok(l),
+                Err(LockError::LockBusy) => {
+                    if start.elapsed() > timeout {
+                        return Err(index_busy());
+                    }
+                    std::thread::sleep(Duration::from_millis(wait));
+                    wait = (wait * 2).min(20);
+                }
+                Err(e) => return Err(Error::internal(format!("index lock: {e}"))),
+            }
+        }
+    }
+
+    /// Whether the part lives on disk (not an index in memory for a read-only store).
+    pub fn on_disk(&self) -> bool {
+        self.durable.is_some()
+    }
+
+    /// How many segments of at most [`SMALL_SEGMENT`] documents the reader sees.
+    pub fn small_segments(&self) -> usize {
+        self.reader
+            .searcher()
+            .segment_readers()
+            .iter()
+            .filter(|r| r.max_doc() <= SMALL_SEGMENT)
+            .count()
+    }
+
+    /// Commits `docs` as one new segment with `payload`, under the writer `lock` (released
+    /// afterwards), without an [`IndexWriter`]: the commit of a few appended chunks.
+    ///
+    /// An `IndexWriter` gives every segment a 2^19-slot term table (zeroed, then scanned
+    /// whole to serialise: the size tantivy derives from any memory budget it accepts) and
+    /// starts six threads; a segment written here gets a table sized for a few documents
+    /// (it grows if needed). Nothing is deleted and nothing merged: the caller takes an
+    /// `IndexWriter` for deletions, and once [`MAX_SMALL_SEGMENTS`] small segments wait, so
+    /// that the merge policy folds them.
+    pub fn append_segment(
+        &self,
+        lock: DirectoryLock,
+        docs: Vec<TantivyDocument>,
+        payload: &Payload,
+        durable: bool,
+    ) -> Result<()> {
+        let r = self.committing(durable, || {
+            let err = |e: TantivyError| tantivy_err("append", e);
+            let metas = self.index.load_metas().map_err(err)?;
+            let mut next = metas.clone();
+            let mut opstamp = metas.opstamp;
+            if !docs.is_empty() {
+                let segment = self.index.new_segment();
+                let mut sw = tantivy::indexer::SegmentWriter::for_segment(
+                    APPEND_TABLE_BUDGET,
+                    segment.clone(),
+                )
+                .map_err(err)?;
+                for document in docs {
+                    opstamp += 1;
+                    sw.add_document(tantivy::indexer::AddOperation { opstamp, document })
+                        .map_err(err)?;
+                }
+                let max_doc = sw.max_doc();
+                sw.finalize().map_err(err)?;
+                let meta = segment.with_max_doc(max_doc).meta().clone();
+                meta.untrack_temp_docstore();
+                next.segments.push(meta);
+            }
+            next.opstamp = opstamp + 1;
+            next.payload =
+                Some(serde_json::to_string(payload).expect("invariant: payload serializes"));
+            let mut bytes =
+                serde_json::to_vec_pretty(&next).expect("invariant: index metas serialize");
+            bytes.push(b'\n');
+            let dir = self.index.directory();
+            // As an `IndexWriter` commits: the segment's files (fsynced when durable, see
+            // `LazyDir`), then meta.json naming them, atomically.
+            dir.sync_directory()
+                .map_err(|e| Error::internal(format!("index sync: {e}")))?;
+            dir.atomic_write(Path::new("meta.json"), &bytes)
+                .map_err(|e| Error::internal(format!("index metas: {e}")))?;
+            self.reader.reload().map_err(|e| tantivy_err("reload", e))
+        });
+        drop(lock);
+        r
+    }
+
+    /// Runs a commit `f`, fsynced when `durable`, else inside a window of lazy commits (see
+    /// [`LazyDir`]).
+    fn committing(&self, durable: bool, f: impl FnOnce() -> Result<()>) -> Result<()> {
         let Some(flag) = &self.durable else {
-            return self.commit_with(writer, payload, merge_deletes_up_to);
+            return f();
         };
         let marker = lazy_marker(&self.dir);
         let durable = durable || boot_id().is_none();
@@ -869,7 +969,7 @@ impl Part {
             write_durable(&marker, boot.as_bytes()).at("write index marker", &marker)?;
         }
         flag.store(durable, Ordering::Release);
-        let r = self.commit_with(writer, payload, merge_deletes_up_to);
+        let r = f();
         flag.store(true, Ordering::Release);
         r?;
         if durable {
@@ -953,6 +1053,26 @@ impl Part {
         Ok(())
     }
 }
+
+/// The answer when another process holds an index's writer lock too long.
+fn index_busy() -> Error {
+    Error::new(
+        ErrorKind::Busy,
+        "search index busy: another memdir process is updating it",
+    )
+    .hint("retry in a moment")
+    .detail("retry_after_ms", Value::from(250))
+}
+
+/// A segment this small is one a catch-up made (see [`Part::append_segment`]).
+pub const SMALL_SEGMENT: u32 = 256;
+
+/// Small segments a catch-up may leave before it commits through an `IndexWriter`, whose merge
+/// policy folds them (eight of a level merge).
+pub const MAX_SMALL_SEGMENTS: usize = 7;
+
+/// The memory budget a directly written segment's term table is sized from: 2^13 slots.
+const APPEND_TABLE_BUDGET: usize = 300_000;
 
 /// How segments are merged as commits add them.
 ///
@@ -1197,6 +1317,87 @@ mod tests {
             .iter()
             .map(|m| (m.id(), m.max_doc()))
             .collect()
+    }
+
+    fn payload_at(idx: &SearchIndex, generation: i64) -> Payload {
+        Payload {
+            schema: INDEX_SCHEMA_VERSION,
+            analyzer: idx.cfg.tokenizer_name(),
+            epoch: "e".into(),
+            generation,
+            fingerprint: String::new(),
+        }
+    }
+
+    fn doc_of(idx: &SearchIndex, i: u64, text: &str) -> TantivyDocument {
+        let c = crate::model::ChunkRecord {
+            session_id: "s".into(),
+            replica: "r".into(),
+            seq: i,
+            hlc: String::new(),
+            ts: String::new(),
+            project: String::new(),
+            metadata: serde_json::json!({}),
+            content: text.into(),
+        };
+        idx.chunk_doc("sessions/s/r.jsonl", &c, i, None)
+    }
+
+    fn hits(idx: &SearchIndex, word: &str) -> usize {
+        let q = tantivy::query::TermQuery::new(
+            Term::from_field_text(idx.chunk_fields.content, word),
+            IndexRecordOption::Basic,
+        );
+        idx.chunks
+            .reader
+            .searcher()
+            .search(&q, &tantivy::collector::Count)
+            .unwrap()
+    }
+
+    #[test]
+    fn segments_written_without_a_writer_are_searchable_and_reopen_with_their_payload() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        let t = Duration::from_secs(5);
+        let lock = idx.chunks.lock_writer(t).unwrap();
+        // While the lock is held, no writer (of this process or another) can be taken.
+        let busy = idx.chunks.writer(1, 32_000_000, Duration::from_millis(50));
+        assert_eq!(busy.err().map(|e| e.kind), Some(ErrorKind::Busy));
+        let docs = vec![doc_of(&idx, 0, "apple pie"), doc_of(&idx, 1, "apple tart")];
+        idx.chunks
+            .append_segment(lock, docs, &payload_at(&idx, 1), false)
+            .unwrap();
+        assert_eq!(hits(&idx, "appl"), 2);
+        let lock = idx.chunks.lock_writer(t).unwrap();
+        idx.chunks
+            .append_segment(
+                lock,
+                vec![doc_of(&idx, 2, "pear")],
+                &payload_at(&idx, 2),
+                true,
+            )
+            .unwrap();
+        // Nothing to add still records the payload.
+        let lock = idx.chunks.lock_writer(t).unwrap();
+        idx.chunks
+            .append_segment(lock, Vec::new(), &payload_at(&idx, 3), false)
+            .unwrap();
+        assert_eq!(idx.chunks.small_segments(), 2);
+        // A writer afterwards sees them, and deletes among them.
+        let w = idx.chunks.writer(1, 32_000_000, t).unwrap();
+        w.delete_term(Term::from_field_text(idx.chunk_fields.content, "pear"));
+        w.add_document(doc_of(&idx, 3, "plum")).unwrap();
+        idx.chunks
+            .commit(w, &payload_at(&idx, 4), 0, false)
+            .unwrap();
+        assert_eq!(hits(&idx, "pear"), 0);
+        assert_eq!(hits(&idx, "plum"), 1);
+        drop(idx);
+        let idx = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        assert_eq!(idx.chunks.payload(), Some(payload_at(&idx, 4)));
+        assert_eq!(idx.chunks.reader.searcher().num_docs(), 3);
+        assert_eq!(hits(&idx, "appl"), 2);
     }
 
     #[test]

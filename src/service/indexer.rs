@@ -92,8 +92,14 @@ pub(crate) trait IndexWrite {
     fn apply(&mut self, pass: &Pass<'_>, changes: &[Change], absorbed: i64) -> Result<()>;
     /// Replaces every document with what the files hold.
     fn rebuild(&mut self, pass: &Pass<'_>, progress: Option<Progress<'_>>) -> Result<()>;
-    /// Commits the update with `payload`, fsynced when `durable`.
-    fn commit(self: Box<Self>, payload: &Payload, durable: bool) -> Result<()>;
+    /// Whether [`IndexWrite::rebuild`] can run on it (else the caller takes a rebuild's
+    /// writer instead).
+    fn can_rebuild(&self) -> bool {
+        true
+    }
+    /// Commits the update with `payload`, fsynced when `durable`. `false`: nothing was
+    /// committed, because another process committed first (the caller starts again).
+    fn commit(self: Box<Self>, payload: &Payload, durable: bool) -> Result<bool>;
 }
 
 /// The derived indexes of a search index, in the order they are caught up.
@@ -131,7 +137,54 @@ struct ChunkIndex<'a> {
 
 struct ChunkWrite<'a> {
     idx: &'a SearchIndex,
-    writer: IndexWriter,
+    sink: ChunkSink,
+    lock_timeout: std::time::Duration,
+}
+
+/// Where a chunk catch-up's operations go.
+enum ChunkSink {
+    /// A tantivy writer: rebuilds, and catch-ups once small segments have piled up.
+    Writer(IndexWriter),
+    /// Only the index's writer lock, with the operations kept in order: when they turn out
+    /// to be a few additions (appended chunks, the usual catch-up) they are written as one
+    /// segment directly (`index::Part::append_segment`, about half the cost); otherwise they
+    /// go to a writer at commit.
+    Direct {
+        lock: tantivy::directory::DirectoryLock,
+        /// The payload when the lock was taken: a writer taken at commit (after the lock
+        /// was let go) must find it unchanged, or another process has committed meanwhile.
+        base: Option<Payload>,
+        ops: Vec<ChunkOp>,
+    },
+}
+
+enum ChunkOp {
+    Add(tantivy::TantivyDocument),
+    Delete(tantivy::Term),
+}
+
+/// At most this many documents are written as one segment without a writer.
+const DIRECT_MAX_DOCS: usize = 1_000;
+
+impl ChunkSink {
+    fn add_document(&mut self, d: tantivy::TantivyDocument) -> Result<()> {
+        match self {
+            ChunkSink::Writer(w) => w.add_document(d).map(|_| ()).map_err(index_err),
+            ChunkSink::Direct { ops, .. } => {
+                ops.push(ChunkOp::Add(d));
+                Ok(())
+            }
+        }
+    }
+
+    fn delete_term(&mut self, t: tantivy::Term) {
+        match self {
+            ChunkSink::Writer(w) => {
+                w.delete_term(t);
+            }
+            ChunkSink::Direct { ops, .. } => ops.push(ChunkOp::Delete(t)),
+        }
+    }
 }
 
 impl DerivedIndex for ChunkIndex<'_> {
@@ -151,15 +204,23 @@ impl DerivedIndex for ChunkIndex<'_> {
         // A rebuild writes few, large segments: each segment costs every later search its
         // own term lookups and scorers. At 512 MB per thread 1M chunks make two segments
         // (nine at 256 MB), for a peak of about 480 MB while rebuilding and no longer rebuild.
-        let (threads, budget) = if full {
-            (2, 512_000_000)
+        let part = &self.idx.chunks;
+        let sink = if full {
+            ChunkSink::Writer(part.writer(2, 512_000_000, self.lock_timeout)?)
+        } else if part.on_disk() && part.small_segments() < crate::index::MAX_SMALL_SEGMENTS {
+            let lock = part.lock_writer(self.lock_timeout)?;
+            ChunkSink::Direct {
+                lock,
+                base: part.refresh()?,
+                ops: Vec::new(),
+            }
         } else {
-            (1, 32_000_000)
+            ChunkSink::Writer(part.writer(1, 32_000_000, self.lock_timeout)?)
         };
-        let writer = self.idx.chunks.writer(threads, budget, self.lock_timeout)?;
         Ok(Box::new(ChunkWrite {
             idx: self.idx,
-            writer,
+            sink,
+            lock_timeout: self.lock_timeout,
         }))
     }
     fn counts(&self, memdir: &Memdir) -> Result<Counts> {
@@ -190,8 +251,8 @@ impl DerivedIndex for ChunkIndex<'_> {
 
 impl ChunkWrite<'_> {
     /// Re-reads a whole session directory (every segment, numbered by rank over all).
-    fn index_session(&self, pass: &Pass<'_>, dir: &std::path::Path) -> Result<u64> {
-        let (idx, cw) = (self.idx, &self.writer);
+    fn index_session(&mut self, pass: &Pass<'_>, dir: &std::path::Path) -> Result<u64> {
+        let idx = self.idx;
         let mut all = Vec::new();
         let mut session_id = None;
         let segs = store::list_segments(pass.memdir.layout(), dir)?;
@@ -208,17 +269,18 @@ impl ChunkWrite<'_> {
             }
         }
         if let Some(id) = &session_id {
-            cw.delete_term(session_term(idx, id));
+            self.sink.delete_term(session_term(idx, id));
         }
         for f in &segs {
-            cw.delete_term(seg_term(idx, &f.rel.to_string_lossy()));
+            self.sink
+                .delete_term(seg_term(idx, &f.rel.to_string_lossy()));
         }
         all.sort_by(|(_, a), (_, b)| (&a.hlc, &a.replica, a.seq).cmp(&(&b.hlc, &b.replica, b.seq)));
         let n = all.len() as u64;
         for (i, (rel, c)) in all.iter().enumerate() {
             let prev = i.checked_sub(1).map(|p| all[p].1.content.as_str());
-            cw.add_document(idx.chunk_doc(rel, c, i as u64, prev))
-                .map_err(index_err)?;
+            self.sink
+                .add_document(idx.chunk_doc(rel, c, i as u64, prev))?;
         }
         Ok(n)
     }
@@ -226,7 +288,7 @@ impl ChunkWrite<'_> {
 
 impl IndexWrite for ChunkWrite<'_> {
     fn apply(&mut self, pass: &Pass<'_>, changes: &[Change], absorbed: i64) -> Result<()> {
-        let (idx, cw) = (self.idx, &self.writer);
+        let idx = self.idx;
         let layout = pass.memdir.layout();
         let mut full_segments = BTreeSet::new();
         let mut appends: BTreeMap<String, u64> = BTreeMap::new();
@@ -271,12 +333,12 @@ impl IndexWrite for ChunkWrite<'_> {
             if in_full(rel) {
                 continue;
             }
-            cw.delete_term(seg_term(idx, rel));
+            self.sink.delete_term(seg_term(idx, rel));
             let seg = read_prefix(&layout.root.join(rel), 0, pass.snap.lens.get(rel).copied())?;
             let mut prev: Option<String> = None;
             for (i, c) in order_segment(seg.chunks).into_iter().enumerate() {
-                cw.add_document(idx.chunk_doc(rel, &c, i as u64, prev.as_deref()))
-                    .map_err(index_err)?;
+                self.sink
+                    .add_document(idx.chunk_doc(rel, &c, i as u64, prev.as_deref()))?;
                 prev = Some(c.content);
             }
         }
@@ -298,16 +360,27 @@ impl IndexWrite for ChunkWrite<'_> {
                 (b, Some(c)) => search::stored_content_at(idx, &c.session_id, b - 1)?,
             };
             for (i, c) in order_segment(seg.chunks).into_iter().enumerate() {
-                cw.add_document(idx.chunk_doc(rel, &c, before + i as u64, prev.as_deref()))
-                    .map_err(index_err)?;
+                self.sink.add_document(idx.chunk_doc(
+                    rel,
+                    &c,
+                    before + i as u64,
+                    prev.as_deref(),
+                ))?;
                 prev = Some(c.content);
             }
         }
         Ok(())
     }
 
+    fn can_rebuild(&self) -> bool {
+        matches!(self.sink, ChunkSink::Writer(_))
+    }
+
     fn rebuild(&mut self, pass: &Pass<'_>, progress: Option<Progress<'_>>) -> Result<()> {
-        self.writer.delete_all_documents().map_err(index_err)?;
+        let ChunkSink::Writer(w) = &self.sink else {
+            return Err(Error::internal("invariant: a rebuild has a writer"));
+        };
+        w.delete_all_documents().map_err(index_err)?;
         let layout = pass.memdir.layout();
         let total: u64 = pass.snap.lens.values().sum();
         let mut done = 0u64;
@@ -328,10 +401,46 @@ impl IndexWrite for ChunkWrite<'_> {
         Ok(())
     }
 
-    fn commit(self: Box<Self>, payload: &Payload, durable: bool) -> Result<()> {
-        self.idx
-            .chunks
-            .commit(self.writer, payload, 200_000, durable)
+    fn commit(self: Box<Self>, payload: &Payload, durable: bool) -> Result<bool> {
+        let part = &self.idx.chunks;
+        let (lock, base, ops) = match self.sink {
+            ChunkSink::Writer(w) => {
+                part.commit(w, payload, 200_000, durable)?;
+                return Ok(true);
+            }
+            ChunkSink::Direct { lock, base, ops } => (lock, base, ops),
+        };
+        if ops.len() <= DIRECT_MAX_DOCS && ops.iter().all(|o| matches!(o, ChunkOp::Add(_))) {
+            let docs = ops
+                .into_iter()
+                .filter_map(|o| match o {
+                    ChunkOp::Add(d) => Some(d),
+                    ChunkOp::Delete(_) => None,
+                })
+                .collect();
+            part.append_segment(lock, docs, payload, durable)?;
+            return Ok(true);
+        }
+        // Deletions (a session re-read, a segment changed by hand) or many documents: a
+        // writer, which takes the lock itself. Another process may commit in the moment
+        // between; then the operations may be stale, and the catch-up starts again.
+        drop(lock);
+        let w = part.writer(1, 32_000_000, self.lock_timeout)?;
+        if part.refresh()? != base {
+            return Ok(false);
+        }
+        for op in ops {
+            match op {
+                ChunkOp::Add(d) => {
+                    w.add_document(d).map_err(index_err)?;
+                }
+                ChunkOp::Delete(t) => {
+                    w.delete_term(t);
+                }
+            }
+        }
+        part.commit(w, payload, 200_000, durable)?;
+        Ok(true)
     }
 }
 
@@ -441,12 +550,13 @@ impl IndexWrite for CategoryWrite<'_> {
         Ok(())
     }
 
-    fn commit(self: Box<Self>, payload: &Payload, durable: bool) -> Result<()> {
+    fn commit(self: Box<Self>, payload: &Payload, durable: bool) -> Result<bool> {
         // Deletions are merged away at once, so BM25 statistics never count deleted
         // documents.
         self.idx
             .categories
-            .commit(self.writer, payload, u32::MAX, durable)
+            .commit(self.writer, payload, u32::MAX, durable)?;
+        Ok(true)
     }
 }
 
@@ -615,10 +725,12 @@ impl Memdir {
             return Ok(true);
         }
         if rebuild {
-            // A rebuild found necessary only now needs every writer.
+            // A rebuild found necessary only now needs every writer, and a writer of its own
+            // kind (the snapshot below is taken once all are held).
             for (w, i) in writers.iter_mut().zip(&indexes) {
-                if w.is_none() {
-                    *w = Some(i.writer(full)?);
+                if w.as_ref().is_none_or(|w| !w.can_rebuild()) {
+                    *w = None;
+                    *w = Some(i.writer(true)?);
                 }
             }
         }
@@ -681,7 +793,9 @@ impl Memdir {
                 // A commit is fsynced only now and then (see `index::LazyDir`); the feed keeps
                 // every change after the last durable one.
                 let durable = rebuild || i.due_durable();
-                w.commit(&payload, durable)?;
+                if !w.commit(&payload, durable)? {
+                    return Ok(false);
+                }
                 if durable {
                     inner.ledger.set_meta(
                         &durable_key(i.name()),
