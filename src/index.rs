@@ -504,12 +504,23 @@ fn boot_id() -> Option<String> {
 
 /// An `MmapDirectory` whose writes skip fsync while `durable` is false, and which, when it is
 /// true, fsyncs every file of the directory before the new meta.json is written.
+///
+/// While lazy it also holds back tantivy's list of the files it manages (`.managed.json`,
+/// rewritten whole for every file a segment adds: six per segment) and writes only the
+/// newest list, just before the next `meta.json`. Nothing is lost by that: a file is named
+/// by `meta.json` only after it is in a list written before it, and a list on disk that is
+/// behind only names files since deleted (garbage collection forgets those) or lacks files no
+/// `meta.json` names yet (left on disk, never read).
 #[derive(Clone, Debug)]
 struct LazyDir {
     inner: MmapDirectory,
     root: PathBuf,
     durable: Arc<AtomicBool>,
+    managed: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
 }
+
+/// tantivy's list of the files it manages (see [`LazyDir`]).
+const MANAGED_LIST: &str = ".managed.json";
 
 /// A file written without fsync.
 struct LazyFile(std::fs::File);
@@ -545,6 +556,44 @@ impl LazyDir {
     fn durable(&self) -> bool {
         self.durable.load(Ordering::Acquire)
     }
+
+    /// Writes `data` to `path` by a rename, without fsync.
+    fn replace_lazily(&self, path: &Path, data: &[u8]) -> std::io::Result<()> {
+        // A name of this writer's own: meta.json is written without tantivy's writer lock
+        // when an index is created, so two processes may write it at once.
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let tmp = self.root.join(
+            format!(
+                ".{}.{}.{}.tmp",
+                path.display(),
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            )
+            .replace('/', "_"),
+        );
+        std::fs::write(&tmp, data)?;
+        std::fs::rename(&tmp, self.root.join(path))
+    }
+
+    /// Writes the file list held back, if any (durably when the directory is).
+    fn flush_managed(&self) -> std::io::Result<()> {
+        let mut held = self
+            .managed
+            .lock()
+            .map_err(|_| std::io::Error::other("managed file list poisoned"))?;
+        if let Some(data) = held.take() {
+            let r = if self.durable() {
+                self.inner.atomic_write(Path::new(MANAGED_LIST), &data)
+            } else {
+                self.replace_lazily(Path::new(MANAGED_LIST), &data)
+            };
+            if r.is_err() {
+                *held = Some(data);
+            }
+            r?;
+        }
+        Ok(())
+    }
 }
 
 impl Directory for LazyDir {
@@ -578,32 +627,42 @@ impl Directory for LazyDir {
         Ok(std::io::BufWriter::new(Box::new(LazyFile(file))))
     }
     fn atomic_read(&self, path: &Path) -> std::result::Result<Vec<u8>, OpenReadError> {
+        if path == Path::new(MANAGED_LIST)
+            && let Ok(held) = self.managed.lock()
+            && let Some(data) = held.as_ref()
+        {
+            return Ok(data.clone());
+        }
         self.inner.atomic_read(path)
     }
     fn atomic_write(&self, path: &Path, data: &[u8]) -> std::io::Result<()> {
+        if path == Path::new(MANAGED_LIST) && !self.durable() {
+            *self
+                .managed
+                .lock()
+                .map_err(|_| std::io::Error::other("managed file list poisoned"))? =
+                Some(data.to_vec());
+            return Ok(());
+        }
+        if path == Path::new(MANAGED_LIST) {
+            // Durable: this list supersedes any held back.
+            if let Ok(mut held) = self.managed.lock() {
+                *held = None;
+            }
+        } else {
+            self.flush_managed()?;
+        }
         if self.durable() {
             self.inner.atomic_write(path, data)?;
             return sync_dir(&self.root);
         }
-        // A name of this writer's own: meta.json is written without tantivy's writer lock
-        // when an index is created, so two processes may write it at once.
-        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let tmp = self.root.join(
-            format!(
-                ".{}.{}.{}.tmp",
-                path.display(),
-                std::process::id(),
-                SEQ.fetch_add(1, Ordering::Relaxed)
-            )
-            .replace('/', "_"),
-        );
-        std::fs::write(&tmp, data)?;
-        std::fs::rename(&tmp, self.root.join(path))
+        self.replace_lazily(path, data)
     }
     fn sync_directory(&self) -> std::io::Result<()> {
         if !self.durable() {
             return Ok(());
         }
+        self.flush_managed()?;
         // Files written by earlier lazy commits (of any process) become durable before the
         // meta.json that is about to name them.
         for e in std::fs::read_dir(&self.root)? {
@@ -670,6 +729,7 @@ impl Part {
                     inner: d,
                     root: dir.to_path_buf(),
                     durable: durable.clone(),
+                    managed: Default::default(),
                 },
                 schema,
             )
@@ -1393,6 +1453,21 @@ mod tests {
             .unwrap();
         assert_eq!(hits(&idx, "pear"), 0);
         assert_eq!(hits(&idx, "plum"), 1);
+        // The list of managed files (held back while lazy) names every file meta.json needs.
+        let part = dir.path().join("chunks");
+        let managed: Vec<String> =
+            serde_json::from_slice(&std::fs::read(part.join(MANAGED_LIST)).unwrap()).unwrap();
+        let metas = idx.chunks.index.load_metas().unwrap();
+        assert!(!metas.segments.is_empty());
+        for f in metas.list_segment_files() {
+            let f = f.to_string_lossy().into_owned();
+            // Candidates: a segment without deletions has no `.del` file.
+            if part.join(&f).exists() {
+                assert!(managed.contains(&f), "{f} not in {managed:?}");
+            } else {
+                assert!(f.ends_with(".del") || f.ends_with(".temp"), "{f} missing");
+            }
+        }
         drop(idx);
         let idx = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
         assert_eq!(idx.chunks.payload(), Some(payload_at(&idx, 4)));
