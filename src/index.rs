@@ -1346,26 +1346,10 @@ mod tests {
             .writer(1, 32_000_000, Duration::from_secs(5))
             .unwrap();
         for i in from..from + n {
-            let c = crate::model::ChunkRecord {
-                session_id: format!("s{}", i % 7),
-                replica: "r".into(),
-                seq: i,
-                hlc: String::new(),
-                ts: String::new(),
-                project: String::new(),
-                metadata: serde_json::json!({}),
-                content: format!("turn {i}"),
-            };
-            w.add_document(idx.chunk_doc("sessions/x/r.jsonl", &c, i, None))
+            w.add_document(doc_of(idx, i, &format!("turn {i}")))
                 .unwrap();
         }
-        let payload = Payload {
-            schema: INDEX_SCHEMA_VERSION,
-            analyzer: idx.cfg.tokenizer_name(),
-            epoch: "e".into(),
-            generation: (from + n) as i64,
-            fingerprint: String::new(),
-        };
+        let payload = payload_at(idx, (from + n) as i64);
         idx.chunks.commit(w, &payload, 0, false).unwrap();
     }
 
