@@ -306,6 +306,35 @@ fn with_filters(text: Box<dyn Query>, filters: Vec<(Occur, Box<dyn Query>)>) -> 
     Box::new(BooleanQuery::new(clauses))
 }
 
+/// An index with its searchers taken once: every step of one search (ranking, windows,
+/// stored texts) reads the same commit, so its document addresses stay valid while catch-ups
+/// commit and reload beside it. Dereferences to the index for fields and the analyzer.
+pub struct View<'a> {
+    idx: &'a SearchIndex,
+    /// The chunk index's searcher.
+    pub cs: Searcher,
+    /// The category index's searcher.
+    pub gs: Searcher,
+}
+
+impl<'a> View<'a> {
+    /// The index as its readers hold it now.
+    pub fn of(idx: &'a SearchIndex) -> View<'a> {
+        View {
+            idx,
+            cs: idx.chunks.reader.searcher(),
+            gs: idx.categories.reader.searcher(),
+        }
+    }
+}
+
+impl std::ops::Deref for View<'_> {
+    type Target = SearchIndex;
+    fn deref(&self) -> &SearchIndex {
+        self.idx
+    }
+}
+
 /// Weight of a match in the previous turn's text (the `context` field) relative to a match in
 /// the chunk itself.
 pub const CONTEXT_WEIGHT: f32 = 0.5;
@@ -601,7 +630,7 @@ pub fn excerpt(text: &str, terms: &mut Terms, max: Option<usize>) -> (String, bo
 }
 
 /// Runs a search.
-pub fn run(idx: &SearchIndex, req: &Request) -> Result<Outcome> {
+pub fn run(idx: &View<'_>, req: &Request) -> Result<Outcome> {
     let q = req.query.trim();
     if q.chars().count() > MAX_QUERY_CHARS {
         return Err(Error::too_large(
@@ -941,7 +970,7 @@ fn fast_order(s: &Searcher, addr: DocAddress) -> u64 {
 /// Runs a `semantic` or `hybrid` search with the nearest vectors in `dense`. Hybrid fuses the
 /// best [`FUSION_DEPTH`] BM25 hits of the filtered query with the dense lists ([`fuse`]);
 /// chunks and categories are fused as one pool, so the engines' scales never meet.
-pub fn run_dense(idx: &SearchIndex, req: &Request, dense: &Dense, hybrid: bool) -> Result<Outcome> {
+pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> Result<Outcome> {
     let q = req.query.trim();
     if q.chars().count() > MAX_QUERY_CHARS {
         return Err(Error::too_large(
@@ -951,8 +980,8 @@ pub fn run_dense(idx: &SearchIndex, req: &Request, dense: &Dense, hybrid: bool) 
             "characters",
         ));
     }
-    let cs = idx.chunks.reader.searcher();
-    let gs = idx.categories.reader.searcher();
+    let cs = idx.cs.clone();
+    let gs = idx.gs.clone();
     // Keys: (0 chunk | 1 category, segment, doc).
     let key = |cat: bool, a: &DocAddress| (cat as u8, a.segment_ord, a.doc_id);
     let mut dense_list: Vec<((u8, u32, u32), f32)> = Vec::new();
@@ -1039,7 +1068,7 @@ pub fn run_dense(idx: &SearchIndex, req: &Request, dense: &Dense, hybrid: bool) 
 /// The best `depth` BM25 hits of each index under the filters, without reading documents:
 /// `(is_category, score, address)`.
 fn bm25_pool(
-    idx: &SearchIndex,
+    idx: &View<'_>,
     text: &str,
     req: &Request,
     depth: usize,
@@ -1051,7 +1080,7 @@ fn bm25_pool(
     }
     if req.filters.wants_chunks() {
         let f = &idx.chunk_fields;
-        let s = idx.chunks.reader.searcher();
+        let s = idx.cs.clone();
         let query = with_filters(
             bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
             filter_clauses(&req.filters, Some(f), None, f.ts),
@@ -1062,7 +1091,7 @@ fn bm25_pool(
     }
     if req.filters.wants_categories() {
         let f = &idx.category_fields;
-        let s = idx.categories.reader.searcher();
+        let s = idx.gs.clone();
         let query = with_filters(
             bm25_text_query(f.content, None, &words),
             filter_clauses(&req.filters, None, Some(f.category), f.ts),
@@ -1074,7 +1103,7 @@ fn bm25_pool(
     Ok(out)
 }
 
-fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Result<Vec<Hit>> {
+fn bm25(idx: &View<'_>, text: &str, req: &Request, folded: &mut usize) -> Result<Vec<Hit>> {
     let words = analyze(idx, text)?;
     if words.is_empty() {
         return Ok(Vec::new());
@@ -1082,7 +1111,7 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Res
     let mut hits = Vec::new();
     if req.filters.wants_chunks() {
         let f = &idx.chunk_fields;
-        let s = idx.chunks.reader.searcher();
+        let s = idx.cs.clone();
         let query = with_filters(
             bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
             filter_clauses(&req.filters, Some(f), None, f.ts),
@@ -1105,7 +1134,7 @@ fn bm25(idx: &SearchIndex, text: &str, req: &Request, folded: &mut usize) -> Res
     }
     if req.filters.wants_categories() {
         let f = &idx.category_fields;
-        let s = idx.categories.reader.searcher();
+        let s = idx.gs.clone();
         let query = with_filters(
             bm25_text_query(f.content, None, &words),
             filter_clauses(&req.filters, None, Some(f.category), f.ts),
@@ -1148,7 +1177,7 @@ fn rank(cands: Vec<Candidate>, req: &Request) -> Vec<Ranked> {
 /// a turn of another region. The choice follows the ranking, so a larger limit only shows more
 /// of the same list.
 fn choose(
-    idx: &SearchIndex,
+    idx: &View<'_>,
     s: &Searcher,
     ranked: Vec<Ranked>,
     req: &Request,
@@ -1247,7 +1276,7 @@ fn docs_at(
 }
 
 fn chunk_at(
-    idx: &SearchIndex,
+    idx: &View<'_>,
     s: &Searcher,
     session: &str,
     position: u64,
@@ -1265,12 +1294,8 @@ fn chunk_at(
 }
 
 /// The stored content of the chunk at `position` in `session`, if indexed.
-pub fn stored_content_at(
-    idx: &SearchIndex,
-    session: &str,
-    position: u64,
-) -> Result<Option<String>> {
-    let s = idx.chunks.reader.searcher();
+pub fn stored_content_at(idx: &View<'_>, session: &str, position: u64) -> Result<Option<String>> {
+    let s = idx.cs.clone();
     Ok(chunk_at(idx, &s, session, position, &Filters::default())?
         .map(|(_, d)| get_str(&d, idx.chunk_fields.content)))
 }
@@ -1278,7 +1303,7 @@ pub fn stored_content_at(
 /// Exact: the index narrows candidates by the phrase of the query's words; the stored text
 /// verifies the literal, byte for byte. No false positives.
 fn exact(
-    idx: &SearchIndex,
+    idx: &View<'_>,
     literal: &str,
     req: &Request,
     notes: &mut Vec<String>,
@@ -1293,7 +1318,7 @@ fn exact(
     let mut hits = Vec::new();
     if req.filters.wants_chunks() {
         let f = &idx.chunk_fields;
-        let s = idx.chunks.reader.searcher();
+        let s = idx.cs.clone();
         let q = with_filters(
             phrase_query(f.content, &words),
             filter_clauses(&req.filters, Some(f), None, f.ts),
@@ -1330,7 +1355,7 @@ fn exact(
     }
     if req.filters.wants_categories() {
         let f = &idx.category_fields;
-        let s = idx.categories.reader.searcher();
+        let s = idx.gs.clone();
         let q = with_filters(
             phrase_query(f.content, &words),
             filter_clauses(&req.filters, None, Some(f.category), f.ts),
@@ -1359,7 +1384,7 @@ fn exact(
 /// chunk itself left out. With `cut`, each line is an excerpt: [`NEAR_CONTEXT_CHARS`] next
 /// to the hit, [`FAR_CONTEXT_CHARS`] further away.
 pub fn window(
-    idx: &SearchIndex,
+    idx: &View<'_>,
     s: &Searcher,
     session: &str,
     position: u64,
@@ -1449,9 +1474,9 @@ fn explain(
     }
 }
 
-fn shape(idx: &SearchIndex, hits: &[Hit], req: &Request, engine: &str) -> Result<Vec<SearchHit>> {
-    let cs = idx.chunks.reader.searcher();
-    let gs = idx.categories.reader.searcher();
+fn shape(idx: &View<'_>, hits: &[Hit], req: &Request, engine: &str) -> Result<Vec<SearchHit>> {
+    let cs = idx.cs.clone();
+    let gs = idx.gs.clone();
     let mut out = Vec::with_capacity(hits.len());
     let mut terms = Terms::new(idx, &req.query)?;
     let best_category = hits

@@ -21,7 +21,7 @@ use super::Memdir;
 use crate::embed::{Embedder, Spec};
 use crate::error::{Error, Result};
 use crate::index::SearchIndex;
-use crate::search::{Dense, FUSION_DEPTH, Filters};
+use crate::search::{Dense, FUSION_DEPTH, Filters, View};
 use crate::vector::{self, Hash, VectorCache, quantize};
 
 const NO_ROW: u32 = u32::MAX;
@@ -113,12 +113,11 @@ impl DenseState {
     }
 
     /// Reads the documents of segments not seen yet and forgets those merged away.
-    fn sync(&mut self, idx: &SearchIndex) -> Result<()> {
+    fn sync(&mut self, idx: &View<'_>) -> Result<()> {
         self.cache.reload().map_err(|e| Error::internal(e.0))?;
         let cf = &idx.chunk_fields;
         let gf = &idx.category_fields;
-        let cs = idx.chunks.reader.searcher();
-        let gs = idx.categories.reader.searcher();
+        let (cs, gs) = (&idx.cs, &idx.gs);
         let mut interned: HashMap<String, Arc<str>> = HashMap::new();
         let mut intern = |s: String| -> Arc<str> {
             interned
@@ -126,7 +125,7 @@ impl DenseState {
                 .or_insert_with_key(|k| Arc::from(k.as_str()))
                 .clone()
         };
-        for (cat, searcher) in [(false, &cs), (true, &gs)] {
+        for (cat, searcher) in [(false, cs), (true, gs)] {
             let segs = if cat {
                 &mut self.categories
             } else {
@@ -218,15 +217,12 @@ impl DenseState {
         self.pending.retain(|h, _| cache.row(h).is_none());
     }
 
-    fn coverage(&self, idx: &SearchIndex) -> Coverage {
+    fn coverage(&self, idx: &View<'_>) -> Coverage {
         if self.unresolved == 0 {
             // Every document read has a vector: the live documents of the segments read are
             // the total, as the full count below gives it, without a pass over each document.
             let mut total = 0u64;
-            for (segs, searcher) in [
-                (&self.chunks, idx.chunks.reader.searcher()),
-                (&self.categories, idx.categories.reader.searcher()),
-            ] {
+            for (segs, searcher) in [(&self.chunks, &idx.cs), (&self.categories, &idx.gs)] {
                 for reader in searcher.segment_readers() {
                     if segs.segs.contains_key(&reader.segment_id()) {
                         total += u64::from(reader.num_docs());
@@ -242,10 +238,7 @@ impl DenseState {
             embedded: 0,
             total: 0,
         };
-        for (segs, searcher) in [
-            (&self.chunks, idx.chunks.reader.searcher()),
-            (&self.categories, idx.categories.reader.searcher()),
-        ] {
+        for (segs, searcher) in [(&self.chunks, &idx.cs), (&self.categories, &idx.gs)] {
             for reader in searcher.segment_readers() {
                 let Some(docs) = segs.segs.get(&reader.segment_id()) else {
                     continue;
@@ -502,7 +495,7 @@ impl Memdir {
     /// document has its vector yet.
     pub(crate) fn dense_hits(
         &self,
-        idx: &SearchIndex,
+        idx: &View<'_>,
         query: &str,
         filters: &Filters,
     ) -> std::result::Result<(Dense, Coverage), Fallback> {
@@ -599,13 +592,12 @@ impl Memdir {
             ham: s.cache.hamming_all(&q),
             q,
         };
-        let cs = idx.chunks.reader.searcher();
-        let gs = idx.categories.reader.searcher();
+        let (cs, gs) = (&idx.cs, &idx.gs);
         let near =
             |segs, searcher, cat| nearest(segs, searcher, &probe, filters, cat, FUSION_DEPTH);
         let dense = Dense {
-            chunks: near(&s.chunks, &cs, false),
-            categories: near(&s.categories, &gs, true),
+            chunks: near(&s.chunks, cs, false),
+            categories: near(&s.categories, gs, true),
         };
         Ok((dense, cov))
     }
@@ -622,7 +614,7 @@ impl Memdir {
             .dense_state()
             .map_err(|r| Error::new(crate::error::ErrorKind::Unavailable, r))?;
         let g = self.index_guard()?;
-        let idx = g.as_ref().expect("invariant: index_guard opens the index");
+        let idx = &View::of(g.as_ref().expect("invariant: index_guard opens the index"));
         let start = Instant::now();
         let mut done = 0;
         let mut total = 0u64;
@@ -694,7 +686,7 @@ impl Memdir {
                             }
                         }
                         let Some(s) = g.as_mut() else { return };
-                        if s.sync(i).is_err() || s.resting().is_some() {
+                        if s.sync(&View::of(i)).is_err() || s.resting().is_some() {
                             None
                         } else {
                             let n = s.spec.batch_size.max(1);

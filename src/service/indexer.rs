@@ -357,7 +357,9 @@ impl IndexWrite for ChunkWrite<'_> {
             let before = count(&idx.chunks.reader.searcher(), seg_term(idx, rel))?;
             let mut prev = match (before, seg.chunks.first()) {
                 (0, _) | (_, None) => None,
-                (b, Some(c)) => search::stored_content_at(idx, &c.session_id, b - 1)?,
+                (b, Some(c)) => {
+                    search::stored_content_at(&search::View::of(idx), &c.session_id, b - 1)?
+                }
             };
             for (i, c) in order_segment(seg.chunks).into_iter().enumerate() {
                 self.sink.add_document(idx.chunk_doc(

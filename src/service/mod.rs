@@ -100,7 +100,9 @@ pub struct Memdir {
     layout: Layout,
     settings: Settings,
     inner: Mutex<Option<Inner>>,
-    index: Mutex<Option<crate::index::SearchIndex>>,
+    /// Shared with the searches running on it: a search clones the handle, takes its
+    /// searchers (`search::View`) and lets the mutex go, so its query runs beside catch-ups.
+    index: Mutex<Option<std::sync::Arc<crate::index::SearchIndex>>>,
     last_scan: Mutex<Option<std::time::Instant>>,
     /// The content of the category file this process wrote last, keyed by the file's hash
     /// (see `Memdir::read_category_cached`).

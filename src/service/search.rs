@@ -77,7 +77,9 @@ impl Plan for SearchRequest {
 }
 
 impl Memdir {
-    pub(crate) fn index_guard(&self) -> Result<MutexGuard<'_, Option<SearchIndex>>> {
+    pub(crate) fn index_guard(
+        &self,
+    ) -> Result<MutexGuard<'_, Option<std::sync::Arc<SearchIndex>>>> {
         let mut g = self
             .index
             .lock()
@@ -86,11 +88,11 @@ impl Memdir {
         let stale = g.as_ref().is_some_and(|i| !i.present() || i.cfg != cfg);
         if g.is_none() || stale {
             *g = None;
-            *g = Some(if self.read_only().is_some() {
+            *g = Some(std::sync::Arc::new(if self.read_only().is_some() {
                 SearchIndex::open_ram(cfg)?
             } else {
                 SearchIndex::open(&self.layout().index_dir(), cfg)?
-            });
+            }));
         }
         Ok(g)
     }
@@ -149,9 +151,15 @@ impl Memdir {
             }
             r => r?,
         }
-        let g = self.index_guard()?;
-        let idx = g.as_ref().expect("invariant: index_guard opens the index");
-        let (outcome, note, coverage) = self.dispatch(idx, &plan)?;
+        // The index mutex is held only to take the handle: the query runs beside catch-ups
+        // (other searches' commits), on searchers taken once (`search::View`).
+        let idx = self
+            .index_guard()?
+            .as_ref()
+            .expect("invariant: index_guard opens the index")
+            .clone();
+        let view = search::View::of(&idx);
+        let (outcome, note, coverage) = self.dispatch(&view, &plan)?;
         let mut resp = SearchResponse {
             count: outcome.results.len(),
             results: outcome.results,
@@ -174,7 +182,7 @@ impl Memdir {
     /// do, with the reason and the coverage.
     fn dispatch(
         &self,
-        idx: &SearchIndex,
+        idx: &search::View<'_>,
         plan: &search::Request,
     ) -> Result<(search::Outcome, Option<String>, Option<String>)> {
         let configured = self.settings.embeddings.is_some();
