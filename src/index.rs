@@ -636,19 +636,17 @@ impl Directory for LazyDir {
         self.inner.atomic_read(path)
     }
     fn atomic_write(&self, path: &Path, data: &[u8]) -> std::io::Result<()> {
-        if path == Path::new(MANAGED_LIST) && !self.durable() {
-            *self
+        if path == Path::new(MANAGED_LIST) {
+            let mut held = self
                 .managed
                 .lock()
-                .map_err(|_| std::io::Error::other("managed file list poisoned"))? =
-                Some(data.to_vec());
-            return Ok(());
-        }
-        if path == Path::new(MANAGED_LIST) {
-            // Durable: this list supersedes any held back.
-            if let Ok(mut held) = self.managed.lock() {
-                *held = None;
+                .map_err(|_| std::io::Error::other("managed file list poisoned"))?;
+            if !self.durable() {
+                *held = Some(data.to_vec());
+                return Ok(());
             }
+            // Written durably below, superseding any list held back.
+            *held = None;
         } else {
             self.flush_managed()?;
         }
@@ -868,27 +866,18 @@ impl Part {
 
     /// A writer, waiting (bounded) while another process holds the index's writer lock.
     pub fn writer(&self, threads: usize, budget: usize, timeout: Duration) -> Result<IndexWriter> {
-        let start = Instant::now();
-        let mut wait = 1u64;
-        loop {
+        let w = until_free(timeout, || {
             match self
                 .index
                 .writer_with_num_threads::<TantivyDocument>(threads, budget)
             {
-                Ok(w) => {
-                    w.set_merge_policy(Box::new(catch_up_merge_policy()));
-                    return Ok(w);
-                }
-                Err(TantivyError::LockFailure(LockError::LockBusy, _)) => {
-                    if start.elapsed() > timeout {
-                        return Err(index_busy());
-                    }
-                    std::thread::sleep(Duration::from_millis(wait));
-                    wait = (wait * 2).min(20);
-                }
-                Err(e) => return Err(tantivy_err("writer", e)),
+                Ok(w) => Ok(Some(w)),
+                Err(TantivyError::LockFailure(LockError::LockBusy, _)) => Ok(None),
+                Err(e) => Err(tantivy_err("writer", e)),
             }
-        }
+        })?;
+        w.set_merge_policy(Box::new(catch_up_merge_policy()));
+        Ok(w)
     }
 
     /// Whether the next commit should be durable: always in memory or where lazy commits
@@ -921,25 +910,17 @@ impl Part {
     /// Only the writer lock of this part (what an [`IndexWriter`] takes), waiting (bounded)
     /// while another process holds it: enough for [`Part::append_segment`].
     pub fn lock_writer(&self, timeout: Duration) -> Result<DirectoryLock> {
-        let start = Instant::now();
-        let mut wait = 1u64;
-        loop {
+        until_free(timeout, || {
             match self
                 .index
                 .directory()
                 .acquire_lock(&tantivy::directory::INDEX_WRITER_LOCK)
             {
-                Ok(l) => return Ok(l),
-                Err(LockError::LockBusy) => {
-                    if start.elapsed() > timeout {
-                        return Err(index_busy());
-                    }
-                    std::thread::sleep(Duration::from_millis(wait));
-                    wait = (wait * 2).min(20);
-                }
-                Err(e) => return Err(Error::internal(format!("index lock: {e}"))),
+                Ok(l) => Ok(Some(l)),
+                Err(LockError::LockBusy) => Ok(None),
+                Err(e) => Err(Error::internal(format!("index lock: {e}"))),
             }
-        }
+        })
     }
 
     /// Whether the part lives on disk (not an index in memory for a read-only store).
@@ -1114,14 +1095,26 @@ impl Part {
     }
 }
 
-/// The answer when another process holds an index's writer lock too long.
-fn index_busy() -> Error {
-    Error::new(
-        ErrorKind::Busy,
-        "search index busy: another memdir process is updating it",
-    )
-    .hint("retry in a moment")
-    .detail("retry_after_ms", Value::from(250))
+/// Calls `take` until it gets an index's writer lock (`Some`), backing off while another
+/// process holds it (`None`), for at most `timeout`.
+fn until_free<T>(timeout: Duration, mut take: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    let start = Instant::now();
+    let mut wait = 1u64;
+    loop {
+        if let Some(t) = take()? {
+            return Ok(t);
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::new(
+                ErrorKind::Busy,
+                "search index busy: another memdir process is updating it",
+            )
+            .hint("retry in a moment")
+            .detail("retry_after_ms", Value::from(250)));
+        }
+        std::thread::sleep(Duration::from_millis(wait));
+        wait = (wait * 2).min(20);
+    }
 }
 
 /// A segment this small is one a catch-up made (see [`Part::append_segment`]).
