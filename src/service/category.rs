@@ -201,7 +201,8 @@ impl Memdir {
                 req.data.clone()
             };
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
-            let new_bytes = codec::to_pretty(&new_content);
+            // About the size of the file it replaces: the buffer does not regrow as it fills.
+            let new_bytes = codec::to_pretty_sized(&new_content, st.row.file_len.max(0) as usize + raw + 64);
             let new_hash = content_hash(&new_bytes);
             if previous.as_deref() == Some(new_hash.as_str()) {
                 return Ok(WriteResponse {
@@ -218,7 +219,7 @@ impl Memdir {
             }
             let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
             let mut c = self.commit_version(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), Some((new_bytes, new_hash)), true)?;
-            self.remember_written(c.hash.as_deref(), std::mem::take(&mut c.content));
+            self.remember_written(&mut c);
             Ok(WriteResponse {
                 category: name.to_string(),
                 unchanged: false,

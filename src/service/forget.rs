@@ -251,6 +251,7 @@ impl Memdir {
                     files.push(txn::FileWrite {
                         rel: f.rel.clone(),
                         bytes: Some(rewrite_segment(&bytes, seqs, &at)),
+                        hash: None,
                     });
                 }
             }
@@ -363,6 +364,7 @@ impl Memdir {
                 &[txn::FileWrite {
                     rel: Layout::history_rel(name).join(format!("{}.json", e.id)),
                     bytes: Some(bytes),
+                    hash: None,
                 }],
             )?;
             self.record_durable(inner, |l| {

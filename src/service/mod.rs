@@ -104,9 +104,8 @@ pub struct Memdir {
     /// searchers (`search::View`) and lets the mutex go, so its query runs beside catch-ups.
     index: Mutex<Option<std::sync::Arc<crate::index::SearchIndex>>>,
     last_scan: Mutex<Option<std::time::Instant>>,
-    /// The content of the category file this process wrote last, keyed by the file's hash
-    /// (see `Memdir::read_category_cached`).
-    last_written: Mutex<Option<(String, Value)>>,
+    /// The category file this process wrote last (see `Memdir::read_category_cached`).
+    last_written: Mutex<Option<version::Written>>,
     started: Mutex<bool>,
     /// Things this process repaired on its own that the user should hear about.
     notices: Mutex<Vec<String>>,

@@ -726,6 +726,7 @@ impl Memdir {
             writes.push(txn::FileWrite {
                 rel: rel.into(),
                 bytes,
+                hash: None,
             });
         }
         if !both.is_empty() {
@@ -747,10 +748,12 @@ impl Memdir {
                     PathMerge::Theirs => writes.push(txn::FileWrite {
                         rel: rel.into(),
                         bytes: t,
+                        hash: None,
                     }),
                     PathMerge::Merged(bytes) => writes.push(txn::FileWrite {
                         rel: rel.into(),
                         bytes: Some(bytes),
+                        hash: None,
                     }),
                     PathMerge::Picked(bytes, why) => {
                         resp.reported.push(problem("merged_by_rule", rel, why));
@@ -758,6 +761,7 @@ impl Memdir {
                             writes.push(txn::FileWrite {
                                 rel: rel.into(),
                                 bytes,
+                                hash: None,
                             });
                         }
                     }
@@ -814,6 +818,7 @@ impl Memdir {
                             &[txn::FileWrite {
                                 rel: rel.clone(),
                                 bytes: Some(bytes.clone()),
+                                hash: None,
                             }],
                         )?;
                         resp.categories.push(name.to_string());
@@ -924,6 +929,7 @@ impl Memdir {
                                 &serde_json::to_value(&r.entry)
                                     .expect("invariant: history entries serialize"),
                             )),
+                            hash: None,
                         });
                     }
                     if let Some(c) = &r.conflict {
@@ -935,6 +941,7 @@ impl Memdir {
                             files.push(txn::FileWrite {
                                 rel: crel,
                                 bytes: Some(c.to_bytes()),
+                                hash: None,
                             });
                         }
                     }
@@ -954,7 +961,11 @@ impl Memdir {
             ));
             index_only = Some((rel_s.clone(), bytes));
         } else if current.as_ref().map(|f| &f.bytes) != bytes.as_ref() {
-            files.push(txn::FileWrite { rel, bytes });
+            files.push(txn::FileWrite {
+                rel,
+                bytes,
+                hash: None,
+            });
             resp.categories.push(name.to_string());
         }
         if !files.is_empty() {

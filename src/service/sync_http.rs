@@ -786,6 +786,7 @@ impl Memdir {
                 .map(|(p, b)| txn::FileWrite {
                     rel: p.into(),
                     bytes: b,
+                    hash: None,
                 })
                 .collect();
             let seed = content_hash(

@@ -24,6 +24,13 @@ use crate::model::{
 use crate::store::lock::WriteLock;
 use crate::store::{self, Layout, codec, failpoint, txn};
 
+/// The category file this process wrote last (see [`Memdir::read_category_cached`]).
+pub(super) struct Written {
+    hash: String,
+    bytes: Vec<u8>,
+    content: Value,
+}
+
 /// A version just committed, as the operations report it.
 pub(super) struct Committed {
     pub(super) id: String,
@@ -32,6 +39,9 @@ pub(super) struct Committed {
     pub(super) ts: String,
     /// The content written (null for a tombstone), handed back to the caller.
     pub(super) content: Value,
+    /// The category file's bytes as written (`None` for a tombstone or when the version
+    /// recorded a file it did not write).
+    pub(super) bytes: Option<Vec<u8>>,
 }
 
 fn parse_vv(s: &str) -> BTreeMap<String, u64> {
@@ -149,14 +159,22 @@ impl Memdir {
         let mut files = vec![txn::FileWrite {
             rel: Layout::history_rel(name).join(format!("{id}.json")),
             bytes: Some(entry_bytes),
+            hash: None,
         }];
         if write_file {
             files.push(txn::FileWrite {
                 rel: Layout::category_rel(name),
+                // Computed from these bytes above, so the commit does not hash them again.
+                hash: bytes.as_ref().and(hash.clone()),
                 bytes,
             });
         }
         txn::commit(&layout.root, &layout.staging(), &id, &files)?;
+        let written = if write_file {
+            files.pop().and_then(|f| f.bytes)
+        } else {
+            None
+        };
         failpoint::hit("ledger.before_update");
         // The row comes from what was just written; re-reading the file would only cost time.
         let stat = store::stat(&layout.root.join(Layout::category_rel(name)))?;
@@ -178,20 +196,22 @@ impl Memdir {
             hash: if tombstone { None } else { hash },
             ts,
             content: entry.content,
+            bytes: written,
         })
     }
 
-    /// Reads a category file; when its bytes are the ones this process wrote last (same
-    /// hash), their content is taken from memory instead of parsed again. A large category's
-    /// merge write would otherwise spend most of its time parsing the file it just wrote.
+    /// Reads a category file; when its bytes are the ones this process wrote last, their hash
+    /// and content are taken from memory instead of computed again (a comparison of the bytes
+    /// costs far less than hashing and parsing them). A large category's merge write would
+    /// otherwise spend much of its time on the file it just wrote.
     pub(super) fn read_category_cached(
         &self,
         name: &CategoryName,
     ) -> Result<Option<store::CategoryFile>> {
-        Ok(store::read_category_known(self.layout(), name, |hash| {
+        Ok(store::read_category_known(self.layout(), name, |bytes| {
             let mut last = self.last_written.lock().ok()?;
             match last.take() {
-                Some((h, v)) if h == hash => Some(v),
+                Some(w) if w.bytes == bytes => Some((w.hash, w.content)),
                 other => {
                     *last = other;
                     None
@@ -200,10 +220,17 @@ impl Memdir {
         })?)
     }
 
-    /// Remembers the content of the category file just written, by its hash.
-    pub(super) fn remember_written(&self, hash: Option<&str>, content: Value) {
-        if let (Some(h), Ok(mut last)) = (hash, self.last_written.lock()) {
-            *last = (!content.is_null()).then(|| (h.to_string(), content));
+    /// Remembers the category file just written: its hash, bytes and content.
+    pub(super) fn remember_written(&self, c: &mut Committed) {
+        if let Ok(mut last) = self.last_written.lock() {
+            *last = match (&c.hash, c.bytes.take()) {
+                (Some(hash), Some(bytes)) if !c.content.is_null() => Some(Written {
+                    hash: hash.clone(),
+                    bytes,
+                    content: std::mem::take(&mut c.content),
+                }),
+                _ => None,
+            };
         }
     }
 

@@ -37,7 +37,14 @@ pub fn depth(value: &Value) -> usize {
 
 /// Canonical pretty JSON of a value.
 pub fn to_pretty(value: &Value) -> Vec<u8> {
-    let mut out = String::new();
+    to_pretty_sized(value, 0)
+}
+
+/// [`to_pretty`] into a buffer of `capacity` bytes to start with: a caller that knows about
+/// how large the text will be (the previous version of a category) saves the buffer's
+/// regrowth and copies.
+pub fn to_pretty_sized(value: &Value, capacity: usize) -> Vec<u8> {
+    let mut out = String::with_capacity(capacity);
     write_value(&mut out, value, Some(0));
     out.push('\n');
     out.into_bytes()
@@ -56,15 +63,17 @@ pub fn to_pretty_with(outer: &Value, key: &str, pretty: &[u8]) -> Vec<u8> {
         .position(|w| w == line.as_bytes())
         .expect("invariant: the outer object holds the key at depth 1 as null");
     let value = pretty.strip_suffix(b"\n").unwrap_or(pretty);
-    let mut out = Vec::with_capacity(base.len() + value.len() + value.len() / 16);
+    let breaks = memchr::memchr_iter(b'\n', value).count();
+    let mut out = Vec::with_capacity(base.len() + value.len() + 2 * breaks);
     out.extend_from_slice(&base[..at + line.len() - "null".len()]);
     // One level deeper: every line of the value after its first gains an indent.
-    for (i, part) in value.split(|&b| b == b'\n').enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b"\n  ");
-        }
-        out.extend_from_slice(part);
+    let mut from = 0;
+    for nl in memchr::memchr_iter(b'\n', value) {
+        out.extend_from_slice(&value[from..=nl]);
+        out.extend_from_slice(b"  ");
+        from = nl + 1;
     }
+    out.extend_from_slice(&value[from..]);
     out.extend_from_slice(&base[at + line.len()..]);
     out
 }
@@ -80,25 +89,50 @@ pub fn to_compact(value: &Value) -> String {
 /// control characters), without an intermediate allocation.
 fn write_str(out: &mut String, s: &str) {
     out.push('"');
-    let needs = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
-    if !s.bytes().any(needs) {
-        out.push_str(s);
-    } else {
-        for c in s.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                '\u{08}' => out.push_str("\\b"),
-                '\u{0c}' => out.push_str("\\f"),
-                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-                c => out.push(c),
+    let bytes = s.as_bytes();
+    // Runs of bytes that need no escape are copied whole; only the rest goes one by one.
+    let mut from = 0;
+    while let Some(at) = next_escape(bytes, from) {
+        out.push_str(&s[from..at]);
+        match bytes[at] {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            b => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\u{:04x}", b);
             }
         }
+        from = at + 1;
     }
+    out.push_str(&s[from..]);
     out.push('"');
+}
+
+/// The first byte at or after `from` that a JSON string must escape (quote, backslash, a
+/// control character). All three are ASCII, so the position is always a character boundary.
+/// Blocks of 16 bytes are tested without branching per byte, which the compiler turns into
+/// vector instructions: most strings need no escape at all.
+fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
+    let needs = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    let rest = &bytes[from..];
+    let mut blocks = rest.chunks_exact(16);
+    let mut at = from;
+    for block in &mut blocks {
+        if block.iter().fold(false, |any, &b| any | needs(b)) {
+            return block.iter().position(|&b| needs(b)).map(|i| at + i);
+        }
+        at += 16;
+    }
+    blocks
+        .remainder()
+        .iter()
+        .position(|&b| needs(b))
+        .map(|i| at + i)
 }
 
 fn newline(out: &mut String, indent: Option<usize>) {
@@ -113,7 +147,12 @@ fn newline(out: &mut String, indent: Option<usize>) {
 fn write_value(out: &mut String, value: &Value, indent: Option<usize>) {
     let inner = indent.map(|n| n + 1);
     match value {
-        Value::Null | Value::Bool(_) | Value::Number(_) => out.push_str(&value.to_string()),
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{n}");
+        }
         Value::String(s) => write_str(out, s),
         Value::Array(items) => {
             if items.is_empty() {
@@ -261,6 +300,20 @@ mod tests {
             let mut out = String::new();
             write_str(&mut out, s);
             assert_eq!(out, serde_json::to_string(s).unwrap());
+        }
+        // Escapes at every place around the 16-byte blocks the scan tests at once.
+        for len in 0..40 {
+            for at in 0..len {
+                for c in ['"', '\\', '\n', '\u{1}', 'é'] {
+                    let s: String = (0..len)
+                        .map(|i| if i == at { c } else { 'a' })
+                        .chain((at % 3 == 0).then_some('\t'))
+                        .collect();
+                    let mut out = String::new();
+                    write_str(&mut out, &s);
+                    assert_eq!(out, serde_json::to_string(&s).unwrap(), "{s:?}");
+                }
+            }
         }
     }
 

@@ -165,26 +165,23 @@ pub fn read_category(
     }
 }
 
-/// Reads `categories/<name>.json` like [`read_category`]; `known` gives the parsed content of
-/// the bytes with a given hash (they are not parsed again when the file has that hash).
+/// Reads `categories/<name>.json` like [`read_category`]; `known` gives the hash and parsed
+/// content of bytes the caller has seen (they are neither hashed nor parsed again).
 pub fn read_category_known(
     layout: &Layout,
     name: &CategoryName,
-    known: impl FnOnce(&str) -> Option<Value>,
+    known: impl FnOnce(&[u8]) -> Option<(String, Value)>,
 ) -> Result<Option<CategoryFile>, IoError> {
     let path = layout.root.join(Layout::category_rel(name));
     match fsx::read(&path, fsx::MAX_JSON_FILE) {
-        Ok(Some(bytes)) => {
-            let hash = content_hash(&bytes);
-            Ok(Some(match known(&hash) {
-                Some(content) => CategoryFile {
-                    bytes,
-                    hash,
-                    content: Ok(content),
-                },
-                None => parse_category_hashed(bytes, hash),
-            }))
-        }
+        Ok(Some(bytes)) => Ok(Some(match known(&bytes) {
+            Some((hash, content)) => CategoryFile {
+                bytes,
+                hash,
+                content: Ok(content),
+            },
+            None => parse_category(bytes),
+        })),
         Ok(None) => Ok(None),
         Err(_) => read_category(layout, name),
     }

@@ -29,6 +29,9 @@ pub struct FileWrite {
     pub rel: PathBuf,
     /// The new content, or `None` to remove the file.
     pub bytes: Option<Vec<u8>>,
+    /// The content's hash when the caller has it already ([`content_hash`] of `bytes`);
+    /// otherwise the commit computes it.
+    pub hash: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -129,7 +132,13 @@ fn commit_in(root: &Path, dir: &Path, txid: &str, files: &[FileWrite]) -> Result
         }
         manifest.files.push(ManifestFile {
             rel: f.rel.to_string_lossy().into_owned(),
-            hash: f.bytes.as_deref().map(content_hash),
+            hash: f.bytes.as_deref().map(|b| match &f.hash {
+                Some(h) => {
+                    debug_assert_eq!(h, &content_hash(b), "a FileWrite's hash must be its bytes'");
+                    h.clone()
+                }
+                None => content_hash(b),
+            }),
         });
     }
     failpoint::hit("txn.after_stage");
