@@ -945,8 +945,8 @@ impl Part {
     /// whole to serialise: the size tantivy derives from any memory budget it accepts) and
     /// starts six threads; a segment written here gets a table sized for a few documents
     /// (it grows if needed). Nothing is deleted and nothing merged: the caller takes an
-    /// `IndexWriter` for deletions, and once [`MAX_SMALL_SEGMENTS`] small segments wait, so
-    /// that the merge policy folds them.
+    /// `IndexWriter` for deletions, and folds small segments once too many wait
+    /// ([`Part::fold_small_segments`]).
     pub fn append_segment(
         &self,
         lock: DirectoryLock,
@@ -994,6 +994,46 @@ impl Part {
         });
         drop(lock);
         r
+    }
+
+    /// Merges the small segments catch-ups leave (see [`Part::append_segment`]) into one once
+    /// more than [`MAX_SMALL_SEGMENTS`] wait, fsynced when `durable`, and reloads the reader.
+    ///
+    /// The merge goes through an `IndexWriter` that indexes nothing, so it never allocates a
+    /// segment writer (a 2^19-slot term table to zero and scan) for the few documents of a
+    /// catch-up: those went into a segment of their own first. When another process holds the
+    /// writer lock, nothing is merged now (`Ok(false)`); a later catch-up folds them.
+    pub fn fold_small_segments(&self, durable: bool) -> Result<bool> {
+        if self.small_segments() <= MAX_SMALL_SEGMENTS {
+            return Ok(false);
+        }
+        let mut writer = match self.writer(1, 32_000_000, Duration::ZERO) {
+            Ok(w) => w,
+            Err(e) if e.kind == ErrorKind::Busy => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        self.committing(durable, || {
+            // The segments as committed now, under the writer lock: the reader may be older.
+            let ids: Vec<_> = self
+                .index
+                .searchable_segment_metas()
+                .map_err(|e| tantivy_err("segments", e))?
+                .iter()
+                .filter(|m| m.max_doc() <= SMALL_SEGMENT)
+                .map(|m| m.id())
+                .collect();
+            if ids.len() > 1 {
+                writer
+                    .merge(&ids)
+                    .wait()
+                    .map_err(|e| tantivy_err("merge", e))?;
+            }
+            writer
+                .wait_merging_threads()
+                .map_err(|e| tantivy_err("merge", e))?;
+            self.reader.reload().map_err(|e| tantivy_err("reload", e))
+        })?;
+        Ok(true)
     }
 
     /// Runs a commit `f`, fsynced when `durable`, else inside a window of lazy commits (see
@@ -1120,8 +1160,8 @@ fn until_free<T>(timeout: Duration, mut take: impl FnMut() -> Result<Option<T>>)
 /// A segment this small is one a catch-up made (see [`Part::append_segment`]).
 pub const SMALL_SEGMENT: u32 = 256;
 
-/// Small segments a catch-up may leave before it commits through an `IndexWriter`, whose merge
-/// policy folds them (eight of a level merge).
+/// Small segments a catch-up may leave; one more, and the catch-up folds them into one
+/// ([`Part::fold_small_segments`]).
 pub const MAX_SMALL_SEGMENTS: usize = 7;
 
 /// The memory budget a directly written segment's term table is sized from: 2^13 slots.
@@ -1390,6 +1430,45 @@ mod tests {
             .searcher()
             .search(&q, &tantivy::collector::Count)
             .unwrap()
+    }
+
+    #[test]
+    fn small_segments_are_folded_into_one_once_too_many_wait_and_stay_searchable() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        let t = Duration::from_secs(5);
+        let append = |i: u64| {
+            let lock = idx.chunks.lock_writer(t).unwrap();
+            idx.chunks
+                .append_segment(
+                    lock,
+                    vec![doc_of(&idx, i, &format!("turn {i} apple"))],
+                    &payload_at(&idx, i as i64 + 1),
+                    false,
+                )
+                .unwrap();
+        };
+        for i in 0..MAX_SMALL_SEGMENTS as u64 {
+            append(i);
+            assert!(!idx.chunks.fold_small_segments(false).unwrap());
+        }
+        assert_eq!(idx.chunks.small_segments(), MAX_SMALL_SEGMENTS);
+        append(MAX_SMALL_SEGMENTS as u64);
+        // While another holder has the writer lock, nothing is folded and nothing fails.
+        let lock = idx.chunks.lock_writer(t).unwrap();
+        assert!(!idx.chunks.fold_small_segments(false).unwrap());
+        drop(lock);
+        assert_eq!(idx.chunks.small_segments(), MAX_SMALL_SEGMENTS + 1);
+        assert!(idx.chunks.fold_small_segments(true).unwrap());
+        assert_eq!(segment_sizes(&idx).len(), 1, "{:?}", segment_sizes(&idx));
+        assert_eq!(hits(&idx, "appl"), MAX_SMALL_SEGMENTS + 1);
+        // The payload of the last commit survives the merge, on disk too.
+        let reopened = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        assert_eq!(
+            reopened.chunks.refresh().unwrap().map(|p| p.generation),
+            Some(MAX_SMALL_SEGMENTS as i64 + 1)
+        );
+        assert_eq!(hits(&reopened, "appl"), MAX_SMALL_SEGMENTS + 1);
     }
 
     #[test]

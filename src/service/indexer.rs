@@ -207,7 +207,7 @@ impl DerivedIndex for ChunkIndex<'_> {
         let part = &self.idx.chunks;
         let sink = if full {
             ChunkSink::Writer(part.writer(2, 512_000_000, self.lock_timeout)?)
-        } else if part.on_disk() && part.small_segments() < crate::index::MAX_SMALL_SEGMENTS {
+        } else if part.on_disk() {
             let lock = part.lock_writer(self.lock_timeout)?;
             ChunkSink::Direct {
                 lock,
@@ -421,6 +421,7 @@ impl IndexWrite for ChunkWrite<'_> {
                 })
                 .collect();
             part.append_segment(lock, docs, payload, durable)?;
+            part.fold_small_segments(durable)?;
             return Ok(true);
         }
         // Deletions (a session re-read, a segment changed by hand) or many documents: a
