@@ -250,6 +250,8 @@ impl Ledger {
     fn open_once(path: &Path, wait_max: std::time::Duration) -> Result<(Ledger, bool)> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // Every statement is prepared once per connection (`prepare_cached`): room for all of them.
+        conn.set_prepared_statement_cache_capacity(64);
         // DURABILITY: the ledger is derived state, rebuilt from the files after a loss, so it
         // does not need a sync per commit; WAL lets readers run beside the one writer.
         // Switching a new database to WAL needs an exclusive lock, and SQLite reports "busy" at
@@ -330,7 +332,8 @@ impl Ledger {
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         Ok(self
             .conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+            .query_row([key], |r| r.get(0))
             .optional()?)
     }
 
@@ -340,48 +343,40 @@ impl Ledger {
     pub fn import_cursor(&self, source: &str) -> Result<Option<String>> {
         Ok(self
             .conn
-            .query_row(
-                "SELECT state FROM import_cursor WHERE source = ?1",
-                [source],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT state FROM import_cursor WHERE source = ?1")?
+            .query_row([source], |r| r.get(0))
             .optional()?)
     }
 
     /// Saves the read position of an incremental import of `source`.
     pub fn put_import_cursor(&self, source: &str, state: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO import_cursor(source, state) VALUES (?1, ?2) ON CONFLICT(source) DO UPDATE SET state = ?2",
-            params![source, state],
-        )?;
+        const SQL: &str = "INSERT INTO import_cursor(source, state) VALUES (?1, ?2) ON CONFLICT(source) DO UPDATE SET state = ?2";
+        self.conn
+            .prepare_cached(SQL)?
+            .execute(params![source, state])?;
         Ok(())
     }
 
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = ?2",
-            params![key, value],
-        )?;
+        const SQL: &str = "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = ?2";
+        self.conn
+            .prepare_cached(SQL)?
+            .execute(params![key, value])?;
         Ok(())
     }
 
     /// Raises the stored HLC high-water mark to `stamp` if it is newer (stamps sort as text).
     pub fn observe_hlc(&self, stamp: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('hlc', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value WHERE excluded.value > meta.value",
-            [stamp],
-        )?;
+        const SQL: &str = "INSERT INTO meta(key, value) VALUES ('hlc', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value WHERE excluded.value > meta.value";
+        self.conn.prepare_cached(SQL)?.execute([stamp])?;
         Ok(())
     }
 
     pub fn category(&self, name: &str) -> Result<Option<CategoryRow>> {
         Ok(self
             .conn
-            .query_row(
-                "SELECT * FROM category WHERE name = ?1",
-                [name],
-                category_from_row,
-            )
+            .prepare_cached("SELECT * FROM category WHERE name = ?1")?
+            .query_row([name], category_from_row)
             .optional()?)
     }
 
@@ -396,39 +391,36 @@ impl Ledger {
     }
 
     pub fn put_category(&self, r: &CategoryRow) -> Result<()> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO category VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                r.name,
-                r.status,
-                r.file_hash,
-                r.file_len,
-                r.mtime_ns,
-                r.head_id,
-                r.vv,
-                r.version,
-                r.kind,
-                r.updated_at,
-                r.updated_by, r.hist_stamp
-            ],
-        )?;
+        const SQL: &str = "INSERT OR REPLACE INTO category VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+        self.conn.prepare_cached(SQL)?.execute(params![
+            r.name,
+            r.status,
+            r.file_hash,
+            r.file_len,
+            r.mtime_ns,
+            r.head_id,
+            r.vv,
+            r.version,
+            r.kind,
+            r.updated_at,
+            r.updated_by,
+            r.hist_stamp
+        ])?;
         Ok(())
     }
 
     pub fn remove_category(&self, name: &str) -> Result<()> {
         self.conn
-            .execute("DELETE FROM category WHERE name = ?1", [name])?;
+            .prepare_cached("DELETE FROM category WHERE name = ?1")?
+            .execute([name])?;
         Ok(())
     }
 
     pub fn segment(&self, rel: &str) -> Result<Option<SegmentRow>> {
         Ok(self
             .conn
-            .query_row(
-                "SELECT * FROM segment WHERE rel = ?1",
-                [rel],
-                segment_from_row,
-            )
+            .prepare_cached("SELECT * FROM segment WHERE rel = ?1")?
+            .query_row([rel], segment_from_row)
             .optional()?)
     }
 
@@ -454,11 +446,13 @@ impl Ledger {
 
     pub fn remove_segment(&self, rel: &str) -> Result<()> {
         self.conn
-            .execute("DELETE FROM segment WHERE rel = ?1", [rel])?;
+            .prepare_cached("DELETE FROM segment WHERE rel = ?1")?
+            .execute([rel])?;
         // The directory's listing no longer matches the rows: the next scan lists it again.
         if let Some((dir, _)) = rel.rsplit_once('/') {
             self.conn
-                .execute("DELETE FROM session_dir WHERE rel = ?1", [dir])?;
+                .prepare_cached("DELETE FROM session_dir WHERE rel = ?1")?
+                .execute([dir])?;
         }
         self.replace_source_keys(rel, &[])
     }
@@ -518,7 +512,9 @@ impl Ledger {
 
     /// Forgets every idempotency key (before they are read again from all segments).
     pub fn clear_source_keys(&self) -> Result<()> {
-        self.conn.execute("DELETE FROM source_key", [])?;
+        self.conn
+            .prepare_cached("DELETE FROM source_key")?
+            .execute([])?;
         Ok(())
     }
 
@@ -531,10 +527,10 @@ impl Ledger {
         actor: &str,
         at: &str,
     ) -> Result<()> {
+        const SQL: &str =
+            "INSERT INTO txn(txid, op, target, actor, at) VALUES (?1, ?2, ?3, ?4, ?5)";
         self.conn
-            .prepare_cached(
-                "INSERT INTO txn(txid, op, target, actor, at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
+            .prepare_cached(SQL)?
             .execute(params![txid, op, target, actor, at])?;
         Ok(())
     }
@@ -551,7 +547,8 @@ impl Ledger {
     pub fn generation(&self) -> Result<i64> {
         Ok(self
             .conn
-            .query_row("SELECT COALESCE(MAX(gen), 0) FROM change", [], |r| r.get(0))?)
+            .prepare_cached("SELECT COALESCE(MAX(gen), 0) FROM change")?
+            .query_row([], |r| r.get(0))?)
     }
 
     /// The newest generation among changes of the given kinds (0 when none).
@@ -570,10 +567,12 @@ impl Ledger {
     /// Drops changes older than `before` that every index has absorbed. The newest change is
     /// always kept, so the generation never goes back.
     pub fn prune_changes(&self, before: i64) -> Result<usize> {
-        Ok(self.conn.execute(
-            "DELETE FROM change WHERE gen < ?1 AND gen < (SELECT MAX(gen) FROM change)",
-            [before],
-        )?)
+        Ok(self
+            .conn
+            .prepare_cached(
+                "DELETE FROM change WHERE gen < ?1 AND gen < (SELECT MAX(gen) FROM change)",
+            )?
+            .execute([before])?)
     }
 
     /// Changes after `gen`, oldest first: (gen, kind, key).
@@ -601,7 +600,8 @@ impl Ledger {
     pub fn txn_count(&self) -> Result<i64> {
         Ok(self
             .conn
-            .query_row("SELECT COUNT(*) FROM txn", [], |r| r.get(0))?)
+            .prepare_cached("SELECT COUNT(*) FROM txn")?
+            .query_row([], |r| r.get(0))?)
     }
 }
 
