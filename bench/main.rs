@@ -22,7 +22,7 @@ use std::time::Instant;
 
 mod embeddings;
 
-use memdir::service::{NewChunk, SearchRequest, WriteRequest};
+use memdir::service::{NewChunk, ReadRequest, SearchRequest, WriteRequest};
 use memdir::{Memdir, Result};
 use serde_json::{Value, json};
 
@@ -953,7 +953,8 @@ fn bench_http(args: &[String]) -> Result<Value> {
 /// ingests one chunk carrying a word of its own and searches for that word (it must be found),
 /// then ingests another and searches for ordinary words.
 /// Merge-write latency by category size: for each size N, a category written whole with N
-/// keys, then `--writes` merge writes of one new key each (every one durable).
+/// keys, then `--writes` merge writes of one new key each (every one durable), then as many
+/// rounds of a read followed by a merge write (the write timed).
 fn bench_merge(args: &[String]) -> Result<Value> {
     let (_tmp, dir) = dir_arg(args);
     let writes = arg(args, "--writes", 30);
@@ -988,12 +989,31 @@ fn bench_merge(args: &[String]) -> Result<Value> {
             })?;
             lat.push(ms(t));
         }
+        // An agent often reads a category before it merges into it: the merge that follows a
+        // read, timed alone.
+        let mut after_read = Vec::with_capacity(writes);
+        for k in 0..writes {
+            m.read(&ReadRequest {
+                category: category.clone(),
+                fields: None,
+                version: None,
+            })?;
+            let t = Instant::now();
+            m.write(&WriteRequest {
+                category: category.clone(),
+                data: json!({ format!("read-{k:05}"): vocab.sentence(&mut r, 8) }),
+                merge: true,
+                ..Default::default()
+            })?;
+            after_read.push(ms(t));
+        }
         let file = dir.join("categories").join(format!("{category}.json"));
         let history = dir.join("history").join(&category);
         out.insert(
             format!("{n}_keys"),
             json!({
                 "merge_write": pct(lat),
+                "merge_write_after_a_read": pct(after_read),
                 "category_file_bytes": std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0),
                 "history_bytes": dir_size(&history),
             }),

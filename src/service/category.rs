@@ -109,7 +109,7 @@ impl Memdir {
             .as_ref()
             .map_err(|_| malformed_error(&name, file))?;
         let (data, missing) = select_fields(content, req.fields.as_ref());
-        Ok(ReadResponse {
+        let response = ReadResponse {
             category: name.to_string(),
             data,
             missing_fields: missing,
@@ -124,7 +124,11 @@ impl Memdir {
                 op: None,
                 current: true,
             },
-        })
+        };
+        if let Some(file) = st.file {
+            self.remember_read(file);
+        }
+        Ok(response)
     }
 
     /// Replaces or merges a category, with compare-and-swap.

@@ -234,6 +234,18 @@ impl Memdir {
         }
     }
 
+    /// Puts back a category file that a read took from [`Memdir::read_category_cached`] (or
+    /// parsed): a read between two writes must not cost the next write a parse of the file.
+    pub(super) fn remember_read(&self, file: store::CategoryFile) {
+        if let (Ok(content), Ok(mut last)) = (file.content, self.last_written.lock()) {
+            *last = Some(Written {
+                hash: file.hash,
+                bytes: file.bytes,
+                content,
+            });
+        }
+    }
+
     /// Every readable history entry of a category, oldest first.
     fn history_entries(&self, name: &CategoryName) -> Result<Vec<HistoryEntry>> {
         let mut out = Vec::new();

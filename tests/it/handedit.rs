@@ -825,10 +825,11 @@ fn a_server_merging_after_a_hand_edit_builds_on_the_edit() {
     let w = merge(json!({"a": null}));
     assert_eq!(w.new_hash, Some(hash_of_file()));
     assert_eq!(read(), json!({"c": 30, "d": 4, "e": 5, "hand": true}));
-    // An edit that keeps the length and the modification time of the file just written (no
-    // read in between: the process still holds what it wrote): the process compares the
-    // bytes, not the size or the clock.
+    // An edit that keeps the length and the modification time of the file just written and
+    // read (the process holds those bytes and their content): the process compares the bytes,
+    // not the size or the clock.
     merge(json!({"g": 8}));
+    assert_eq!(read()["g"], 8);
     let before = std::fs::read(&file).unwrap();
     let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
     let edited = String::from_utf8(before.clone())
