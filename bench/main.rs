@@ -978,16 +978,21 @@ fn bench_merge(args: &[String]) -> Result<Value> {
             data: Value::Object(data),
             ..Default::default()
         })?;
-        let mut lat = Vec::with_capacity(writes);
-        for k in 0..writes {
+        // One durable merge write of one new key, timed.
+        let mut merge_one = |key: String| -> Result<f64> {
+            let data = json!({ key: vocab.sentence(&mut r, 8) });
             let t = Instant::now();
             m.write(&WriteRequest {
                 category: category.clone(),
-                data: json!({ format!("new-{k:05}"): vocab.sentence(&mut r, 8) }),
+                data,
                 merge: true,
                 ..Default::default()
             })?;
-            lat.push(ms(t));
+            Ok(ms(t))
+        };
+        let mut lat = Vec::with_capacity(writes);
+        for k in 0..writes {
+            lat.push(merge_one(format!("new-{k:05}"))?);
         }
         // An agent often reads a category before it merges into it: the merge that follows a
         // read, timed alone.
@@ -998,14 +1003,7 @@ fn bench_merge(args: &[String]) -> Result<Value> {
                 fields: None,
                 version: None,
             })?;
-            let t = Instant::now();
-            m.write(&WriteRequest {
-                category: category.clone(),
-                data: json!({ format!("read-{k:05}"): vocab.sentence(&mut r, 8) }),
-                merge: true,
-                ..Default::default()
-            })?;
-            after_read.push(ms(t));
+            after_read.push(merge_one(format!("read-{k:05}"))?);
         }
         let file = dir.join("categories").join(format!("{category}.json"));
         let history = dir.join("history").join(&category);

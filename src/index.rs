@@ -1007,7 +1007,7 @@ impl Part {
         if self.small_segments() <= MAX_SMALL_SEGMENTS {
             return Ok(false);
         }
-        let mut writer = match self.writer(1, 32_000_000, Duration::ZERO) {
+        let writer = match self.writer(1, 32_000_000, Duration::ZERO) {
             Ok(w) => w,
             Err(e) if e.kind == ErrorKind::Busy => return Ok(false),
             Err(e) => return Err(e),
@@ -1022,18 +1022,28 @@ impl Part {
                 .filter(|m| m.max_doc() <= SMALL_SEGMENT)
                 .map(|m| m.id())
                 .collect();
-            if ids.len() > 1 {
-                writer
-                    .merge(&ids)
-                    .wait()
-                    .map_err(|e| tantivy_err("merge", e))?;
-            }
-            writer
-                .wait_merging_threads()
-                .map_err(|e| tantivy_err("merge", e))?;
-            self.reader.reload().map_err(|e| tantivy_err("reload", e))
+            self.merge_then_reload(writer, if ids.len() > 1 { &ids } else { &[] })
         })?;
         Ok(true)
+    }
+
+    /// Merges the segments `ids` (none: nothing), waits for every merge the writer's policy
+    /// started, lets the writer go and reloads the reader.
+    fn merge_then_reload(
+        &self,
+        mut writer: IndexWriter,
+        ids: &[tantivy::index::SegmentId],
+    ) -> Result<()> {
+        if !ids.is_empty() {
+            writer
+                .merge(ids)
+                .wait()
+                .map_err(|e| tantivy_err("merge", e))?;
+        }
+        writer
+            .wait_merging_threads()
+            .map_err(|e| tantivy_err("merge", e))?;
+        self.reader.reload().map_err(|e| tantivy_err("reload", e))
     }
 
     /// Runs a commit `f`, fsynced when `durable`, else inside a window of lazy commits (see
@@ -1087,20 +1097,14 @@ impl Part {
             .map(|m| (m.id(), m.max_doc()))
             .collect();
         let docs: u32 = with_deletes.iter().map(|(_, n)| n).sum();
-        if !with_deletes.is_empty() && docs <= merge_deletes_up_to {
-            // BM25 statistics count deleted documents until a merge drops them; merging keeps
-            // scores identical to those of a clean rebuild.
-            let ids: Vec<_> = with_deletes.iter().map(|(id, _)| *id).collect();
-            writer
-                .merge(&ids)
-                .wait()
-                .map_err(|e| tantivy_err("merge", e))?;
-        }
-        writer
-            .wait_merging_threads()
-            .map_err(|e| tantivy_err("merge", e))?;
-        self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
-        Ok(())
+        // BM25 statistics count deleted documents until a merge drops them; merging keeps
+        // scores identical to those of a clean rebuild.
+        let ids: Vec<_> = if docs <= merge_deletes_up_to {
+            with_deletes.iter().map(|(id, _)| *id).collect()
+        } else {
+            Vec::new()
+        };
+        self.merge_then_reload(writer, &ids)
     }
 }
 
