@@ -592,3 +592,52 @@ fn eight_processes_appending_to_one_log_lose_no_entry() {
     assert_eq!(versions, (1..=acked as u64).collect::<BTreeSet<_>>());
     env.assert_clean();
 }
+
+/// Searches right after writes, from several processes at once: each search commits a small
+/// index segment, and catch-ups fold the small segments as they go (one that finds the writer
+/// lock taken leaves the fold to a later one). Every acknowledged write is found by the search
+/// that follows it, and the index ends with a few segments, not one per search.
+#[test]
+fn processes_searching_right_after_their_writes_find_them_and_fold_small_segments() {
+    const SEARCHERS: usize = 4;
+    const ROUNDS: usize = 20;
+    let mut env = TestEnv::new();
+    env.set_env("MEMDIR_LOCK_TIMEOUT_MS", "30000");
+    env.ok(&["ingest", "--session-id", "seed", "--text", "opening words"]);
+    env.ok(&["search", "opening"]);
+    let start = Barrier::new(SEARCHERS);
+    std::thread::scope(|s| {
+        for p in 0..SEARCHERS {
+            let (env, start) = (&env, &start);
+            s.spawn(move || {
+                start.wait();
+                for i in 0..ROUNDS {
+                    let word = format!("word{p}x{i}q");
+                    let text = format!("note {word}");
+                    env.ok(&["ingest", "--session-id", &format!("s{p}"), "--text", &text]);
+                    let v = env.ok(&["search", &word, "--mode", "exact", "--context", "0"]);
+                    let found: Vec<&str> = v["results"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(|h| h["content"].as_str())
+                        .collect();
+                    assert_eq!(found, [text.as_str()], "process {p}, round {i}: {v}");
+                }
+            });
+        }
+    });
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(env.path(".memdir/index/chunks/meta.json")).unwrap())
+            .unwrap();
+    let segments = meta["segments"].as_array().unwrap().len();
+    // Searches that each found something new to index (without folding, well over twenty
+    // segments); eight small segments fold into one.
+    assert!(
+        (1..=12).contains(&segments),
+        "{segments} segments after {} searches right after writes: small segments were not folded",
+        SEARCHERS * ROUNDS
+    );
+    let v = env.ok(&["verify-store"]);
+    assert_eq!(v["ok"], true, "{v:#}");
+}
