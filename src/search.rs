@@ -980,8 +980,7 @@ pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> 
             "characters",
         ));
     }
-    let cs = idx.cs.clone();
-    let gs = idx.gs.clone();
+    let (cs, gs) = (&idx.cs, &idx.gs);
     // Keys: (0 chunk | 1 category, segment, doc).
     let key = |cat: bool, a: &DocAddress| (cat as u8, a.segment_ord, a.doc_id);
     let mut dense_list: Vec<((u8, u32, u32), f32)> = Vec::new();
@@ -1017,14 +1016,14 @@ pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> 
         .filter(|(k, _, _)| k.0 == 0)
         .map(|(k, _, _)| DocAddress::new(k.1, k.2))
         .collect();
-    let mut places = places_of(&cs, &chunk_addrs)?.into_iter();
+    let mut places = places_of(cs, &chunk_addrs)?.into_iter();
     for (k, score, mix) in pool {
         let addr = DocAddress::new(k.1, k.2);
         if k.0 == 1 {
             hits.push(Hit::Category {
                 addr,
                 score,
-                order: fast_order(&gs, addr),
+                order: fast_order(gs, addr),
                 parts: Some(ScoreParts {
                     bm25: score,
                     normalised: 1.0,
@@ -1040,7 +1039,7 @@ pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> 
                 session,
                 position,
                 bm25: score,
-                order: fast_order(&cs, addr),
+                order: fast_order(cs, addr),
                 addr: Some(addr),
                 mix,
             });
@@ -1052,7 +1051,7 @@ pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> 
         plain(cands)
     };
     let mut folded = 0;
-    hits.extend(choose(idx, &cs, ranked, req, &mut folded)?);
+    hits.extend(choose(idx, cs, ranked, req, &mut folded)?);
     sort_hits(&mut hits);
     hits.truncate(req.limit);
     let notes = folded_note(folded).into_iter().collect();
@@ -1080,23 +1079,23 @@ fn bm25_pool(
     }
     if req.filters.wants_chunks() {
         let f = &idx.chunk_fields;
-        let s = idx.cs.clone();
+        let s = &idx.cs;
         let query = with_filters(
             bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
             filter_clauses(&req.filters, Some(f), None, f.ts),
         );
-        for (score, _, addr) in top(&s, query.as_ref(), depth, 0)? {
+        for (score, _, addr) in top(s, query.as_ref(), depth, 0)? {
             out.push((false, score, addr));
         }
     }
     if req.filters.wants_categories() {
         let f = &idx.category_fields;
-        let s = idx.gs.clone();
+        let s = &idx.gs;
         let query = with_filters(
             bm25_text_query(f.content, None, &words),
             filter_clauses(&req.filters, None, Some(f.category), f.ts),
         );
-        for (score, _, addr) in top(&s, query.as_ref(), depth, 0)? {
+        for (score, _, addr) in top(s, query.as_ref(), depth, 0)? {
             out.push((true, score, addr));
         }
     }
@@ -1111,16 +1110,16 @@ fn bm25(idx: &View<'_>, text: &str, req: &Request, folded: &mut usize) -> Result
     let mut hits = Vec::new();
     if req.filters.wants_chunks() {
         let f = &idx.chunk_fields;
-        let s = idx.cs.clone();
+        let s = &idx.cs;
         let query = with_filters(
             bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
             filter_clauses(&req.filters, Some(f), None, f.ts),
         );
-        let pool = top(&s, query.as_ref(), POOL.max(req.limit), 0)?;
+        let pool = top(s, query.as_ref(), POOL.max(req.limit), 0)?;
         let addrs: Vec<DocAddress> = pool.iter().map(|(_, _, a)| *a).collect();
         let cands: Vec<Candidate> = pool
             .into_iter()
-            .zip(places_of(&s, &addrs)?)
+            .zip(places_of(s, &addrs)?)
             .map(|((score, order, addr), (session, position))| Candidate {
                 session,
                 position,
@@ -1130,16 +1129,16 @@ fn bm25(idx: &View<'_>, text: &str, req: &Request, folded: &mut usize) -> Result
                 mix: None,
             })
             .collect();
-        hits.extend(choose(idx, &s, rank(cands, req), req, folded)?);
+        hits.extend(choose(idx, s, rank(cands, req), req, folded)?);
     }
     if req.filters.wants_categories() {
         let f = &idx.category_fields;
-        let s = idx.gs.clone();
+        let s = &idx.gs;
         let query = with_filters(
             bm25_text_query(f.content, None, &words),
             filter_clauses(&req.filters, None, Some(f.category), f.ts),
         );
-        for (score, order, addr) in top(&s, query.as_ref(), req.limit, 0)? {
+        for (score, order, addr) in top(s, query.as_ref(), req.limit, 0)? {
             hits.push(Hit::Category {
                 addr,
                 score,
@@ -1295,8 +1294,8 @@ fn chunk_at(
 
 /// The stored content of the chunk at `position` in `session`, if indexed.
 pub fn stored_content_at(idx: &View<'_>, session: &str, position: u64) -> Result<Option<String>> {
-    let s = idx.cs.clone();
-    Ok(chunk_at(idx, &s, session, position, &Filters::default())?
+    let s = &idx.cs;
+    Ok(chunk_at(idx, s, session, position, &Filters::default())?
         .map(|(_, d)| get_str(&d, idx.chunk_fields.content)))
 }
 
@@ -1318,7 +1317,7 @@ fn exact(
     let mut hits = Vec::new();
     if req.filters.wants_chunks() {
         let f = &idx.chunk_fields;
-        let s = idx.cs.clone();
+        let s = &idx.cs;
         let q = with_filters(
             phrase_query(f.content, &words),
             filter_clauses(&req.filters, Some(f), None, f.ts),
@@ -1326,9 +1325,9 @@ fn exact(
         let mut offset = 0;
         let mut found = 0;
         loop {
-            let page = top(&s, q.as_ref(), PAGE, offset)?;
+            let page = top(s, q.as_ref(), PAGE, offset)?;
             for (score, order, addr) in &page {
-                let d = doc(&s, *addr)?;
+                let d = doc(s, *addr)?;
                 if get_str(&d, f.content).contains(literal) {
                     hits.push(Hit::Chunk {
                         addr: Some(*addr),
@@ -1355,13 +1354,13 @@ fn exact(
     }
     if req.filters.wants_categories() {
         let f = &idx.category_fields;
-        let s = idx.gs.clone();
+        let s = &idx.gs;
         let q = with_filters(
             phrase_query(f.content, &words),
             filter_clauses(&req.filters, None, Some(f.category), f.ts),
         );
-        for (score, order, addr) in top(&s, q.as_ref(), MAX_CANDIDATES, 0)? {
-            let d = doc(&s, addr)?;
+        for (score, order, addr) in top(s, q.as_ref(), MAX_CANDIDATES, 0)? {
+            let d = doc(s, addr)?;
             if get_str(&d, f.text).contains(literal) {
                 hits.push(Hit::Category {
                     addr,
@@ -1475,8 +1474,7 @@ fn explain(
 }
 
 fn shape(idx: &View<'_>, hits: &[Hit], req: &Request, engine: &str) -> Result<Vec<SearchHit>> {
-    let cs = idx.cs.clone();
-    let gs = idx.gs.clone();
+    let (cs, gs) = (&idx.cs, &idx.gs);
     let mut out = Vec::with_capacity(hits.len());
     let mut terms = Terms::new(idx, &req.query)?;
     let best_category = hits
@@ -1500,14 +1498,14 @@ fn shape(idx: &View<'_>, hits: &[Hit], req: &Request, engine: &str) -> Result<Ve
                     .then(|| self::explain(engine, req, *score, parts.as_ref(), true));
                 let f = &idx.chunk_fields;
                 let d = match addr {
-                    Some(a) => doc(&cs, *a)?,
+                    Some(a) => doc(cs, *a)?,
                     None => continue,
                 };
                 let (content, truncated) =
                     excerpt(&get_str(&d, f.content), &mut terms, req.max_chars);
                 let context = if req.context > 0 {
                     let cut = req.max_chars.is_some();
-                    window(idx, &cs, session, *position, req.context, cut, &mut terms)?
+                    window(idx, cs, session, *position, req.context, cut, &mut terms)?
                 } else {
                     Vec::new()
                 };
@@ -1528,7 +1526,7 @@ fn shape(idx: &View<'_>, hits: &[Hit], req: &Request, engine: &str) -> Result<Ve
                 addr, score, parts, ..
             } => {
                 let f = &idx.category_fields;
-                let d = doc(&gs, *addr)?;
+                let d = doc(gs, *addr)?;
                 let (text, truncated) = excerpt(&get_str(&d, f.text), &mut terms, req.max_chars);
                 out.push(SearchHit::Category {
                     category: get_str(&d, f.category),

@@ -143,7 +143,7 @@ struct ChunkWrite<'a> {
 
 /// Where a chunk catch-up's operations go.
 enum ChunkSink {
-    /// A tantivy writer: rebuilds, and catch-ups once small segments have piled up.
+    /// A tantivy writer: rebuilds, and every catch-up of an index held in memory.
     Writer(IndexWriter),
     /// Only the index's writer lock, with the operations kept in order: when they turn out
     /// to be a few additions (appended chunks, the usual catch-up) they are written as one
