@@ -407,6 +407,28 @@ pub struct HistoryEntry {
     /// is null, its hash and place in the chain stay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forgotten: Option<String>,
+    /// Store format 2: this version as a change of its parent's content (top-level keys set
+    /// and removed), with `content` null on disk. Readers resolve it
+    /// ([`crate::store::history`]); an entry handed to the service layer is resolved: its
+    /// content filled in and this field `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Patch>,
+}
+
+/// A version's content as a change of another version's (store format 2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Patch {
+    /// The id of the version this one changes (its parent).
+    pub base: String,
+    /// Patches between this one and the nearest whole entry, this one included (1 or more).
+    pub depth: u32,
+    /// Top-level keys whose value this version sets.
+    #[serde(default)]
+    pub set: serde_json::Map<String, Value>,
+    /// Top-level keys this version removes.
+    #[serde(default)]
+    pub remove: Vec<String>,
 }
 
 impl HistoryEntry {

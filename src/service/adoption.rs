@@ -326,6 +326,7 @@ impl Memdir {
             Some(reason.to_string()),
             Some(content),
             None,
+            None,
             false,
         )?;
         self.sync_category(inner, name, Some(lock), Sync::Full)

@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::adoption::{Sync, check_expect, malformed_error, not_found};
+use super::version::Delta;
 use super::{Memdir, check_reason, limits};
 use crate::api::*;
 use crate::error::{Error, ErrorKind, Result};
@@ -185,6 +186,7 @@ impl Memdir {
                 .detail("kind", Value::from("log"))
                 .detail("category", Value::from(name.as_str())));
             }
+            let mut delta = None;
             let new_content = if req.merge {
                 if st.row.status == CategoryStatus::Malformed {
                     return Err(Error::new(ErrorKind::Corrupt, format!("category {:?} is malformed: a merge needs a readable base; write it whole instead", name.as_str())));
@@ -193,13 +195,21 @@ impl Memdir {
                     Some(Value::Object(m)) => m,
                     _ => Default::default(),
                 };
+                let mut d = Delta {
+                    set: Default::default(),
+                    remove: Vec::new(),
+                };
                 for (k, v) in data {
                     if v.is_null() {
-                        base.remove(k);
+                        if base.remove(k).is_some() {
+                            d.remove.push(k.clone());
+                        }
                     } else {
                         base.insert(k.clone(), v.clone());
+                        d.set.insert(k.clone(), v.clone());
                     }
                 }
+                delta = Some(d);
                 Value::Object(base)
             } else {
                 req.data.clone()
@@ -222,7 +232,7 @@ impl Memdir {
                 });
             }
             let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
-            let mut c = self.commit_version(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), Some((new_bytes, new_hash)), true)?;
+            let mut c = self.commit_version(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), Some((new_bytes, new_hash)), delta, true)?;
             self.remember_written(&mut c);
             Ok(WriteResponse {
                 category: name.to_string(),
@@ -289,6 +299,7 @@ impl Memdir {
                 VersionOp::Delete,
                 &self.actor(),
                 reason.clone(),
+                None,
                 None,
                 None,
                 true,
@@ -466,6 +477,7 @@ impl Memdir {
                 &self.actor(),
                 reason.clone(),
                 Some(content.clone()),
+                None,
                 None,
                 true,
             )?;

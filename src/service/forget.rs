@@ -353,19 +353,20 @@ impl Memdir {
             let at = clock::rfc3339(clock::now_ms());
             e.content = Value::Null;
             e.forgotten = Some(at.clone());
-            let bytes = codec::to_pretty(
-                &serde_json::to_value(&e).expect("invariant: history entries serialize"),
-            );
             let txid = format!("{}_forget", self.tick(inner, clock::now_ms())?);
+            let mut writes = vec![txn::FileWrite {
+                rel: Layout::history_rel(name).join(format!("{}.json", e.id)),
+                bytes: Some(store::history::whole_bytes(&e)),
+                hash: None,
+            }];
+            // The versions written as patches of this one are written whole first, in the
+            // same transaction: they stay readable without its content.
+            store::history::keep_chains(&self.layout().root, &mut writes)?;
             txn::commit(
                 &self.layout().root,
                 &self.layout().staging(),
                 &txid,
-                &[txn::FileWrite {
-                    rel: Layout::history_rel(name).join(format!("{}.json", e.id)),
-                    bytes: Some(bytes),
-                    hash: None,
-                }],
+                &writes,
             )?;
             self.record_durable(inner, |l| {
                 l.record_txn(

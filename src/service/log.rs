@@ -150,7 +150,7 @@ impl Memdir {
             let count = entries.len();
             obj.insert("entries".into(), Value::Array(entries));
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
-            let c = self.commit_version(inner, lock, &name, &st, VersionOp::Append, &self.actor(), reason.clone(), Some(log), None, true)?;
+            let c = self.commit_version(inner, lock, &name, &st, VersionOp::Append, &self.actor(), reason.clone(), Some(log), None, None, true)?;
             Ok(AppendResponse {
                 category: name.to_string(),
                 id,

@@ -106,6 +106,10 @@ pub struct Memdir {
     last_scan: Mutex<Option<std::time::Instant>>,
     /// The category file this process wrote last (see `Memdir::read_category_cached`).
     last_written: Mutex<Option<version::Written>>,
+    /// The version this process committed last, as a patch base: (id, hash, depth).
+    last_head: Mutex<Option<(String, String, u32)>>,
+    /// Whether `memdir.json` is known to say format 2 or newer (patches may be written).
+    patches_allowed: std::sync::atomic::AtomicBool,
     started: Mutex<bool>,
     /// Things this process repaired on its own that the user should hear about.
     notices: Mutex<Vec<String>>,
@@ -261,6 +265,8 @@ impl Memdir {
             index: Mutex::new(None),
             last_scan: Mutex::new(None),
             last_written: Mutex::new(None),
+            last_head: Mutex::new(None),
+            patches_allowed: std::sync::atomic::AtomicBool::new(false),
             started: Mutex::new(false),
             notices: Mutex::new(Vec::new()),
             read_only: Mutex::new(None),

@@ -294,7 +294,10 @@ impl Memdir {
             };
             let manifest = Manifest {
                 snapshot_format: SNAPSHOT_FORMAT,
-                store_format: crate::store::format::FORMAT,
+                store_format: match crate::store::format::read(self.layout()) {
+                    crate::store::format::Found::Format(n) => n,
+                    _ => crate::store::format::CREATED,
+                },
                 created: clock::rfc3339(clock::now_ms()),
                 files,
             };
@@ -424,6 +427,15 @@ impl Memdir {
         if let Ok(mut g) = self.format_ok.lock() {
             *g = None;
         }
+        if let Ok(mut g) = self.last_written.lock() {
+            *g = None;
+        }
+        if let Ok(mut g) = self.last_head.lock() {
+            *g = None;
+        }
+        // The restored store may be of format 1: its first patch raises it again.
+        self.patches_allowed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

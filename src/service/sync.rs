@@ -717,7 +717,7 @@ impl Memdir {
         // The heads this replica had before the merge (for local_wins and remote_wins).
         let mut local_heads: BTreeSet<String> = BTreeSet::new();
         for name in &touched {
-            let entries = self.all_history(name)?;
+            let entries = self.history_entries(name)?;
             local_heads.extend(merge::heads(&entries).iter().map(|h| h.id.clone()));
         }
         let mut writes: Vec<txn::FileWrite> = Vec::new();
@@ -783,6 +783,9 @@ impl Memdir {
                 }
             }
         }
+        // A version forgotten or compacted away on the other side: the versions here written
+        // as patches of it are written whole in the same transaction.
+        store::history::keep_chains(&layout.root, &mut writes)?;
         if !writes.is_empty() {
             let txid = format!(
                 "sync-{}",
@@ -798,7 +801,7 @@ impl Memdir {
             .zip(git.blobs(theirs, &their_files).map_err(git_err)?)
             .collect();
         for name in &touched {
-            let entries = self.all_history(name)?;
+            let entries = self.history_entries(name)?;
             let rel = Layout::category_rel(name);
             let rel_s = rel.to_string_lossy().into_owned();
             if let Some(Some(bytes)) = their_bytes.get(&rel_s)
@@ -1011,17 +1014,6 @@ impl Memdir {
         Ok(())
     }
 
-    /// Every readable history entry of a category.
-    fn all_history(&self, name: &CategoryName) -> Result<Vec<HistoryEntry>> {
-        let mut out = Vec::new();
-        for id in store::list_history_ids(self.layout(), name)? {
-            if let Ok(e) = store::read_history(self.layout(), name, &id)?.entry {
-                out.push(e);
-            }
-        }
-        Ok(out)
-    }
-
     /// The conflicts a sync decided that no later version has settled: the category is still
     /// served by a sync's pick, reached from its current head through sync versions only.
     pub fn open_conflicts(&self) -> Result<Vec<OpenConflict>> {
@@ -1041,7 +1033,7 @@ impl Memdir {
             else {
                 continue;
             };
-            let entries = self.all_history(&name)?;
+            let entries = self.history_entries(&name)?;
             let by_id: BTreeMap<&str, &HistoryEntry> =
                 entries.iter().map(|e| (e.id.as_str(), e)).collect();
             // Sync versions reachable from the head without passing a writer's version.
@@ -1152,6 +1144,7 @@ impl Memdir {
                     .clone()
                     .or_else(|| Some("conflict resolved".to_string())),
                 content,
+                None,
                 None,
                 true,
             )?;

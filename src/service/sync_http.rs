@@ -606,6 +606,7 @@ impl Memdir {
         access: &SyncAccess<'_>,
     ) -> Result<SyncPushResponse> {
         let mut kinds = Vec::with_capacity(items.len());
+        let mut patched = false;
         for it in items {
             let kind = classify(&it.path)?;
             let bytes = it.data.as_bytes();
@@ -625,6 +626,7 @@ impl Memdir {
                     let e = store::read_history_bytes(bytes).map_err(|why| {
                         Error::invalid("items", format!("{}: not a history entry: {why}", it.path))
                     })?;
+                    patched |= e.patch.is_some();
                     if &e.id != id || it.from != 0 {
                         return Err(Error::invalid(
                             "items",
@@ -777,10 +779,10 @@ impl Memdir {
             // The heads this replica had (for local_wins and remote_wins).
             let mut local_heads: BTreeSet<String> = BTreeSet::new();
             for name in &touched {
-                let entries = self.sync_history(name)?;
+                let entries = self.history_entries(name)?;
                 local_heads.extend(merge::heads(&entries).iter().map(|h| h.id.clone()));
             }
-            let writes: Vec<txn::FileWrite> = current
+            let mut writes: Vec<txn::FileWrite> = current
                 .into_iter()
                 .filter(|(p, _)| changed.contains(p))
                 .map(|(p, b)| txn::FileWrite {
@@ -796,6 +798,10 @@ impl Memdir {
                     .collect::<String>()
                     .as_bytes(),
             );
+            if patched && !writes.is_empty() {
+                // Entries written as patches arrive with the format that reads them.
+                store::format::raise_for_patches(&layout, &mut writes);
+            }
             if !writes.is_empty() {
                 // DURABILITY: one staged transaction: a crash leaves all of the page or none.
                 txn::commit(
@@ -807,7 +813,7 @@ impl Memdir {
             }
             let mut out = SyncResponse::default();
             for name in &touched {
-                let entries = self.sync_history(name)?;
+                let entries = self.history_entries(name)?;
                 // A malformed hand edit stays as it is (adoption reports it); the history
                 // holds the merged version.
                 let _ = self.settle_category(name, &entries, strategy, &local_heads, &seed, &mut out)?;
@@ -827,17 +833,6 @@ impl Memdir {
             self.purge_derived()?;
         }
         Ok(resp)
-    }
-
-    /// Every readable history entry of a category.
-    fn sync_history(&self, name: &CategoryName) -> Result<Vec<crate::model::HistoryEntry>> {
-        let mut out = Vec::new();
-        for id in store::list_history_ids(self.layout(), name)? {
-            if let Ok(e) = store::read_history(self.layout(), name, &id)?.entry {
-                out.push(e);
-            }
-        }
-        Ok(out)
     }
 
     /// `memdir sync` with an HTTP remote: rounds of manifest, diff, pull, push until both

@@ -8,7 +8,7 @@ use crate::clock::Hlc;
 use crate::error::{Error, Result};
 use crate::ledger::Ledger;
 use crate::model::{CategoryKind, SessionId, content_hash, encode_component};
-use crate::store::{self, Layout, fsx, segment, txn};
+use crate::store::{self, Layout, codec, fsx, segment, txn};
 
 struct Problems(Vec<Value>);
 
@@ -66,16 +66,26 @@ impl Memdir {
             let rel = Layout::category_rel(name);
             let file = store::read_category(layout, name)?;
             let mut head = None;
-            for id in store::list_history_ids(layout, name)? {
+            for h in store::history::read_all(layout, name)? {
                 n_history += 1;
-                if let Some(h) = id.get(..24).and_then(Hlc::parse)
-                    && !h.admissible(now)
+                let id = &h.id;
+                if let Some(stamp) = id.get(..24).and_then(Hlc::parse)
+                    && !stamp.admissible(now)
                 {
-                    p.add("future_stamp", Layout::history_rel(name).join(format!("{id}.json")), format!("stamp {h} is more than a day ahead of this machine's clock; memdir's clock does not follow it"));
+                    p.add("future_stamp", Layout::history_rel(name).join(format!("{id}.json")), format!("stamp {stamp} is more than a day ahead of this machine's clock; memdir's clock does not follow it"));
                 }
-                let h = store::read_history(layout, name, &id)?;
                 match h.entry {
                     Ok(e) => {
+                        if h.patched
+                            && e.hash.as_deref()
+                                != Some(content_hash(&codec::to_pretty(&e.content)).as_str())
+                        {
+                            p.add(
+                                "history",
+                                &h.path,
+                                "the version's patch, applied to its base, does not give its hash",
+                            );
+                        }
                         if e.forgotten.is_some() {
                             if !e.content.is_null() {
                                 p.add(

@@ -7,6 +7,7 @@
 //! always keeping heads and delete tombstones.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
@@ -29,6 +30,13 @@ pub(super) struct Written {
     hash: String,
     bytes: Vec<u8>,
     content: Value,
+}
+
+/// The top-level keys a merge sets and removes: the change a new version may record as a
+/// patch of its parent instead of its whole content ([`store::history`]).
+pub(super) struct Delta {
+    pub(super) set: serde_json::Map<String, Value>,
+    pub(super) remove: Vec<String>,
 }
 
 /// A version just committed, as the operations report it.
@@ -66,6 +74,7 @@ impl Memdir {
         reason: Option<String>,
         content: Option<Value>,
         serialized: Option<(Vec<u8>, String)>,
+        delta: Option<Delta>,
         write_file: bool,
     ) -> Result<Committed> {
         let layout = self.layout();
@@ -145,22 +154,34 @@ impl Memdir {
             ts: ts.clone(),
             content: Value::Null,
             forgotten: None,
+            patch: None,
         };
         let version = entry.ordinal();
-        // The entry around a null content, with the content's bytes put in its place: the
-        // same bytes as serializing the whole entry, without copying or serializing the
-        // content again.
+        entry.patch = match (delta, &bytes, &hash) {
+            (Some(d), Some(b), Some(h)) if write_file => self.patch_of(name, base, d, b.len(), h),
+            _ => None,
+        };
+        let depth = entry.patch.as_ref().map_or(0, |p| p.depth);
+        // A whole entry is the entry around a null content, with the content's bytes put in
+        // its place: the same bytes as serializing the whole entry, without copying or
+        // serializing the content again.
         let outer = serde_json::to_value(&entry).expect("invariant: history entries serialize");
         let entry_bytes = match &bytes {
-            Some(b) => codec::to_pretty_with(&outer, "content", b),
-            None => codec::to_pretty(&outer),
+            Some(b) if entry.patch.is_none() => codec::to_pretty_with(&outer, "content", b),
+            _ => codec::to_pretty(&outer),
         };
+        let patched = entry.patch.take().is_some();
         entry.content = content;
         let mut files = vec![txn::FileWrite {
             rel: Layout::history_rel(name).join(format!("{id}.json")),
             bytes: Some(entry_bytes),
             hash: None,
         }];
+        if patched && !self.patches_allowed.load(Ordering::Relaxed) {
+            // The first patch and the format that names it land together: an older memdir
+            // refuses the store rather than read a patch as a version without content.
+            store::format::raise_for_patches(layout, &mut files);
+        }
         if write_file {
             files.push(txn::FileWrite {
                 rel: Layout::category_rel(name),
@@ -170,7 +191,17 @@ impl Memdir {
             });
         }
         txn::commit(&layout.root, &layout.staging(), &id, &files)?;
+        if patched {
+            self.patches_allowed.store(true, Ordering::Relaxed);
+        }
+        if let Ok(mut last) = self.last_head.lock() {
+            *last = match &hash {
+                Some(h) if write_file && !tombstone => Some((id.clone(), h.clone(), depth)),
+                _ => None,
+            };
+        }
         let written = if write_file {
+            files.truncate(2);
             files.pop().and_then(|f| f.bytes)
         } else {
             None
@@ -197,6 +228,44 @@ impl Memdir {
             ts,
             content: entry.content,
             bytes: written,
+        })
+    }
+
+    /// The patch a new version may be written as: `delta` on the current head, when the head
+    /// is the file being replaced, has content, is not forgotten, fewer than
+    /// [`store::history::MAX_DEPTH`] patches lead to it and the change is small against the
+    /// new content (`size` bytes). `None`: the version is written whole.
+    fn patch_of(
+        &self,
+        name: &CategoryName,
+        base: &CatState,
+        delta: Delta,
+        size: usize,
+        hash: &str,
+    ) -> Option<crate::model::Patch> {
+        let head = base.row.head_id.as_deref()?;
+        let file_hash = base.file.as_ref().filter(|_| base.exists())?.hash.as_str();
+        if file_hash == hash {
+            return None;
+        }
+        let cached = self.last_head.lock().ok()?.clone();
+        let depth = match cached {
+            Some((id, h, d)) if id == head && h == file_hash => d,
+            _ => store::history::patch_base(self.layout(), name, head, file_hash)?,
+        };
+        if depth >= store::history::MAX_DEPTH {
+            return None;
+        }
+        let changed = serde_json::to_vec(&delta.set).map_or(usize::MAX, |v| v.len())
+            + delta.remove.iter().map(|k| k.len() + 8).sum::<usize>();
+        if changed.saturating_mul(store::history::SMALL_RATIO) > size {
+            return None;
+        }
+        Some(crate::model::Patch {
+            base: head.to_string(),
+            depth: depth + 1,
+            set: delta.set,
+            remove: delta.remove,
         })
     }
 
@@ -246,15 +315,9 @@ impl Memdir {
         }
     }
 
-    /// Every readable history entry of a category, oldest first.
-    fn history_entries(&self, name: &CategoryName) -> Result<Vec<HistoryEntry>> {
-        let mut out = Vec::new();
-        for id in store::list_history_ids(self.layout(), name)? {
-            if let Ok(e) = store::read_history(self.layout(), name, &id)?.entry {
-                out.push(e);
-            }
-        }
-        Ok(out)
+    /// Every readable history entry of a category, oldest first, patches resolved.
+    pub(super) fn history_entries(&self, name: &CategoryName) -> Result<Vec<HistoryEntry>> {
+        Ok(store::history::entries(self.layout(), name)?)
     }
 
     /// One version, by ordinal or id, after bringing the category in line with its file.
@@ -478,6 +541,7 @@ impl Memdir {
                 reason,
                 Some(entry.content.clone()),
                 None,
+                None,
                 true,
             )?;
             Ok(RestoreResponse {
@@ -533,16 +597,29 @@ impl Memdir {
                     if file.entry.as_ref().is_ok_and(HistoryEntry::is_tombstone) {
                         continue;
                     }
-                    std::fs::remove_file(&file.path).map_err(|e| crate::error::IoError {
-                        op: "remove",
-                        path: file.path.clone(),
-                        source: e,
-                    })?;
                     removed.push(id.clone());
                 }
                 if !removed.is_empty() {
-                    // DURABILITY: the removals are reported only once durable.
-                    txn::sync_dir(&self.layout().root.join(Layout::history_rel(name)))?;
+                    let txid = format!("{}_compact", self.tick(inner, clock::now_ms())?);
+                    let mut writes: Vec<txn::FileWrite> = removed
+                        .iter()
+                        .map(|id| txn::FileWrite {
+                            rel: Layout::history_rel(name).join(format!("{id}.json")),
+                            bytes: None,
+                            hash: None,
+                        })
+                        .collect();
+                    // A kept version written as a patch of a removed one is written whole
+                    // in the same transaction.
+                    store::history::keep_chains(&self.layout().root, &mut writes)?;
+                    // DURABILITY: one staged transaction; the removals are reported only
+                    // once durable.
+                    txn::commit(
+                        &self.layout().root,
+                        &self.layout().staging(),
+                        &txid,
+                        &writes,
+                    )?;
                     inner.ledger.record_txn(
                         &format!("compact-{}", removed.len()),
                         "compact",

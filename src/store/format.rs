@@ -6,6 +6,10 @@
 //!
 //! - No file: a store from before the version existed (format 0, the same layout as
 //!   format 1). Reads go on; the first write records format 1 (the migration).
+//! - Format 2 adds history entries written as patches of their parent
+//!   ([`crate::store::history`]). A store is created as format 1 and raised to 2 by the
+//!   transaction that writes its first patch ([`PATCHES`]), so a store stays readable by an
+//!   older memdir until it holds something that memdir would misread.
 //! - An older format with a different layout would be migrated on the first write; there is
 //!   none yet.
 //! - A newer format: every command refuses, naming the file and the versions, and changes
@@ -16,8 +20,14 @@ use std::path::PathBuf;
 use crate::error::{IoContext, IoError};
 use crate::store::{Layout, codec, fsx, txn};
 
-/// The format this memdir writes and reads.
-pub const FORMAT: u64 = 1;
+/// The newest format this memdir reads and writes.
+pub const FORMAT: u64 = 2;
+
+/// The format a store is created with (and a store without a format file migrated to).
+pub const CREATED: u64 = 1;
+
+/// The first format with patch history entries.
+pub const PATCHES: u64 = 2;
 
 /// The file's name at the root of the memory directory.
 pub const FILE: &str = "memdir.json";
@@ -38,9 +48,14 @@ pub fn path(layout: &Layout) -> PathBuf {
     layout.root.join(FILE)
 }
 
-/// The canonical bytes of the format file.
+/// The canonical bytes of the format file of a new store.
 pub fn bytes() -> Vec<u8> {
-    codec::to_pretty(&serde_json::json!({ "format": FORMAT }))
+    bytes_of(CREATED)
+}
+
+/// The canonical bytes of the format file saying format `n`.
+pub fn bytes_of(n: u64) -> Vec<u8> {
+    codec::to_pretty(&serde_json::json!({ "format": n }))
 }
 
 /// Reads the format file.
@@ -82,4 +97,19 @@ pub fn ensure(layout: &Layout) -> Result<(), IoError> {
     renamed?;
     // DURABILITY: the format file names how every other file is to be read.
     txn::sync_dir(&layout.root)
+}
+
+/// Adds the format file raised to [`PATCHES`] to `writes` when the store says an older format
+/// (or none): the transaction that brings a store its first patch entry names the format that
+/// reads it. Returns whether it added the file.
+pub fn raise_for_patches(layout: &Layout, writes: &mut Vec<txn::FileWrite>) -> bool {
+    if matches!(read(layout), Found::Format(n) if n >= PATCHES) {
+        return false;
+    }
+    writes.push(txn::FileWrite {
+        rel: FILE.into(),
+        bytes: Some(bytes_of(PATCHES)),
+        hash: None,
+    });
+    true
 }

@@ -8,6 +8,7 @@ pub mod codec;
 pub mod failpoint;
 pub mod format;
 pub mod fsx;
+pub mod history;
 pub mod lock;
 pub mod segment;
 pub mod txn;
@@ -283,6 +284,8 @@ pub struct HistoryFile {
     pub id: String,
     pub path: PathBuf,
     pub entry: Result<HistoryEntry, String>,
+    /// Whether the file holds a patch that [`history::read_all`] resolved.
+    pub patched: bool,
 }
 
 /// History file ids of a category, oldest first (ids sort as time).
@@ -342,6 +345,7 @@ pub fn read_history(
         id: id.to_string(),
         path,
         entry,
+        patched: false,
     })
 }
 

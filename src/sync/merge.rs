@@ -290,6 +290,7 @@ pub fn resolve(
         ts: lww.ts.clone(),
         content: content.clone(),
         forgotten: None,
+        patch: None,
     };
     // Lost: a head whose value is not what is served (for a per-key merge: a key changed
     // differently on several heads).
@@ -649,6 +650,7 @@ mod tests {
             ts: "2026-01-01T00:00:00.000Z".into(),
             content,
             forgotten: None,
+            patch: None,
         }
     }
 

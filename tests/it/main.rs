@@ -19,6 +19,7 @@ mod mcp;
 mod mcp_framing;
 mod model;
 mod ops;
+mod patches;
 mod redaction;
 mod search;
 mod snapshot;

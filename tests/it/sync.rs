@@ -851,3 +851,44 @@ fn a_server_with_an_interval_syncs_on_its_own() {
         json!({"synced": true})
     );
 }
+
+/// Merges into a large category travel as patches; a version forgotten on one replica while
+/// another replica holds a patch on it: the patch is written whole there before the forget
+/// lands, so that replica's change is not lost.
+#[test]
+fn patches_travel_and_a_forgotten_base_does_not_lose_a_patch_on_another_replica() {
+    let fleet = Fleet::new(2);
+    let (a, b) = (&fleet.replicas[0], &fleet.replicas[1]);
+    let data = Value::Object(crate::patches::big(200)).to_string();
+    a.ok(&["write", "big", "--data", &data]);
+    a.ok(&["write", "big", "--merge", "--data", r#"{"shared": 1}"#]);
+    fleet.sync(0, &[]);
+    fleet.sync(1, &[]);
+    assert_eq!(b.read("memdir.json"), "{\n  \"format\": 2\n}\n");
+    assert_eq!(b.category_data("big").unwrap()["shared"], json!(1));
+    // Both write a patch on version 2; B then forgets version 2.
+    a.ok(&["write", "big", "--merge", "--data", r#"{"from_a": 1}"#]);
+    b.ok(&["write", "big", "--merge", "--data", r#"{"from_b": 1}"#]);
+    b.ok(&["forget", "--category", "big", "--version", "2", "--yes"]);
+    fleet.sync(1, &[]);
+    // Merged per key: A's patch must be readable here for its key to survive.
+    fleet.sync(0, &["--strategy", "merge"]);
+    fleet.converge();
+    fleet.assert_identical();
+    for e in [a, b] {
+        let now = e.category_data("big").unwrap();
+        assert_eq!(now["from_a"], json!(1), "{now:#}");
+        assert_eq!(now["from_b"], json!(1));
+        assert_eq!(now["shared"], json!(1));
+        let h = e.ok(&["history", "big"]);
+        for v in h["versions"].as_array().unwrap() {
+            let n = v["version"].as_u64().unwrap().to_string();
+            let read = e.ok(&["read", "big", "--version", &n]);
+            assert_eq!(
+                read["data"].is_null(),
+                n == "2",
+                "version {n} reads back, the forgotten one without content"
+            );
+        }
+    }
+}

@@ -490,3 +490,36 @@ ingest = ["*"]"#,
         "still refused whole: {err:#}"
     );
 }
+
+/// Entries written as patches travel over HTTP both ways, and the store that receives its
+/// first patch records the format that reads it in the same transaction.
+#[test]
+fn patches_travel_over_http_with_the_format_that_reads_them() {
+    let replicas: Vec<TestEnv> = (0..2).map(replica).collect();
+    let (server_side, client) = (&replicas[0], &replicas[1]);
+    let data = Value::Object(crate::patches::big(200)).to_string();
+    client.ok(&["write", "big", "--data", &data]);
+    client.ok(&["write", "big", "--merge", "--data", r#"{"from_client": 1}"#]);
+    server_side.ok(&["write", "other", "--data", &data]);
+    assert_eq!(server_side.read("memdir.json"), "{\n  \"format\": 1\n}\n");
+    let server = Served::start(server_side, &["--token", TOKEN]);
+    sync(client, &server.url);
+    assert_eq!(server_side.read("memdir.json"), "{\n  \"format\": 2\n}\n");
+    server_side.ok(&[
+        "write",
+        "other",
+        "--merge",
+        "--data",
+        r#"{"from_server": 1}"#,
+    ]);
+    sync(client, &server.url);
+    assert_identical(&replicas);
+    for e in &replicas {
+        assert_eq!(e.category_data("big").unwrap()["from_client"], json!(1));
+        assert_eq!(e.category_data("other").unwrap()["from_server"], json!(1));
+        for (name, n) in [("big", "1"), ("big", "2"), ("other", "2")] {
+            assert!(e.ok(&["read", name, "--version", n])["data"].is_object());
+        }
+    }
+    drop(server);
+}

@@ -46,6 +46,7 @@ fn entry() -> impl Strategy<Value = HistoryEntry> {
                 ts,
                 content,
                 forgotten: None,
+                patch: None,
             },
         )
 }
@@ -230,6 +231,7 @@ fn a_version_vector_summing_past_u64_max_is_not_a_panic() {
         ts: "2025-11-29T11:02:03.004Z".into(),
         content: Value::Null,
         forgotten: None,
+        patch: None,
     };
     let _ = std::panic::catch_unwind(|| e.ordinal()).expect("ordinal does not panic");
 }
