@@ -45,6 +45,12 @@ def store(tmp_path_factory) -> Path:
     run(s, "delete", "gone")
     run(s, "restore", "gone", "--version", "1")
     run(s, "delete", "gone")
+    # A merge of one key into a large category is recorded as a patch (store format 2); a
+    # forgotten version keeps its place without content.
+    run(s, "write", "big", "--data", json.dumps({f"key{i:03}": f"value {i} with a few words" for i in range(100)}))
+    run(s, "write", "big", "--merge", "--data", json.dumps({"key007": "changed", "key008": None}))
+    run(s, "write", "big", "--merge", "--data", json.dumps({"key009": "changed"}))
+    run(s, "forget", "--category", "big", "--version", "1", "--yes")
     run(s, "ingest", "--session-id", "alpha", "--project", "web", "--metadata", json.dumps({"role": "user", "z": [1]}), "--text", "hello\nworld")
     batch = "\n".join(json.dumps({"session_id": sid, "content": f"chunk {i} of {sid}"}) for i, sid in enumerate(["alpha", "Beta:2", "ünïcode id"] * 3))
     run(s, "ingest", "--jsonl", "-", stdin=batch)
@@ -59,7 +65,7 @@ def test_schemas_are_valid_draft_2020_12():
 def test_category_files_validate(store: Path):
     schema = load("category.schema.json")
     files = list((store / "categories").glob("*.json"))
-    assert len(files) == 3  # base, the weird name, journal ("gone" is deleted)
+    assert len(files) == 4  # base, the weird name, journal, big ("gone" is deleted)
     for f in files:
         jsonschema.validate(json.loads(f.read_text()), schema)
 
@@ -76,12 +82,15 @@ def test_history_entries_validate(store: Path):
     schema = load("history-entry.schema.json")
     entries = list((store / "history").glob("*/*.json"))
     ops = set()
+    kinds = set()
     for f in entries:
         v = json.loads(f.read_text())
         jsonschema.validate(v, schema)
         assert f.stem == v["id"]
         ops.add(v["op"])
+        kinds.add("patch" if "patch" in v else "forgotten" if "forgotten" in v else "whole")
     assert {"write", "merge", "append", "delete", "restore"} <= ops
+    assert kinds == {"patch", "forgotten", "whole"}
 
 
 def test_chunk_lines_validate(store: Path):
@@ -109,4 +118,5 @@ def test_replica_file_validates(store: Path):
 def test_format_file_validates(store: Path):
     raw = (store / "memdir.json").read_text()
     jsonschema.validate(json.loads(raw), load("format.schema.json"))
-    assert raw == '{\n  "format": 1\n}\n'
+    # Raised from 1 by the first patch entry.
+    assert raw == '{\n  "format": 2\n}\n'
