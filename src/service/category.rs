@@ -215,8 +215,17 @@ impl Memdir {
                 req.data.clone()
             };
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
-            // About the size of the file it replaces: the buffer does not regrow as it fills.
-            let new_bytes = codec::to_pretty_sized(&new_content, st.row.file_len.max(0) as usize + raw + 64);
+            // A merge into a file memdir wrote splices the changed keys into its bytes;
+            // otherwise the content is serialized whole, into a buffer about the size of the
+            // file it replaces (it does not regrow as it fills).
+            let spliced = match (&delta, st.file.as_ref().filter(|f| f.canonical && exists)) {
+                (Some(d), Some(f)) => codec::splice_pretty(&f.bytes, &d.set, &d.remove),
+                _ => None,
+            };
+            let new_bytes = spliced.unwrap_or_else(|| {
+                codec::to_pretty_sized(&new_content, st.row.file_len.max(0) as usize + raw + 64)
+            });
+            debug_assert_eq!(new_bytes, codec::to_pretty(&new_content));
             let new_hash = content_hash(&new_bytes);
             if previous.as_deref() == Some(new_hash.as_str()) {
                 return Ok(WriteResponse {

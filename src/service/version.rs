@@ -30,6 +30,8 @@ pub(super) struct Written {
     hash: String,
     bytes: Vec<u8>,
     content: Value,
+    /// Whether `bytes` are [`codec::to_pretty`] of `content` (memdir wrote them).
+    canonical: bool,
 }
 
 /// The top-level keys a merge sets and removes: the change a new version may record as a
@@ -280,7 +282,7 @@ impl Memdir {
         Ok(store::read_category_known(self.layout(), name, |bytes| {
             let mut last = self.last_written.lock().ok()?;
             match last.take() {
-                Some(w) if w.bytes == bytes => Some((w.hash, w.content)),
+                Some(w) if w.bytes == bytes => Some((w.hash, w.content, w.canonical)),
                 other => {
                     *last = other;
                     None
@@ -297,6 +299,7 @@ impl Memdir {
                     hash: hash.clone(),
                     bytes,
                     content: std::mem::take(&mut c.content),
+                    canonical: true,
                 }),
                 _ => None,
             };
@@ -311,6 +314,7 @@ impl Memdir {
                 hash: file.hash,
                 bytes: file.bytes,
                 content,
+                canonical: file.canonical,
             });
         }
     }

@@ -78,6 +78,100 @@ pub fn to_pretty_with(outer: &Value, key: &str, pretty: &[u8]) -> Vec<u8> {
     out
 }
 
+/// [`to_pretty`] of the object that `old` (the [`to_pretty`] bytes of an object) becomes when
+/// the top-level keys in `remove` are removed and those in `set` set, built by copying the
+/// bytes of the entries that did not change: the same bytes as serializing the new object, at
+/// the cost of the changed keys and one scan of `old`. The top-level entries of a canonical
+/// object each start a line with exactly two spaces and a quote, and string values never hold
+/// a raw line break, so `\n  "` finds them all. `None` when `old` does not have that shape
+/// (the caller then serializes whole). Only for bytes known to be canonical: entries found in
+/// another layout or order would be copied as they are.
+pub fn splice_pretty(
+    old: &[u8],
+    set: &serde_json::Map<String, Value>,
+    remove: &[String],
+) -> Option<Vec<u8>> {
+    const TAIL: &[u8] = b"\n}\n";
+    if !old.starts_with(b"{\n  \"") || !old.ends_with(TAIL) {
+        return None;
+    }
+    let starts: Vec<usize> = memchr::memmem::find_iter(old, b"\n  \"").collect();
+    let n = starts.len();
+    // The end of entry `i`, before its comma (or before the closing brace for the last).
+    let end = |i: usize| -> usize {
+        if i + 1 < n {
+            starts[i + 1] - 1
+        } else {
+            old.len() - TAIL.len()
+        }
+    };
+    if starts.first() != Some(&1) || (0..n - 1).any(|i| old[end(i)] != b',') {
+        return None;
+    }
+    let key_at = |i: usize| -> Option<String> {
+        let from = starts[i] + 3;
+        let mut j = from + 1;
+        while j < old.len() {
+            match old[j] {
+                b'\\' => j += 2,
+                b'"' => return serde_json::from_slice(&old[from..=j]).ok(),
+                _ => j += 1,
+            }
+        }
+        None
+    };
+    // Every change in key order; a key both removed and set is set.
+    let mut changes: std::collections::BTreeMap<&str, Option<&Value>> =
+        remove.iter().map(|k| (k.as_str(), None)).collect();
+    changes.extend(set.iter().map(|(k, v)| (k.as_str(), Some(v))));
+    let mut out: Vec<u8> = Vec::with_capacity(old.len() + 256);
+    out.push(b'{');
+    let mut first = true;
+    let mut piece = |out: &mut Vec<u8>, bytes: &[u8]| {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        out.extend_from_slice(bytes);
+    };
+    let mut next = 0usize;
+    for (k, v) in changes {
+        // Binary search of the entries from `next` on (changes come in key order).
+        let (mut lo, mut hi) = (next, n);
+        let mut found = false;
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match key_at(mid)?.as_str().cmp(k) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    lo = mid;
+                    found = true;
+                    break;
+                }
+            }
+        }
+        if lo > next {
+            piece(&mut out, &old[starts[next]..end(lo - 1)]);
+        }
+        next = if found { lo + 1 } else { lo };
+        if let Some(v) = v {
+            let mut entry = String::from("\n  ");
+            write_str(&mut entry, k);
+            entry.push_str(": ");
+            write_value(&mut entry, v, Some(1));
+            piece(&mut out, entry.as_bytes());
+        }
+    }
+    if next < n {
+        piece(&mut out, &old[starts[next]..end(n - 1)]);
+    }
+    if out.len() == 1 {
+        return Some(b"{}\n".to_vec());
+    }
+    out.extend_from_slice(TAIL);
+    Some(out)
+}
+
 /// Compact, key-sorted JSON without a newline.
 pub fn to_compact(value: &Value) -> String {
     let mut out = String::new();

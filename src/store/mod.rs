@@ -145,6 +145,9 @@ pub struct CategoryFile {
     pub hash: String,
     /// The parsed content, or why it does not parse as a JSON object.
     pub content: Result<Value, String>,
+    /// Whether `bytes` are known to be [`codec::to_pretty`] of the content (memdir wrote
+    /// them); `false` when unknown (a file parsed from disk may be a hand edit in any layout).
+    pub canonical: bool,
 }
 
 /// Reads `categories/<name>.json`; `None` when absent.
@@ -162,24 +165,27 @@ pub fn read_category(
             hash: content_hash(b""),
             bytes: Vec::new(),
             content: Err(format!("cannot be read: {}", e.source)),
+            canonical: false,
         })),
     }
 }
 
-/// Reads `categories/<name>.json` like [`read_category`]; `known` gives the hash and parsed
-/// content of bytes the caller has seen (they are neither hashed nor parsed again).
+/// Reads `categories/<name>.json` like [`read_category`]; `known` gives the hash, parsed
+/// content and canonical flag of bytes the caller has seen (they are neither hashed nor
+/// parsed again).
 pub fn read_category_known(
     layout: &Layout,
     name: &CategoryName,
-    known: impl FnOnce(&[u8]) -> Option<(String, Value)>,
+    known: impl FnOnce(&[u8]) -> Option<(String, Value, bool)>,
 ) -> Result<Option<CategoryFile>, IoError> {
     let path = layout.root.join(Layout::category_rel(name));
     match fsx::read(&path, fsx::MAX_JSON_FILE) {
         Ok(Some(bytes)) => Ok(Some(match known(&bytes) {
-            Some((hash, content)) => CategoryFile {
+            Some((hash, content, canonical)) => CategoryFile {
                 bytes,
                 hash,
                 content: Ok(content),
+                canonical,
             },
             None => parse_category(bytes),
         })),
@@ -208,6 +214,7 @@ fn parse_category_hashed(bytes: Vec<u8>, hash: String) -> CategoryFile {
         bytes,
         hash,
         content,
+        canonical: false,
     }
 }
 

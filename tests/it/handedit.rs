@@ -849,4 +849,17 @@ fn a_server_merging_after_a_hand_edit_builds_on_the_edit() {
         json!({"c": 30, "d": 4, "e": 6, "f": 7, "g": 8, "hand": true})
     );
     assert_eq!(w.new_hash, Some(hash_of_file()));
+    // A hand edit laid out like memdir's files but with its keys out of order, read by the
+    // process, then merged into: the merge must not splice into bytes it did not write, and
+    // the file is canonical again.
+    std::fs::write(&file, "{\n  \"z\": 1,\n  \"b\": 2\n}\n").unwrap();
+    assert_eq!(read(), json!({"b": 2, "z": 1}));
+    let w = merge(json!({"m": 3}));
+    let want = json!({"b": 2, "m": 3, "z": 1});
+    assert_eq!(read(), want);
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        memdir::store::codec::to_pretty(&want)
+    );
+    assert_eq!(w.new_hash, Some(hash_of_file()));
 }

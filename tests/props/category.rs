@@ -3,7 +3,7 @@
 //! parses back to the same value, is a fixed point, and no bytes make the reader panic.
 
 use memdir::model::content_hash;
-use memdir::store::codec::{to_compact, to_pretty};
+use memdir::store::codec::{splice_pretty, to_compact, to_pretty};
 use memdir::store::parse_category;
 use proptest::prelude::*;
 use serde_json::Value;
@@ -48,6 +48,40 @@ fn category_bytes() -> impl Strategy<Value = Vec<u8>> {
 
 proptest! {
     #![proptest_config(crate::config(1000))]
+
+    /// Splicing changed top-level keys into a canonical object's bytes gives exactly the bytes
+    /// of serializing the changed object (keys replaced, inserted before, between and after
+    /// the others, removed, all removed, removed and set at once).
+    #[test]
+    fn splicing_changed_keys_gives_the_canonical_bytes(
+        old in arb::object(),
+        set in prop::collection::btree_map(arb::key(), arb::value(), 0..4),
+        remove in prop::collection::vec(arb::key(), 0..4),
+        remove_existing in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
+    ) {
+        let Value::Object(mut m) = old.clone() else { unreachable!() };
+        let mut remove = remove;
+        let keys: Vec<String> = m.keys().cloned().collect();
+        if !keys.is_empty() {
+            remove.extend(remove_existing.iter().map(|i| i.get(&keys).clone()));
+        }
+        for k in &remove {
+            m.remove(k);
+        }
+        let set: serde_json::Map<String, Value> = set.into_iter().collect();
+        for (k, v) in &set {
+            m.insert(k.clone(), v.clone());
+        }
+        let want = to_pretty(&Value::Object(m));
+        match splice_pretty(&to_pretty(&old), &set, &remove) {
+            Some(got) => prop_assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want)
+            ),
+            // Only an empty object has no entry to splice around.
+            None => prop_assert_eq!(to_pretty(&old), b"{}\n".to_vec()),
+        }
+    }
 
     /// Canonical JSON is serde_json's output (maps sort their keys), parses back to the same
     /// value, and serializing what was parsed gives the same bytes again.
