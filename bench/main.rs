@@ -953,8 +953,10 @@ fn bench_http(args: &[String]) -> Result<Value> {
 /// ingests one chunk carrying a word of its own and searches for that word (it must be found),
 /// then ingests another and searches for ordinary words.
 /// Merge-write latency by category size: for each size N, a category written whole with N
-/// keys, then `--writes` merge writes of one new key each (every one durable), then as many
-/// rounds of a read followed by a merge write (the write timed).
+/// keys; then `--writes` rounds of one durable merge write of one new key into each category
+/// in turn, then as many rounds of a read followed by a merge write (the write timed). The
+/// sizes take turns within each round, so a noisy machine slows them alike and their ratio
+/// holds.
 fn bench_merge(args: &[String]) -> Result<Value> {
     let (_tmp, dir) = dir_arg(args);
     let writes = arg(args, "--writes", 30);
@@ -967,51 +969,72 @@ fn bench_merge(args: &[String]) -> Result<Value> {
     let m = Memdir::open(&dir)?;
     let vocab = Vocab::new(5_000);
     let mut r = Rng(23);
-    let mut out = serde_json::Map::new();
-    for n in sizes {
-        let category = format!("size-{n}");
+    let category = |n: usize| format!("size-{n}");
+    for &n in &sizes {
         let data: serde_json::Map<String, Value> = (0..n)
             .map(|k| (format!("key-{k:05}"), json!(vocab.sentence(&mut r, 8))))
             .collect();
         m.write(&WriteRequest {
-            category: category.clone(),
+            category: category(n),
             data: Value::Object(data),
             ..Default::default()
         })?;
-        // One durable merge write of one new key, timed.
-        let mut merge_one = |key: String| -> Result<f64> {
-            let data = json!({ key: vocab.sentence(&mut r, 8) });
-            let t = Instant::now();
-            m.write(&WriteRequest {
-                category: category.clone(),
-                data,
-                merge: true,
-                ..Default::default()
-            })?;
-            Ok(ms(t))
-        };
-        let mut lat = Vec::with_capacity(writes);
-        for k in 0..writes {
-            lat.push(merge_one(format!("new-{k:05}"))?);
+    }
+    // One durable merge write of one new key, timed.
+    let mut merge_one = |n: usize, key: String| -> Result<f64> {
+        let data = json!({ key: vocab.sentence(&mut r, 8) });
+        let t = Instant::now();
+        m.write(&WriteRequest {
+            category: category(n),
+            data,
+            merge: true,
+            ..Default::default()
+        })?;
+        Ok(ms(t))
+    };
+    let mut lat: Vec<Vec<f64>> = vec![Vec::with_capacity(writes); sizes.len()];
+    for k in 0..writes {
+        for (i, &n) in sizes.iter().enumerate() {
+            lat[i].push(merge_one(n, format!("new-{k:05}"))?);
         }
-        // An agent often reads a category before it merges into it: the merge that follows a
-        // read, timed alone.
-        let mut after_read = Vec::with_capacity(writes);
-        for k in 0..writes {
+    }
+    // An agent often reads a category before it merges into it: the merge that follows a
+    // read, timed alone.
+    let mut after_read: Vec<Vec<f64>> = vec![Vec::with_capacity(writes); sizes.len()];
+    for k in 0..writes {
+        for (i, &n) in sizes.iter().enumerate() {
             m.read(&ReadRequest {
-                category: category.clone(),
+                category: category(n),
                 fields: None,
                 version: None,
             })?;
-            after_read.push(merge_one(format!("read-{k:05}"))?);
+            after_read[i].push(merge_one(n, format!("read-{k:05}"))?);
         }
-        let file = dir.join("categories").join(format!("{category}.json"));
-        let history = dir.join("history").join(&category);
+    }
+    let mut out = serde_json::Map::new();
+    // Each size's p50 against the smallest size's, from the same rounds.
+    let p50: Vec<Option<f64>> = lat
+        .iter()
+        .map(|v| pct(v.clone())["p50_ms"].as_f64())
+        .collect();
+    let smallest = sizes
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, n)| **n)
+        .map(|(i, _)| i);
+    for (i, &n) in sizes.iter().enumerate() {
+        let file = dir.join("categories").join(format!("{}.json", category(n)));
+        let history = dir.join("history").join(category(n));
+        let ratio = match (p50[i], smallest.and_then(|s| p50[s])) {
+            (Some(a), Some(b)) if b > 0.0 => Some((a / b * 100.0).round() / 100.0),
+            _ => None,
+        };
         out.insert(
             format!("{n}_keys"),
             json!({
-                "merge_write": pct(lat),
-                "merge_write_after_a_read": pct(after_read),
+                "merge_write": pct(std::mem::take(&mut lat[i])),
+                "merge_write_after_a_read": pct(std::mem::take(&mut after_read[i])),
+                "p50_to_smallest": ratio,
                 "category_file_bytes": std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0),
                 "history_bytes": dir_size(&history),
             }),

@@ -127,7 +127,7 @@ impl Memdir {
             },
         };
         if let Some(file) = st.file {
-            self.remember_read(file);
+            self.remember_read(&name, file);
         }
         Ok(response)
     }
@@ -242,7 +242,7 @@ impl Memdir {
             }
             let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
             let mut c = self.commit_version(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), Some((new_bytes, new_hash)), delta, true)?;
-            self.remember_written(&mut c);
+            self.remember_written(&name, &mut c);
             Ok(WriteResponse {
                 category: name.to_string(),
                 unchanged: false,

@@ -104,8 +104,9 @@ pub struct Memdir {
     /// searchers (`search::View`) and lets the mutex go, so its query runs beside catch-ups.
     index: Mutex<Option<std::sync::Arc<crate::index::SearchIndex>>>,
     last_scan: Mutex<Option<std::time::Instant>>,
-    /// The category file this process wrote last (see `Memdir::read_category_cached`).
-    last_written: Mutex<Option<version::Written>>,
+    /// The category files this process wrote or read last (see
+    /// `Memdir::read_category_cached`).
+    file_cache: Mutex<version::FileCache>,
     /// The version this process committed last, as a patch base: (id, hash, depth).
     last_head: Mutex<Option<(String, String, u32)>>,
     /// Whether `memdir.json` is known to say format 2 or newer (patches may be written).
@@ -264,7 +265,7 @@ impl Memdir {
             inner: Mutex::new(None),
             index: Mutex::new(None),
             last_scan: Mutex::new(None),
-            last_written: Mutex::new(None),
+            file_cache: Mutex::new(Default::default()),
             last_head: Mutex::new(None),
             patches_allowed: std::sync::atomic::AtomicBool::new(false),
             started: Mutex::new(false),

@@ -427,8 +427,8 @@ impl Memdir {
         if let Ok(mut g) = self.format_ok.lock() {
             *g = None;
         }
-        if let Ok(mut g) = self.last_written.lock() {
-            *g = None;
+        if let Ok(mut g) = self.file_cache.lock() {
+            g.clear();
         }
         if let Ok(mut g) = self.last_head.lock() {
             *g = None;

@@ -25,8 +25,46 @@ use crate::model::{
 use crate::store::lock::WriteLock;
 use crate::store::{self, Layout, codec, failpoint, txn};
 
-/// The category file this process wrote last (see [`Memdir::read_category_cached`]).
-pub(super) struct Written {
+/// The category files this process wrote or read last, newest first (see
+/// [`Memdir::read_category_cached`]): at most [`FileCache::FILES`] files and
+/// [`FileCache::BYTES`] bytes of them, though the newest one is always kept.
+#[derive(Default)]
+pub(super) struct FileCache {
+    files: std::collections::VecDeque<Written>,
+}
+
+impl FileCache {
+    const FILES: usize = 16;
+    const BYTES: usize = 8 << 20;
+
+    /// Takes out the file remembered for `name`.
+    fn take(&mut self, name: &CategoryName) -> Option<Written> {
+        let at = self.files.iter().position(|w| &w.name == name)?;
+        self.files.remove(at)
+    }
+
+    /// Remembers `w` as the newest, forgetting the oldest files beyond the bounds.
+    fn put(&mut self, w: Written) {
+        let _ = self.take(&w.name);
+        self.files.push_front(w);
+        let mut bytes: usize = self.files.iter().map(|w| w.bytes.len()).sum();
+        while self.files.len() > 1
+            && (self.files.len() > Self::FILES || bytes > Self::BYTES)
+            && let Some(old) = self.files.pop_back()
+        {
+            bytes -= old.bytes.len();
+        }
+    }
+
+    /// Forgets every file (the store was replaced).
+    pub(super) fn clear(&mut self) {
+        self.files.clear();
+    }
+}
+
+/// A category file this process wrote or read, with its hash and content.
+struct Written {
+    name: CategoryName,
     hash: String,
     bytes: Vec<u8>,
     content: Value,
@@ -271,46 +309,54 @@ impl Memdir {
         })
     }
 
-    /// Reads a category file; when its bytes are the ones this process wrote last, their hash
-    /// and content are taken from memory instead of computed again (a comparison of the bytes
-    /// costs far less than hashing and parsing them). A large category's merge write would
-    /// otherwise spend much of its time on the file it just wrote.
+    /// Reads a category file; when its bytes are the ones this process last wrote or read
+    /// there ([`FileCache`]), their hash and content are taken from memory instead of computed
+    /// again (comparing the file with them costs far less than hashing and parsing it). A
+    /// large category's merge write would otherwise spend much of its time on the file it
+    /// wrote before.
     pub(super) fn read_category_cached(
         &self,
         name: &CategoryName,
     ) -> Result<Option<store::CategoryFile>> {
-        Ok(store::read_category_known(self.layout(), name, |bytes| {
-            let mut last = self.last_written.lock().ok()?;
-            match last.take() {
-                Some(w) if w.bytes == bytes => Some((w.hash, w.content, w.canonical)),
-                other => {
-                    *last = other;
-                    None
-                }
-            }
-        })?)
+        let path = self.layout().root.join(Layout::category_rel(name));
+        let remembered = self.file_cache.lock().ok().and_then(|mut c| c.take(name));
+        // An error (a link, a directory in its place) is the plain read's to report; a file
+        // that differs was changed behind this process's back, and is read afresh.
+        if let Some(w) = remembered
+            && matches!(store::fsx::holds(&path, &w.bytes), Ok(true))
+        {
+            return Ok(Some(store::CategoryFile {
+                bytes: w.bytes,
+                hash: w.hash,
+                content: Ok(w.content),
+                canonical: w.canonical,
+            }));
+        }
+        Ok(store::read_category(self.layout(), name)?)
     }
 
     /// Remembers the category file just written: its hash, bytes and content.
-    pub(super) fn remember_written(&self, c: &mut Committed) {
-        if let Ok(mut last) = self.last_written.lock() {
-            *last = match (&c.hash, c.bytes.take()) {
-                (Some(hash), Some(bytes)) if !c.content.is_null() => Some(Written {
-                    hash: hash.clone(),
-                    bytes,
-                    content: std::mem::take(&mut c.content),
-                    canonical: true,
-                }),
-                _ => None,
-            };
+    pub(super) fn remember_written(&self, name: &CategoryName, c: &mut Committed) {
+        if let (Some(hash), Some(bytes)) = (&c.hash, c.bytes.take())
+            && !c.content.is_null()
+            && let Ok(mut cache) = self.file_cache.lock()
+        {
+            cache.put(Written {
+                name: name.clone(),
+                hash: hash.clone(),
+                bytes,
+                content: std::mem::take(&mut c.content),
+                canonical: true,
+            });
         }
     }
 
     /// Puts back a category file that a read took from [`Memdir::read_category_cached`] (or
     /// parsed): a read between two writes must not cost the next write a parse of the file.
-    pub(super) fn remember_read(&self, file: store::CategoryFile) {
-        if let (Ok(content), Ok(mut last)) = (file.content, self.last_written.lock()) {
-            *last = Some(Written {
+    pub(super) fn remember_read(&self, name: &CategoryName, file: store::CategoryFile) {
+        if let (Ok(content), Ok(mut cache)) = (file.content, self.file_cache.lock()) {
+            cache.put(Written {
+                name: name.clone(),
                 hash: file.hash,
                 bytes: file.bytes,
                 content,
@@ -650,4 +696,49 @@ impl Memdir {
 
 fn base_file_hash(layout: &Layout, name: &CategoryName) -> Result<Option<String>> {
     Ok(store::read_category(layout, name)?.map(|f| f.hash))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, len: usize) -> Written {
+        Written {
+            name: CategoryName::new(name).unwrap(),
+            hash: String::new(),
+            bytes: vec![b' '; len],
+            content: Value::Null,
+            canonical: true,
+        }
+    }
+
+    #[test]
+    fn the_file_cache_keeps_the_newest_files_within_its_bounds() {
+        let mut c = FileCache::default();
+        for i in 0..20 {
+            c.put(file(&format!("c{i}"), 10));
+        }
+        assert_eq!(c.files.len(), FileCache::FILES);
+        assert!(
+            c.take(&CategoryName::new("c3").unwrap()).is_none(),
+            "the oldest went"
+        );
+        assert!(c.take(&CategoryName::new("c19").unwrap()).is_some());
+        assert!(
+            c.take(&CategoryName::new("c19").unwrap()).is_none(),
+            "taken out"
+        );
+        // Remembering a name again replaces its file.
+        c.put(file("c18", 20));
+        assert_eq!(
+            c.files.iter().filter(|w| w.name.as_str() == "c18").count(),
+            1
+        );
+        // Larger than the byte bound: kept alone, as the newest.
+        c.put(file("big", FileCache::BYTES + 1));
+        assert_eq!(c.files.len(), 1);
+        c.put(file("small", 10));
+        assert_eq!(c.files.len(), 1, "the big one is past the bound now");
+        assert_eq!(c.files[0].name.as_str(), "small");
+    }
 }

@@ -92,26 +92,24 @@ pub fn splice_pretty(
     remove: &[String],
 ) -> Option<Vec<u8>> {
     const TAIL: &[u8] = b"\n}\n";
+    const START: &[u8] = b"\n  \"";
     if !old.starts_with(b"{\n  \"") || !old.ends_with(TAIL) {
         return None;
     }
-    let starts: Vec<usize> = memchr::memmem::find_iter(old, b"\n  \"").collect();
-    let n = starts.len();
-    // The end of entry `i`, before its comma (or before the closing brace for the last).
-    let end = |i: usize| -> usize {
-        if i + 1 < n {
-            starts[i + 1] - 1
-        } else {
-            old.len() - TAIL.len()
-        }
+    // Entries lie in `1..body`; each starts at a `\n  "` and all but the last end in a comma.
+    let body = old.len() - TAIL.len();
+    let finder = memchr::memmem::Finder::new(START);
+    // The first entry start in `from..to` (its pattern may run past `to`), else `to`.
+    let next_start = |from: usize, to: usize| -> usize {
+        let end = (to + START.len() - 1).min(body);
+        finder
+            .find(&old[from..end])
+            .map_or(to, |i| (from + i).min(to))
     };
-    if starts.first() != Some(&1) || (0..n - 1).any(|i| old[end(i)] != b',') {
-        return None;
-    }
-    let key_at = |i: usize| -> Option<String> {
-        let from = starts[i] + 3;
+    let key_at = |at: usize| -> Option<String> {
+        let from = at + 3;
         let mut j = from + 1;
-        while j < old.len() {
+        while j < body {
             match old[j] {
                 b'\\' => j += 2,
                 b'"' => return serde_json::from_slice(&old[from..=j]).ok(),
@@ -133,27 +131,39 @@ pub fn splice_pretty(
         }
         out.extend_from_slice(bytes);
     };
-    let mut next = 0usize;
+    // `copied`: where the entries not yet copied start (an entry start, or `body`).
+    let mut copied = 1usize;
     for (k, v) in changes {
-        // Binary search of the entries from `next` on (changes come in key order).
-        let (mut lo, mut hi) = (next, n);
-        let mut found = false;
+        // The first entry at or after `copied` whose key is not below `k`, by bisecting the
+        // bytes: entries starting before `lo` sort below `k`, and the first entry starting at
+        // or after `hi` does not.
+        let (mut lo, mut hi) = (copied, body);
         while lo < hi {
-            let mid = (lo + hi) / 2;
-            match key_at(mid)?.as_str().cmp(k) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => {
-                    lo = mid;
-                    found = true;
-                    break;
-                }
+            let mid = lo + (hi - lo) / 2;
+            let at = next_start(mid, hi);
+            if at == hi {
+                hi = mid;
+            } else if key_at(at)?.as_str() < k {
+                lo = at + 1;
+            } else {
+                hi = mid;
             }
         }
-        if lo > next {
-            piece(&mut out, &old[starts[next]..end(lo - 1)]);
+        let at = next_start(lo, body);
+        let found = at < body && key_at(at)?.as_str() == k;
+        if at > copied {
+            // The unchanged entries before `at`, without the comma that follows them.
+            let end = if at < body {
+                if old[at - 1] != b',' {
+                    return None;
+                }
+                at - 1
+            } else {
+                body
+            };
+            piece(&mut out, &old[copied..end]);
         }
-        next = if found { lo + 1 } else { lo };
+        copied = if found { next_start(at + 1, body) } else { at };
         if let Some(v) = v {
             let mut entry = String::from("\n  ");
             write_str(&mut entry, k);
@@ -162,8 +172,8 @@ pub fn splice_pretty(
             piece(&mut out, entry.as_bytes());
         }
     }
-    if next < n {
-        piece(&mut out, &old[starts[next]..end(n - 1)]);
+    if copied < body {
+        piece(&mut out, &old[copied..body]);
     }
     if out.len() == 1 {
         return Some(b"{}\n".to_vec());

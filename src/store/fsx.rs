@@ -109,6 +109,38 @@ pub fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, IoError> {
     Ok(Some(buf))
 }
 
+/// Whether the regular file at `path` holds exactly `expected`, compared as it is read in
+/// small blocks (nothing of the file is kept): `false` when it is absent, another length or
+/// differs anywhere. A caller that holds what it wrote last learns that the file is still
+/// that, at the cost of reading it, without allocating or hashing it.
+pub fn holds(path: &Path, expected: &[u8]) -> Result<bool, IoError> {
+    let (mut f, len) = match open_regular(path) {
+        Ok(x) => x,
+        Err(e) if e.source.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if len != expected.len() as u64 {
+        return Ok(false);
+    }
+    let mut block = vec![0u8; expected.len().clamp(1, 64 * 1024)];
+    let mut at = 0usize;
+    loop {
+        let n = match f.read(&mut block) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(err("read", path, e)),
+        };
+        if n == 0 {
+            return Ok(at == expected.len());
+        }
+        // Grown since its length was taken, or different here.
+        if at + n > expected.len() || block[..n] != expected[at..at + n] {
+            return Ok(false);
+        }
+        at += n;
+    }
+}
+
 /// Reads bytes `from..to` (to the end when `to` is `None`) of a regular file of at most
 /// `limit` bytes. `Ok(None)` when it does not exist.
 pub fn read_range(
@@ -247,6 +279,34 @@ pub fn is_real_dir(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holds_is_true_only_for_exactly_the_same_bytes_in_a_regular_file() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        // Larger than one block, so the comparison crosses block boundaries.
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(holds(&p, &bytes).unwrap());
+        let mut other = bytes.clone();
+        other[150_000] ^= 1;
+        assert!(
+            !holds(&p, &other).unwrap(),
+            "one byte differs past the first block"
+        );
+        other[150_000] ^= 1;
+        other[199_999] ^= 1;
+        assert!(!holds(&p, &other).unwrap(), "the last byte differs");
+        assert!(!holds(&p, &bytes[..199_999]).unwrap(), "another length");
+        assert!(!holds(&t.path().join("absent"), b"").unwrap());
+        std::os::unix::fs::symlink(&p, t.path().join("link")).unwrap();
+        assert!(
+            holds(&t.path().join("link"), &bytes).is_err(),
+            "a link is never read"
+        );
+        std::fs::create_dir(t.path().join("dir")).unwrap();
+        assert!(holds(&t.path().join("dir"), b"").is_err());
+    }
 
     #[test]
     fn links_fifos_and_directories_are_never_read() {

@@ -170,30 +170,6 @@ pub fn read_category(
     }
 }
 
-/// Reads `categories/<name>.json` like [`read_category`]; `known` gives the hash, parsed
-/// content and canonical flag of bytes the caller has seen (they are neither hashed nor
-/// parsed again).
-pub fn read_category_known(
-    layout: &Layout,
-    name: &CategoryName,
-    known: impl FnOnce(&[u8]) -> Option<(String, Value, bool)>,
-) -> Result<Option<CategoryFile>, IoError> {
-    let path = layout.root.join(Layout::category_rel(name));
-    match fsx::read(&path, fsx::MAX_JSON_FILE) {
-        Ok(Some(bytes)) => Ok(Some(match known(&bytes) {
-            Some((hash, content, canonical)) => CategoryFile {
-                bytes,
-                hash,
-                content: Ok(content),
-                canonical,
-            },
-            None => parse_category(bytes),
-        })),
-        Ok(None) => Ok(None),
-        Err(_) => read_category(layout, name),
-    }
-}
-
 /// Parses category bytes.
 pub fn parse_category(bytes: Vec<u8>) -> CategoryFile {
     let hash = content_hash(&bytes);
