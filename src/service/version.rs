@@ -378,7 +378,12 @@ impl Memdir {
         v: &VersionRef,
     ) -> Result<HistoryEntry> {
         self.sync_category(inner, name, None, Sync::Fast)?;
-        let entries = self.history_entries(name)?;
+        // Found among the entries as written (a patch is small), then only the one found is
+        // resolved: reading one version of a long history builds one content, not all.
+        let entries: Vec<HistoryEntry> = store::history::read_unresolved(self.layout(), name)?
+            .into_iter()
+            .filter_map(|f| f.entry.ok())
+            .collect();
         if entries.is_empty() {
             return Err(not_found(name, self.available_names(inner)?));
         }
@@ -390,9 +395,9 @@ impl Memdir {
                 Err(_) => entries.iter().find(|e| &e.id == id),
             },
         };
-        found.cloned().ok_or_else(|| {
+        let Some(found) = found else {
             let have: Vec<u64> = entries.iter().map(HistoryEntry::ordinal).collect();
-            Error::new(
+            return Err(Error::new(
                 ErrorKind::NotFound,
                 format!(
                     "category {:?} has no version {}",
@@ -405,7 +410,19 @@ impl Memdir {
             )
             .field("version")
             .detail("versions", Value::from(have))
-            .hint("{op:history} lists the versions")
+            .hint("{op:history} lists the versions"));
+        };
+        let ordinal = found.ordinal();
+        store::history::resolve(self.layout(), name, found.clone()).map_err(|why| {
+            Error::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "version {ordinal} of {:?} cannot be read: {why}",
+                    name.as_str()
+                ),
+            )
+            .field("version")
+            .hint("memdir verify-store lists what is damaged")
         })
     }
 

@@ -52,12 +52,26 @@ pub fn apply(base: &Value, patch: &Patch) -> Result<Value, String> {
 /// Every history file of a category, oldest first, with patches resolved: each readable
 /// entry has its content and no `patch`.
 pub fn read_all(layout: &Layout, name: &CategoryName) -> Result<Vec<HistoryFile>, IoError> {
-    let mut files = Vec::new();
-    for id in super::list_history_ids(layout, name)? {
-        files.push(read_history(layout, name, &id)?);
-    }
+    let mut files = read_unresolved(layout, name)?;
     resolve_files(&mut files);
     Ok(files)
+}
+
+/// Every history file of a category, oldest first, as written (patches not resolved).
+pub fn read_unresolved(layout: &Layout, name: &CategoryName) -> Result<Vec<HistoryFile>, IoError> {
+    super::list_history_ids(layout, name)?
+        .iter()
+        .map(|id| read_history(layout, name, id))
+        .collect()
+}
+
+/// One entry resolved by its chain on disk (a whole entry as it is).
+pub fn resolve(
+    layout: &Layout,
+    name: &CategoryName,
+    entry: HistoryEntry,
+) -> Result<HistoryEntry, String> {
+    resolve_in(&layout.root.join(Layout::history_rel(name)), entry)
 }
 
 /// Every readable history entry of a category, oldest first, resolved.

@@ -229,6 +229,12 @@ fn a_patch_whose_base_is_gone_is_reported_and_breaks_only_itself() {
     assert_eq!(r.code, 1);
     let out = &r.stdout;
     assert!(out.contains("is missing"), "{out}");
+    // Reading the broken version says why (version 1 above still reads).
+    let e = env.fail(&["read", "big", "--version", "3"], 7);
+    assert!(
+        e["message"].as_str().unwrap().contains("cannot be read"),
+        "{e:#}"
+    );
     // A merge still works, and is written whole: its parent's chain is broken.
     env.ok(&["write", "big", "--merge", "--data", r#"{"key0000": 7}"#]);
     let last = entries(&env, "big").pop().unwrap().1;
