@@ -954,7 +954,8 @@ fn bench_http(args: &[String]) -> Result<Value> {
 /// then ingests another and searches for ordinary words.
 /// Merge-write latency by category size: for each size N, a category written whole with N
 /// keys; then `--writes` rounds of one durable merge write of one new key into each category
-/// in turn, then as many rounds of a read followed by a merge write (the write timed). The
+/// in turn (a key that sorts right after a random existing one, so it lands anywhere in the
+/// file), then as many rounds of a read followed by a merge write (the write timed). The
 /// sizes take turns within each round, so a noisy machine slows them alike and their ratio
 /// holds.
 fn bench_merge(args: &[String]) -> Result<Value> {
@@ -992,10 +993,12 @@ fn bench_merge(args: &[String]) -> Result<Value> {
         })?;
         Ok(ms(t))
     };
+    let mut at = Rng(29);
     let mut lat: Vec<Vec<f64>> = vec![Vec::with_capacity(writes); sizes.len()];
     for k in 0..writes {
         for (i, &n) in sizes.iter().enumerate() {
-            lat[i].push(merge_one(n, format!("new-{k:05}"))?);
+            let key = format!("key-{:05}-new-{k:05}", at.below(n as u64));
+            lat[i].push(merge_one(n, key)?);
         }
     }
     // An agent often reads a category before it merges into it: the merge that follows a
@@ -1008,7 +1011,8 @@ fn bench_merge(args: &[String]) -> Result<Value> {
                 fields: None,
                 version: None,
             })?;
-            after_read[i].push(merge_one(n, format!("read-{k:05}"))?);
+            let key = format!("key-{:05}-read-{k:05}", at.below(n as u64));
+            after_read[i].push(merge_one(n, key)?);
         }
     }
     let mut out = serde_json::Map::new();

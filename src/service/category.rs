@@ -226,7 +226,14 @@ impl Memdir {
                 codec::to_pretty_sized(&new_content, st.row.file_len.max(0) as usize + raw + 64)
             });
             debug_assert_eq!(new_bytes, codec::to_pretty(&new_content));
-            let new_hash = content_hash(&new_bytes);
+            // The hash takes the leaves of the bytes this file shares with the one it replaces
+            // from the last time they were hashed.
+            let reuse = st.file.as_ref().filter(|_| exists).and_then(|f| {
+                let leaves = f.leaves.as_ref()?;
+                Some((leaves, store::treehash::shared_prefix(&f.bytes, &new_bytes)))
+            });
+            let (new_hash, leaves) = store::treehash::hash(&new_bytes, reuse);
+            debug_assert_eq!(new_hash, content_hash(&new_bytes));
             if previous.as_deref() == Some(new_hash.as_str()) {
                 return Ok(WriteResponse {
                     category: name.to_string(),
@@ -242,7 +249,7 @@ impl Memdir {
             }
             let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
             let mut c = self.commit_version(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), Some((new_bytes, new_hash)), delta, true)?;
-            self.remember_written(&name, &mut c);
+            self.remember_written(&name, &mut c, Some(leaves));
             Ok(WriteResponse {
                 category: name.to_string(),
                 unchanged: false,

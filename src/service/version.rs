@@ -70,6 +70,8 @@ struct Written {
     content: Value,
     /// Whether `bytes` are [`codec::to_pretty`] of `content` (memdir wrote them).
     canonical: bool,
+    /// The chaining values of `bytes`' leaves, when computed ([`store::treehash`]).
+    leaves: Option<store::treehash::Leaves>,
 }
 
 /// The top-level keys a merge sets and removes: the change a new version may record as a
@@ -330,13 +332,20 @@ impl Memdir {
                 hash: w.hash,
                 content: Ok(w.content),
                 canonical: w.canonical,
+                leaves: w.leaves,
             }));
         }
         Ok(store::read_category(self.layout(), name)?)
     }
 
-    /// Remembers the category file just written: its hash, bytes and content.
-    pub(super) fn remember_written(&self, name: &CategoryName, c: &mut Committed) {
+    /// Remembers the category file just written: its hash, bytes and content (and the
+    /// chaining values of its leaves, when the writer computed them).
+    pub(super) fn remember_written(
+        &self,
+        name: &CategoryName,
+        c: &mut Committed,
+        leaves: Option<store::treehash::Leaves>,
+    ) {
         if let (Some(hash), Some(bytes)) = (&c.hash, c.bytes.take())
             && !c.content.is_null()
             && let Ok(mut cache) = self.file_cache.lock()
@@ -347,6 +356,7 @@ impl Memdir {
                 bytes,
                 content: std::mem::take(&mut c.content),
                 canonical: true,
+                leaves,
             });
         }
     }
@@ -361,6 +371,7 @@ impl Memdir {
                 bytes: file.bytes,
                 content,
                 canonical: file.canonical,
+                leaves: file.leaves,
             });
         }
     }
@@ -726,6 +737,7 @@ mod tests {
             bytes: vec![b' '; len],
             content: Value::Null,
             canonical: true,
+            leaves: None,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod fsx;
 pub mod history;
 pub mod lock;
 pub mod segment;
+pub mod treehash;
 pub mod txn;
 
 use std::fs;
@@ -148,6 +149,9 @@ pub struct CategoryFile {
     /// Whether `bytes` are known to be [`codec::to_pretty`] of the content (memdir wrote
     /// them); `false` when unknown (a file parsed from disk may be a hand edit in any layout).
     pub canonical: bool,
+    /// The chaining values of the bytes' leaves when known ([`treehash`]): the next version's
+    /// hash reuses those before its first changed byte.
+    pub leaves: Option<treehash::Leaves>,
 }
 
 /// Reads `categories/<name>.json`; `None` when absent.
@@ -166,6 +170,7 @@ pub fn read_category(
             bytes: Vec::new(),
             content: Err(format!("cannot be read: {}", e.source)),
             canonical: false,
+            leaves: None,
         })),
     }
 }
@@ -191,6 +196,7 @@ fn parse_category_hashed(bytes: Vec<u8>, hash: String) -> CategoryFile {
         hash,
         content,
         canonical: false,
+        leaves: None,
     }
 }
 
