@@ -354,19 +354,16 @@ impl Memdir {
             e.content = Value::Null;
             e.forgotten = Some(at.clone());
             let txid = format!("{}_forget", self.tick(inner, clock::now_ms())?);
-            let mut writes = vec![txn::FileWrite {
-                rel: Layout::history_rel(name).join(format!("{}.json", e.id)),
-                bytes: Some(store::history::whole_bytes(&e)),
-                hash: None,
-            }];
-            // The versions written as patches of this one are written whole first, in the
-            // same transaction: they stay readable without its content.
-            store::history::keep_chains(&self.layout().root, &mut writes)?;
-            txn::commit(
-                &self.layout().root,
-                &self.layout().staging(),
+            // The versions written as patches of this one are written whole in the same
+            // transaction: they stay readable without its content.
+            store::history::commit_keeping_chains(
+                self.layout(),
                 &txid,
-                &writes,
+                vec![txn::FileWrite {
+                    rel: Layout::history_rel(name).join(format!("{}.json", e.id)),
+                    bytes: Some(store::history::whole_bytes(&e)),
+                    hash: None,
+                }],
             )?;
             self.record_durable(inner, |l| {
                 l.record_txn(

@@ -679,7 +679,7 @@ impl Memdir {
                 }
                 if !removed.is_empty() {
                     let txid = format!("{}_compact", self.tick(inner, clock::now_ms())?);
-                    let mut writes: Vec<txn::FileWrite> = removed
+                    let writes: Vec<txn::FileWrite> = removed
                         .iter()
                         .map(|id| txn::FileWrite {
                             rel: Layout::history_rel(name).join(format!("{id}.json")),
@@ -687,17 +687,10 @@ impl Memdir {
                             hash: None,
                         })
                         .collect();
-                    // A kept version written as a patch of a removed one is written whole
-                    // in the same transaction.
-                    store::history::keep_chains(&self.layout().root, &mut writes)?;
-                    // DURABILITY: one staged transaction; the removals are reported only
-                    // once durable.
-                    txn::commit(
-                        &self.layout().root,
-                        &self.layout().staging(),
-                        &txid,
-                        &writes,
-                    )?;
+                    // DURABILITY: one staged transaction, in which a kept version written as
+                    // a patch of a removed one is written whole; the removals are reported
+                    // only once durable.
+                    store::history::commit_keeping_chains(self.layout(), &txid, writes)?;
                     inner.ledger.record_txn(
                         &format!("compact-{}", removed.len()),
                         "compact",

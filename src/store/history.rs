@@ -249,6 +249,17 @@ pub fn keep_chains(root: &Path, writes: &mut Vec<txn::FileWrite>) -> Result<(), 
     Ok(())
 }
 
+/// Commits `writes` (which take content away from history entries) as one staged
+/// transaction, together with [`keep_chains`]'s whole copies of the patches they would break.
+pub fn commit_keeping_chains(
+    layout: &Layout,
+    txid: &str,
+    mut writes: Vec<txn::FileWrite>,
+) -> Result<(), IoError> {
+    keep_chains(&layout.root, &mut writes)?;
+    txn::commit(&layout.root, &layout.staging(), txid, &writes)
+}
+
 /// `history/<stem>/<id>.json` split into the directory and the id.
 fn history_path(rel: &Path) -> Option<(PathBuf, String)> {
     let mut parts = rel.iter();
