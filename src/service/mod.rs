@@ -433,7 +433,7 @@ impl Memdir {
             return Ok(report);
         };
         let fresh = inner.ledger.meta("built")?.is_none();
-        let staged = !txn::pending(&self.layout.staging()).is_empty();
+        let staged = !txn::pending(&self.layout.staging()).is_empty() || self.settle_pending();
         if staged || fresh {
             let lock = self.lock()?;
             self.recover(&mut report)?;
@@ -461,7 +461,9 @@ impl Memdir {
                 txn::Recovered::Discarded => report.discarded.push(name),
             }
         }
-        Ok(())
+        // A sync killed after committing history and before deriving the category files
+        // from it: derived now, before anything could adopt those files as hand edits.
+        self.finish_pending_settle()
     }
 
     /// The ledger, opened on first use; `None` while the memory directory does not exist.
@@ -563,7 +565,7 @@ impl Memdir {
     /// Takes the write lock and recovers whatever a crashed writer left staged.
     pub(crate) fn lock_and_recover(&self) -> Result<WriteLock> {
         let lock = self.lock()?;
-        if !txn::pending(&self.layout.staging()).is_empty() {
+        if !txn::pending(&self.layout.staging()).is_empty() || self.settle_pending() {
             let mut report = OpenReport::default();
             self.recover(&mut report)?;
         }

@@ -26,6 +26,18 @@ use crate::store::{self, Layout, codec, fsx, txn};
 use crate::sync::git::{EMPTY_TREE, Git, GitError};
 use crate::sync::merge::{self, PathKind, PathMerge, Strategy};
 
+/// The file under `.memdir/` naming the categories a sync has yet to settle.
+const SETTLE_NOTE: &str = "settle-pending.json";
+
+/// What a sync needs to settle categories after a crash: the same inputs it had.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PendingSettle {
+    categories: Vec<String>,
+    strategy: String,
+    local_heads: Vec<String>,
+    seed: String,
+}
+
 /// The top-level paths a sync commits; nothing else in the work tree is memdir's.
 const TRACKED: [&str; 7] = [
     ".gitignore",
@@ -715,11 +727,7 @@ impl Memdir {
             }
         }
         // The heads this replica had before the merge (for local_wins and remote_wins).
-        let mut local_heads: BTreeSet<String> = BTreeSet::new();
-        for name in &touched {
-            let entries = self.history_entries(name)?;
-            local_heads.extend(merge::heads(&entries).iter().map(|h| h.id.clone()));
-        }
+        let local_heads = self.head_ids(&touched)?;
         let mut writes: Vec<txn::FileWrite> = Vec::new();
         let taken = git.blobs(theirs, &take).map_err(git_err)?;
         for (rel, bytes) in take.iter().zip(taken) {
@@ -791,7 +799,11 @@ impl Memdir {
                 "sync-{}",
                 &crate::model::content_hash(theirs.as_bytes())[..12]
             );
+            if !touched.is_empty() {
+                writes.push(self.settle_note(&touched, strategy, &local_heads, theirs));
+            }
             txn::commit(&layout.root, &layout.staging(), &txid, &writes)?;
+            store::failpoint::hit("sync.before_settle");
         }
         // Categories: the file follows from the merged history.
         let mut index_only: Vec<(String, Option<Vec<u8>>)> = Vec::new();
@@ -840,6 +852,7 @@ impl Memdir {
                 index_only.push(io);
             }
         }
+        self.settled()?;
         // The ledger and the change feed (the index catches up from it).
         for name in &touched {
             let _ = self.sync_category(inner, name, Some(lock), Sync::Full)?;
@@ -1012,6 +1025,97 @@ impl Memdir {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         git.run(&args).map_err(git_err)?;
         Ok(())
+    }
+
+    /// The durable note that history a sync brought is committed and the category files that
+    /// follow from it are not yet: `.memdir/settle-pending.json`. It is committed with the
+    /// history (same transaction) and removed once every category is settled; a sync killed
+    /// in between leaves it, and the next process that takes the lock settles those categories
+    /// first ([`Memdir::finish_pending_settle`]), before anything could adopt their missing or
+    /// older files as changes made by hand.
+    pub(super) fn settle_note(
+        &self,
+        touched: &BTreeSet<CategoryName>,
+        strategy: Strategy,
+        local_heads: &BTreeSet<String>,
+        seed: &str,
+    ) -> txn::FileWrite {
+        let note = PendingSettle {
+            categories: touched.iter().map(|n| n.to_string()).collect(),
+            strategy: strategy.as_str().to_string(),
+            local_heads: local_heads.iter().cloned().collect(),
+            seed: seed.to_string(),
+        };
+        txn::FileWrite {
+            rel: Path::new(".memdir").join(SETTLE_NOTE),
+            bytes: Some(codec::to_pretty(
+                &serde_json::to_value(&note).expect("invariant: the note serializes"),
+            )),
+            hash: None,
+        }
+    }
+
+    /// Removes the settle note once every category it names is settled.
+    pub(super) fn settled(&self) -> Result<()> {
+        let path = self.layout().meta_dir().join(SETTLE_NOTE);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(txn::sync_dir(&self.layout().meta_dir())?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(crate::error::IoError {
+                op: "remove",
+                path,
+                source: e,
+            }
+            .into()),
+        }
+    }
+
+    /// Whether a sync left categories to settle (see [`Memdir::settle_note`]).
+    pub(crate) fn settle_pending(&self) -> bool {
+        self.layout().meta_dir().join(SETTLE_NOTE).exists()
+    }
+
+    /// Settles the categories a killed sync left (see [`Memdir::settle_note`]): each category
+    /// file is derived from its merged history as that sync would have, then the note goes.
+    /// Caller holds the lock.
+    pub(crate) fn finish_pending_settle(&self) -> Result<()> {
+        let path = self.layout().meta_dir().join(SETTLE_NOTE);
+        let Some(bytes) = fsx::read(&path, fsx::MAX_JSON_FILE)? else {
+            return Ok(());
+        };
+        self.check_format()?;
+        match serde_json::from_slice::<PendingSettle>(&bytes) {
+            Ok(note) => {
+                let strategy = Strategy::parse(&note.strategy).unwrap_or(Strategy::LastWriteWins);
+                let heads: BTreeSet<String> = note.local_heads.into_iter().collect();
+                let mut resp = SyncResponse::default();
+                for name in note.categories {
+                    let Ok(name) = CategoryName::new(&name) else {
+                        continue;
+                    };
+                    let entries = self.history_entries(&name)?;
+                    self.settle_category(&name, &entries, strategy, &heads, &note.seed, &mut resp)?;
+                }
+            }
+            // Not memdir's note (it writes it whole, in a transaction): nothing to settle.
+            Err(e) => {
+                if let Ok(mut n) = self.notices.lock() {
+                    n.push(format!("{} does not parse ({e}); removed", path.display()));
+                }
+            }
+        }
+        self.settled()
+    }
+
+    /// The ids of the heads of `names`' histories, from the entries as written (heads follow
+    /// from ids, parents and version vectors; no content is resolved).
+    pub(super) fn head_ids(&self, names: &BTreeSet<CategoryName>) -> Result<BTreeSet<String>> {
+        let mut ids = BTreeSet::new();
+        for name in names {
+            let entries = store::history::unresolved_entries(self.layout(), name)?;
+            ids.extend(merge::heads(&entries).iter().map(|h| h.id.clone()));
+        }
+        Ok(ids)
     }
 
     /// The conflicts a sync decided that no later version has settled: the category is still

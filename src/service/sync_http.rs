@@ -777,11 +777,7 @@ impl Memdir {
                 }
             }
             // The heads this replica had (for local_wins and remote_wins).
-            let mut local_heads: BTreeSet<String> = BTreeSet::new();
-            for name in &touched {
-                let entries = self.history_entries(name)?;
-                local_heads.extend(merge::heads(&entries).iter().map(|h| h.id.clone()));
-            }
+            let local_heads = self.head_ids(&touched)?;
             let mut writes: Vec<txn::FileWrite> = current
                 .into_iter()
                 .filter(|(p, _)| changed.contains(p))
@@ -803,13 +799,18 @@ impl Memdir {
                 store::format::raise_for_patches(&layout, &mut writes);
             }
             if !writes.is_empty() {
-                // DURABILITY: one staged transaction: a crash leaves all of the page or none.
+                if !touched.is_empty() {
+                    writes.push(self.settle_note(&touched, strategy, &local_heads, &seed));
+                }
+                // DURABILITY: one staged transaction: a crash leaves all of the page or none
+                // (and the note that settles its categories if it stops before they are).
                 txn::commit(
                     &layout.root,
                     &layout.staging(),
                     &format!("sync-http-{}", &seed[..12]),
                     &writes,
                 )?;
+                store::failpoint::hit("sync.before_settle");
             }
             let mut out = SyncResponse::default();
             for name in &touched {
@@ -818,6 +819,7 @@ impl Memdir {
                 // holds the merged version.
                 let _ = self.settle_category(name, &entries, strategy, &local_heads, &seed, &mut out)?;
             }
+            self.settled()?;
             for name in &touched {
                 let _ = self.sync_category(inner, name, Some(lock), Sync::Full)?;
             }

@@ -391,10 +391,7 @@ impl Memdir {
         self.sync_category(inner, name, None, Sync::Fast)?;
         // Found among the entries as written (a patch is small), then only the one found is
         // resolved: reading one version of a long history builds one content, not all.
-        let entries: Vec<HistoryEntry> = store::history::read_unresolved(self.layout(), name)?
-            .into_iter()
-            .filter_map(|f| f.entry.ok())
-            .collect();
+        let entries = store::history::unresolved_entries(self.layout(), name)?;
         if entries.is_empty() {
             return Err(not_found(name, self.available_names(inner)?));
         }

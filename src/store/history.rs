@@ -65,6 +65,18 @@ pub fn read_unresolved(layout: &Layout, name: &CategoryName) -> Result<Vec<Histo
         .collect()
 }
 
+/// Every readable history entry of a category, oldest first, as written: enough for what
+/// depends on ids, parents, version vectors and hashes alone.
+pub fn unresolved_entries(
+    layout: &Layout,
+    name: &CategoryName,
+) -> Result<Vec<HistoryEntry>, IoError> {
+    Ok(read_unresolved(layout, name)?
+        .into_iter()
+        .filter_map(|f| f.entry.ok())
+        .collect())
+}
+
 /// One entry resolved by its chain on disk (a whole entry as it is).
 pub fn resolve(
     layout: &Layout,

@@ -36,6 +36,10 @@ const FAILPOINTS: &[&str] = &[
     // next_sync` kills a client after a pulled page and after a pushed page.
     "sync.http.after_pull_page",
     "sync.http.after_push_page",
+    // On the git sync's merge: `sync::a_sync_killed_between_the_history_and_the_files_it_
+    // derives_loses_nothing` kills a sync after the history it brought is committed and
+    // before the category files that follow from it are written.
+    "sync.before_settle",
 ];
 
 /// An operation run with a failpoint armed.

@@ -892,3 +892,45 @@ fn patches_travel_and_a_forgotten_base_does_not_lose_a_patch_on_another_replica(
         }
     }
 }
+
+/// A sync killed after it committed the history it brought and before it derived the category
+/// files from it: the next process settles those files from the history instead of adopting
+/// their absence (or their older content) as a change made by hand, which would delete or undo
+/// the other replica's writes everywhere at the next sync.
+#[test]
+fn a_sync_killed_between_the_history_and_the_files_it_derives_loses_nothing() {
+    let fleet = Fleet::new(2);
+    let (a, b) = (&fleet.replicas[0], &fleet.replicas[1]);
+    a.ok(&["write", "doc", "--data", r#"{"k": 1}"#]);
+    a.ok(&["write", "notes", "--data", r#"{"n": 1}"#]);
+    fleet.sync(0, &[]);
+    fleet.sync(1, &[]);
+    // B has both at version 1; A writes version 2 of one and a new category.
+    a.ok(&["write", "doc", "--merge", "--data", r#"{"k": 2}"#]);
+    a.ok(&["write", "fresh", "--data", r#"{"f": 1}"#]);
+    fleet.sync(0, &[]);
+    let r = b.run_env(&["sync"], &[("MEMDIR_FAILPOINT", "sync.before_settle")], b"");
+    assert_ne!(r.run.code, 0, "the failpoint stops the sync: {}", r.run.stderr);
+    assert!(b.path(".memdir/settle-pending.json").exists());
+    // The next command settles before anything else looks at the files.
+    assert_eq!(b.category_data("fresh"), Some(json!({"f": 1})));
+    assert_eq!(b.category_data("doc"), Some(json!({"k": 2})));
+    assert!(!b.path(".memdir/settle-pending.json").exists());
+    let ops: Vec<String> = b.ok(&["history", "doc"])["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["op"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !ops.iter().any(|op| op == "external" || op == "delete"),
+        "nothing adopted as a hand edit: {ops:?}"
+    );
+    fleet.converge();
+    fleet.assert_identical();
+    for e in [a, b] {
+        assert_eq!(e.category_data("doc"), Some(json!({"k": 2})));
+        assert_eq!(e.category_data("fresh"), Some(json!({"f": 1})));
+        assert_eq!(e.category_data("notes"), Some(json!({"n": 1})));
+    }
+}
