@@ -909,8 +909,16 @@ fn a_sync_killed_between_the_history_and_the_files_it_derives_loses_nothing() {
     a.ok(&["write", "doc", "--merge", "--data", r#"{"k": 2}"#]);
     a.ok(&["write", "fresh", "--data", r#"{"f": 1}"#]);
     fleet.sync(0, &[]);
-    let r = b.run_env(&["sync"], &[("MEMDIR_FAILPOINT", "sync.before_settle")], b"");
-    assert_ne!(r.run.code, 0, "the failpoint stops the sync: {}", r.run.stderr);
+    let r = b.run_env(
+        &["sync"],
+        &[("MEMDIR_FAILPOINT", "sync.before_settle")],
+        b"",
+    );
+    assert_ne!(
+        r.run.code, 0,
+        "the failpoint stops the sync: {}",
+        r.run.stderr
+    );
     assert!(b.path(".memdir/settle-pending.json").exists());
     // The next command settles before anything else looks at the files.
     assert_eq!(b.category_data("fresh"), Some(json!({"f": 1})));

@@ -523,3 +523,40 @@ fn patches_travel_over_http_with_the_format_that_reads_them() {
     }
     drop(server);
 }
+
+/// A client killed after a pulled page's history is committed and before the category files
+/// that follow from it are written: its next command derives them (nothing is adopted as a
+/// hand edit), and the stores converge.
+#[test]
+fn a_client_killed_before_settling_a_pulled_page_loses_nothing() {
+    let replicas: Vec<TestEnv> = (0..2).map(replica).collect();
+    let (server_side, client) = (&replicas[0], &replicas[1]);
+    server_side.ok(&["write", "doc", "--data", r#"{"k": 1}"#]);
+    let server = Served::start(server_side, &["--token", TOKEN]);
+    sync(client, &server.url);
+    server_side.ok(&["write", "doc", "--merge", "--data", r#"{"k": 2}"#]);
+    server_side.ok(&["write", "fresh", "--data", r#"{"f": 1}"#]);
+    let r = client.run_env(
+        &["sync", "--remote", &server.url, "--token-env", "SYNC_TOKEN"],
+        &[("MEMDIR_FAILPOINT", "sync.before_settle")],
+        b"",
+    );
+    assert_ne!(
+        r.run.code, 0,
+        "the failpoint stops the sync: {}",
+        r.run.stderr
+    );
+    assert_eq!(client.category_data("fresh"), Some(json!({"f": 1})));
+    assert_eq!(client.category_data("doc"), Some(json!({"k": 2})));
+    sync(client, &server.url);
+    assert_identical(&replicas);
+    let ops = client.ok(&["history", "doc"])["versions"].clone();
+    assert!(
+        ops.as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["op"] != "external" && v["op"] != "delete"),
+        "{ops:#}"
+    );
+    drop(server);
+}
