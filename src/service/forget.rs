@@ -294,7 +294,8 @@ impl Memdir {
         dry_run: bool,
     ) -> Result<ForgetResponse> {
         let check = |inner: &super::Inner| -> Result<crate::model::HistoryEntry> {
-            let entry = self.find_version(inner, name, v)?;
+            // As written: a version whose patch no longer resolves can still be forgotten.
+            let entry = self.find_version_unresolved(inner, name, v)?;
             if entry.is_tombstone() {
                 return Err(Error::invalid(
                     "version",
@@ -352,6 +353,7 @@ impl Memdir {
             }
             let at = clock::rfc3339(clock::now_ms());
             e.content = Value::Null;
+            e.patch = None;
             e.forgotten = Some(at.clone());
             let txid = format!("{}_forget", self.tick(inner, clock::now_ms())?);
             // The versions written as patches of this one are written whole in the same

@@ -109,8 +109,6 @@ pub struct Memdir {
     file_cache: Mutex<version::FileCache>,
     /// The version this process committed last, as a patch base: (id, hash, depth).
     last_head: Mutex<Option<(String, String, u32)>>,
-    /// Whether `memdir.json` is known to say format 2 or newer (patches may be written).
-    patches_allowed: std::sync::atomic::AtomicBool,
     started: Mutex<bool>,
     /// Things this process repaired on its own that the user should hear about.
     notices: Mutex<Vec<String>>,
@@ -267,7 +265,6 @@ impl Memdir {
             last_scan: Mutex::new(None),
             file_cache: Mutex::new(Default::default()),
             last_head: Mutex::new(None),
-            patches_allowed: std::sync::atomic::AtomicBool::new(false),
             started: Mutex::new(false),
             notices: Mutex::new(Vec::new()),
             read_only: Mutex::new(None),

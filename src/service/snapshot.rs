@@ -433,9 +433,6 @@ impl Memdir {
         if let Ok(mut g) = self.last_head.lock() {
             *g = None;
         }
-        // The restored store may be of format 1: its first patch raises it again.
-        self.patches_allowed
-            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -804,6 +804,7 @@ impl Memdir {
             }
             txn::commit(&layout.root, &layout.staging(), &txid, &writes)?;
             store::failpoint::hit("sync.before_settle");
+            self.whole_unresolvable_patches(git, theirs, &writes)?;
         }
         // Categories: the file follows from the merged history.
         let mut index_only: Vec<(String, Option<Vec<u8>>)> = Vec::new();
@@ -1105,6 +1106,85 @@ impl Memdir {
             }
         }
         self.settled()
+    }
+
+    /// Patches just taken from the remote that do not resolve here (their base was forgotten
+    /// or compacted away on this replica, after the remote wrote them on it): each is written
+    /// whole, resolved from the remote's own tree, where its chain is intact. Otherwise the
+    /// version would be unreadable here and its change lost from this replica's file.
+    fn whole_unresolvable_patches(
+        &self,
+        git: &Git,
+        theirs: &str,
+        writes: &[txn::FileWrite],
+    ) -> Result<()> {
+        let root = &self.layout().root;
+        let mut whole = Vec::new();
+        for w in writes {
+            let rel = w.rel.to_string_lossy();
+            let (Some(bytes), PathKind::History) = (&w.bytes, PathKind::of(&rel)) else {
+                continue;
+            };
+            let Ok(e) = store::read_history_bytes(bytes) else {
+                continue;
+            };
+            let Some(dir_rel) = w.rel.parent() else {
+                continue;
+            };
+            if e.patch.is_none() || store::history::chain_intact(&root.join(dir_rel), &e.id) {
+                continue;
+            }
+            // The chain as the remote has it, back to a whole entry.
+            let mut chain = vec![e.clone()];
+            let base_content = loop {
+                let Some(p) = chain.last().and_then(|c| c.patch.as_ref()) else {
+                    break None;
+                };
+                let path = dir_rel.join(format!("{}.json", p.base));
+                let blob = git
+                    .blobs(theirs, &[path.to_string_lossy().into_owned()])
+                    .map_err(git_err)?
+                    .pop()
+                    .flatten();
+                match blob.and_then(|b| store::read_history_bytes(&b).ok()) {
+                    Some(b) if b.forgotten.is_none() && b.id < chain[chain.len() - 1].id => {
+                        if b.patch.is_none() {
+                            break Some(b.content);
+                        }
+                        chain.push(b);
+                    }
+                    _ => break None,
+                }
+            };
+            let Some(mut content) = base_content else {
+                continue;
+            };
+            let mut ok = true;
+            for c in chain.iter().rev() {
+                match c.patch.as_ref().map(|p| store::history::apply(&content, p)) {
+                    Some(Ok(v)) => content = v,
+                    _ => ok = false,
+                }
+            }
+            if ok {
+                let mut e = e;
+                e.patch = None;
+                e.content = content;
+                whole.push(txn::FileWrite {
+                    rel: w.rel.clone(),
+                    bytes: Some(store::history::whole_bytes(&e)),
+                    hash: None,
+                });
+            }
+        }
+        if !whole.is_empty() {
+            let txid = format!(
+                "sync-whole-{}",
+                &crate::model::content_hash(theirs.as_bytes())[..12]
+            );
+            txn::commit(root, &self.layout().staging(), &txid, &whole)?;
+        }
+        Ok(())
     }
 
     /// The ids of the heads of `names`' histories, from the entries as written (heads follow

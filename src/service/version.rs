@@ -7,7 +7,6 @@
 //! always keeping heads and delete tombstones.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
@@ -219,11 +218,6 @@ impl Memdir {
             bytes: Some(entry_bytes),
             hash: None,
         }];
-        if patched && !self.patches_allowed.load(Ordering::Relaxed) {
-            // The first patch and the format that names it land together: an older memdir
-            // refuses the store rather than read a patch as a version without content.
-            store::format::raise_for_patches(layout, &mut files);
-        }
         if write_file {
             files.push(txn::FileWrite {
                 rel: Layout::category_rel(name),
@@ -232,10 +226,13 @@ impl Memdir {
                 bytes,
             });
         }
-        txn::commit(&layout.root, &layout.staging(), &id, &files)?;
         if patched {
-            self.patches_allowed.store(true, Ordering::Relaxed);
+            // The first patch and the format that names it land together: an older memdir
+            // refuses the store rather than read a patch as a version without content. Read
+            // every time (a small file): the store may have been replaced meanwhile.
+            store::format::raise_for_patches(layout, &mut files);
         }
+        txn::commit(&layout.root, &layout.staging(), &id, &files)?;
         if let Ok(mut last) = self.last_head.lock() {
             *last = match &hash {
                 Some(h) if write_file && !tombstone => Some((id.clone(), h.clone(), depth)),
@@ -243,8 +240,11 @@ impl Memdir {
             };
         }
         let written = if write_file {
-            files.truncate(2);
-            files.pop().and_then(|f| f.bytes)
+            let rel = Layout::category_rel(name);
+            files
+                .into_iter()
+                .find(|f| f.rel == rel)
+                .and_then(|f| f.bytes)
         } else {
             None
         };
@@ -388,6 +388,28 @@ impl Memdir {
         name: &CategoryName,
         v: &VersionRef,
     ) -> Result<HistoryEntry> {
+        let found = self.find_version_unresolved(inner, name, v)?;
+        let ordinal = found.ordinal();
+        store::history::resolve(self.layout(), name, found).map_err(|why| {
+            Error::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "version {ordinal} of {:?} cannot be read: {why}",
+                    name.as_str()
+                ),
+            )
+            .field("version")
+            .hint("memdir verify-store lists what is damaged")
+        })
+    }
+
+    /// [`Memdir::find_version`] as written: a patch stays a patch (forget needs no content).
+    pub(super) fn find_version_unresolved(
+        &self,
+        inner: &Inner,
+        name: &CategoryName,
+        v: &VersionRef,
+    ) -> Result<HistoryEntry> {
         self.sync_category(inner, name, None, Sync::Fast)?;
         // Found among the entries as written (a patch is small), then only the one found is
         // resolved: reading one version of a long history builds one content, not all.
@@ -420,18 +442,7 @@ impl Memdir {
             .detail("versions", Value::from(have))
             .hint("{op:history} lists the versions"));
         };
-        let ordinal = found.ordinal();
-        store::history::resolve(self.layout(), name, found.clone()).map_err(|why| {
-            Error::new(
-                ErrorKind::Corrupt,
-                format!(
-                    "version {ordinal} of {:?} cannot be read: {why}",
-                    name.as_str()
-                ),
-            )
-            .field("version")
-            .hint("memdir verify-store lists what is damaged")
-        })
+        Ok(found.clone())
     }
 
     /// Versions of a category, newest first.

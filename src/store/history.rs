@@ -288,14 +288,28 @@ fn history_path(rel: &Path) -> Option<(PathBuf, String)> {
 
 /// The depth of `head_id` as the base of a new patch: `Some` when it recorded `file_hash`
 /// (the file the new version replaces), has content, is not forgotten, and every version of
-/// its chain back to a whole entry is on disk with content. Reads the chain's entries without
-/// building their content.
+/// its chain back to a whole entry is on disk with content, at most [`MAX_DEPTH`] patches.
 pub fn patch_base(
     layout: &Layout,
     name: &CategoryName,
     head_id: &str,
     file_hash: &str,
 ) -> Option<u32> {
+    let dir = layout.root.join(Layout::history_rel(name));
+    let (hash, depth) = walk_chain(&dir, head_id, MAX_DEPTH)?;
+    (hash == file_hash).then_some(depth)
+}
+
+/// Whether the chain of the patch entry `id` in `dir` leads back to a whole entry, every
+/// version on it readable and with content (so the entry resolves).
+pub fn chain_intact(dir: &Path, id: &str) -> bool {
+    walk_chain(dir, id, u32::MAX).is_some()
+}
+
+/// The hash and depth of entry `id` in `dir` when it and every base back to a whole entry are
+/// on disk, parse, have content (not forgotten) and go back in time, over at most `max_links`
+/// patches. Reads the entries without building their content.
+fn walk_chain(dir: &Path, id: &str, max_links: u32) -> Option<(String, u32)> {
     #[derive(serde::Deserialize)]
     struct Probe {
         id: String,
@@ -310,30 +324,27 @@ pub fn patch_base(
         base: String,
         depth: u32,
     }
-    let dir = layout.root.join(Layout::history_rel(name));
     let probe = |id: &str| -> Option<Probe> {
         let bytes = fsx::read(&dir.join(format!("{id}.json")), fsx::MAX_JSON_FILE).ok()??;
         let p: Probe = serde_json::from_slice(&bytes).ok()?;
         (p.id == id && p.forgotten.is_none() && p.hash.is_some()).then_some(p)
     };
-    let head = probe(head_id)?;
-    if head.hash.as_deref() != Some(file_hash) {
-        return None;
-    }
+    let head = probe(id)?;
+    let hash = head.hash.clone()?;
     let depth = head.patch.as_ref().map_or(0, |l| l.depth);
     let mut link = head.patch;
-    let mut newer = head_id.to_string();
-    let mut steps = 0u32;
+    let mut newer = id.to_string();
+    let mut links = 0u32;
     while let Some(l) = link {
-        steps += 1;
-        if steps > MAX_DEPTH || l.base >= newer {
+        links += 1;
+        if links > max_links || l.base >= newer {
             return None;
         }
         let base = probe(&l.base)?;
         newer = l.base;
         link = base.patch;
     }
-    Some(depth)
+    Some((hash, depth))
 }
 
 #[cfg(test)]

@@ -343,10 +343,16 @@ pub fn read_history_bytes(bytes: &[u8]) -> Result<HistoryEntry, String> {
     serde_json::from_slice::<HistoryEntry>(bytes).map_err(|e| e.to_string())
 }
 
-/// The newest well-formed history entry of a category.
+/// The newest readable history entry of a category: well-formed, and for a patch, with a
+/// chain that resolves. A patch that cannot be resolved here (its base forgotten or missing)
+/// is passed over like a malformed file, so its hash is never taken for the file's: the file
+/// would otherwise look changed by hand and be adopted over that version.
 pub fn history_head(layout: &Layout, name: &CategoryName) -> Result<Option<HistoryEntry>, IoError> {
+    let dir = layout.root.join(Layout::history_rel(name));
     for id in list_history_ids(layout, name)?.iter().rev() {
-        if let Ok(e) = read_history(layout, name, id)?.entry {
+        if let Ok(e) = read_history(layout, name, id)?.entry
+            && (e.patch.is_none() || history::chain_intact(&dir, id))
+        {
             return Ok(Some(e));
         }
     }

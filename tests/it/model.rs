@@ -184,6 +184,9 @@ const FAILPOINTS: &[(&str, &[Kind])] = &[
     // On the HTTP sync client's path: `sync_http::a_client_killed_mid_sync_converges...`.
     ("sync.http.after_pull_page", &[]),
     ("sync.http.after_push_page", &[]),
+    // On both syncs' merge: `sync::a_sync_killed_between_the_history_and_the_files_it_derives_
+    // loses_nothing` and `sync_http::a_client_killed_before_settling_a_pulled_page_loses_nothing`.
+    ("sync.before_settle", &[]),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

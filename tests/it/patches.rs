@@ -235,6 +235,10 @@ fn a_patch_whose_base_is_gone_is_reported_and_breaks_only_itself() {
         e["message"].as_str().unwrap().contains("cannot be read"),
         "{e:#}"
     );
+    // It can still be forgotten (nothing of it needs resolving for that).
+    env.ok(&["forget", "--category", "big", "--version", "3", "--yes"]);
+    let v3 = &entries(&env, "big")[1].1;
+    assert!(v3["forgotten"].is_string() && v3.get("patch").is_none() && v3["content"].is_null());
     // A merge still works, and is written whole: its parent's chain is broken.
     env.ok(&["write", "big", "--merge", "--data", r#"{"key0000": 7}"#]);
     let last = entries(&env, "big").pop().unwrap().1;

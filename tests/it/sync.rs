@@ -942,3 +942,40 @@ fn a_sync_killed_between_the_history_and_the_files_it_derives_loses_nothing() {
         assert_eq!(e.category_data("notes"), Some(json!({"n": 1})));
     }
 }
+
+/// A patch taken from the remote whose base this replica has forgotten meanwhile: it is
+/// written whole from the remote's tree, so the version reads back here and its change is in
+/// this replica's file at once (not only after the other replica settles it).
+#[test]
+fn a_patch_on_a_version_forgotten_here_arrives_whole() {
+    let fleet = Fleet::new(2);
+    let (a, b) = (&fleet.replicas[0], &fleet.replicas[1]);
+    let data = Value::Object(crate::patches::big(200)).to_string();
+    a.ok(&["write", "big", "--data", &data]);
+    a.ok(&["write", "big", "--merge", "--data", r#"{"shared": 1}"#]);
+    fleet.sync(0, &[]);
+    fleet.sync(1, &[]);
+    // A writes a patch on version 2 and pushes it; B writes its own and forgets version 2.
+    a.ok(&["write", "big", "--merge", "--data", r#"{"from_a": 1}"#]);
+    fleet.sync(0, &[]);
+    b.ok(&["write", "big", "--merge", "--data", r#"{"from_b": 1}"#]);
+    b.ok(&["forget", "--category", "big", "--version", "2", "--yes"]);
+    fleet.sync(1, &["--strategy", "merge"]);
+    let now = b.category_data("big").unwrap();
+    assert_eq!(
+        now["from_a"],
+        json!(1),
+        "A's change is in B's file: {now:#}"
+    );
+    assert_eq!(now["from_b"], json!(1));
+    b.assert_clean();
+    fleet.converge();
+    fleet.assert_identical();
+    for e in [a, b] {
+        let now = e.category_data("big").unwrap();
+        assert_eq!(
+            (now["from_a"].clone(), now["from_b"].clone()),
+            (json!(1), json!(1))
+        );
+    }
+}
