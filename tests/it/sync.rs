@@ -852,18 +852,25 @@ fn a_server_with_an_interval_syncs_on_its_own() {
     );
 }
 
-/// Merges into a large category travel as patches; a version forgotten on one replica while
-/// another replica holds a patch on it: the patch is written whole there before the forget
-/// lands, so that replica's change is not lost.
-#[test]
-fn patches_travel_and_a_forgotten_base_does_not_lose_a_patch_on_another_replica() {
+/// Two replicas in sync holding a category of 200 keys at version 2, a patch of version 1.
+fn large_category_on_two_replicas() -> Fleet {
     let fleet = Fleet::new(2);
-    let (a, b) = (&fleet.replicas[0], &fleet.replicas[1]);
+    let a = &fleet.replicas[0];
     let data = Value::Object(crate::patches::big(200)).to_string();
     a.ok(&["write", "big", "--data", &data]);
     a.ok(&["write", "big", "--merge", "--data", r#"{"shared": 1}"#]);
     fleet.sync(0, &[]);
     fleet.sync(1, &[]);
+    fleet
+}
+
+/// Merges into a large category travel as patches; a version forgotten on one replica while
+/// another replica holds a patch on it: the patch is written whole there before the forget
+/// lands, so that replica's change is not lost.
+#[test]
+fn patches_travel_and_a_forgotten_base_does_not_lose_a_patch_on_another_replica() {
+    let fleet = large_category_on_two_replicas();
+    let (a, b) = (&fleet.replicas[0], &fleet.replicas[1]);
     assert_eq!(b.read("memdir.json"), "{\n  \"format\": 2\n}\n");
     assert_eq!(b.category_data("big").unwrap()["shared"], json!(1));
     // Both write a patch on version 2; B then forgets version 2.
@@ -909,16 +916,7 @@ fn a_sync_killed_between_the_history_and_the_files_it_derives_loses_nothing() {
     a.ok(&["write", "doc", "--merge", "--data", r#"{"k": 2}"#]);
     a.ok(&["write", "fresh", "--data", r#"{"f": 1}"#]);
     fleet.sync(0, &[]);
-    let r = b.run_env(
-        &["sync"],
-        &[("MEMDIR_FAILPOINT", "sync.before_settle")],
-        b"",
-    );
-    assert_ne!(
-        r.run.code, 0,
-        "the failpoint stops the sync: {}",
-        r.run.stderr
-    );
+    b.stopped_at("sync.before_settle", &["sync"]);
     assert!(b.path(".memdir/settle-pending.json").exists());
     // The next command settles before anything else looks at the files.
     assert_eq!(b.category_data("fresh"), Some(json!({"f": 1})));
@@ -948,13 +946,8 @@ fn a_sync_killed_between_the_history_and_the_files_it_derives_loses_nothing() {
 /// this replica's file at once (not only after the other replica settles it).
 #[test]
 fn a_patch_on_a_version_forgotten_here_arrives_whole() {
-    let fleet = Fleet::new(2);
+    let fleet = large_category_on_two_replicas();
     let (a, b) = (&fleet.replicas[0], &fleet.replicas[1]);
-    let data = Value::Object(crate::patches::big(200)).to_string();
-    a.ok(&["write", "big", "--data", &data]);
-    a.ok(&["write", "big", "--merge", "--data", r#"{"shared": 1}"#]);
-    fleet.sync(0, &[]);
-    fleet.sync(1, &[]);
     // A writes a patch on version 2 and pushes it; B writes its own and forgets version 2.
     a.ok(&["write", "big", "--merge", "--data", r#"{"from_a": 1}"#]);
     fleet.sync(0, &[]);

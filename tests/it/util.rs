@@ -339,6 +339,19 @@ impl TestEnv {
         raw_run(cmd, out)
     }
 
+    /// Runs `args` with the failpoint `point` armed to abort, and requires that it stopped
+    /// there.
+    pub fn stopped_at(&self, point: &str, args: &[&str]) {
+        let r = self.run_env(args, &[("MEMDIR_FAILPOINT", point)], b"");
+        assert!(
+            r.run.code != 0 && r.run.stderr.contains(&format!("failpoint {point}")),
+            "`{}` did not stop at {point}: exit {}, {}",
+            r.run.cmd,
+            r.run.code,
+            r.run.stderr
+        );
+    }
+
     /// Entries of `.memdir/staging/` (empty when the directory is missing).
     pub fn staging_entries(&self) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(self.path(".memdir/staging"))
