@@ -554,3 +554,38 @@ fn a_client_killed_before_settling_a_pulled_page_loses_nothing() {
     );
     drop(server);
 }
+
+/// The hub forgot a version that a client then writes a patch on: the patch does not resolve
+/// on the hub, which passes over it instead of adopting its file over it, and the client's
+/// resolution of the two heads (a whole entry) brings the change to the hub's file.
+#[test]
+fn a_patch_on_a_version_the_hub_forgot_reaches_the_hub_through_the_clients_resolution() {
+    let replicas: Vec<TestEnv> = (0..2).map(replica).collect();
+    let (hub, client) = (&replicas[0], &replicas[1]);
+    let data = Value::Object(crate::patches::big(200)).to_string();
+    hub.ok(&["write", "big", "--data", &data]);
+    hub.ok(&["write", "big", "--merge", "--data", r#"{"shared": 1}"#]);
+    let server = Served::start(hub, &["--token", TOKEN]);
+    sync(client, &server.url);
+    hub.ok(&["write", "big", "--merge", "--data", r#"{"from_hub": 1}"#]);
+    hub.ok(&["forget", "--category", "big", "--version", "2", "--yes"]);
+    client.ok(&["write", "big", "--merge", "--data", r#"{"from_client": 1}"#]);
+    client.ok(&[
+        "sync",
+        "--remote",
+        &server.url,
+        "--token-env",
+        "SYNC_TOKEN",
+        "--strategy",
+        "merge",
+    ]);
+    for e in [hub, client] {
+        let now = e.category_data("big").unwrap();
+        assert_eq!(
+            (now["from_hub"].clone(), now["from_client"].clone()),
+            (json!(1), json!(1)),
+            "{now:#}"
+        );
+    }
+    drop(server);
+}
