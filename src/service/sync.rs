@@ -1134,42 +1134,18 @@ impl Memdir {
             if e.patch.is_none() || store::history::chain_intact(&root.join(dir_rel), &e.id) {
                 continue;
             }
-            // The chain as the remote has it, back to a whole entry.
-            let mut chain = vec![e.clone()];
-            let base_content = loop {
-                let Some(p) = chain.last().and_then(|c| c.patch.as_ref()) else {
-                    break None;
-                };
-                let path = dir_rel.join(format!("{}.json", p.base));
+            // Resolved along the chain as the remote has it.
+            let remote = |id: &str| -> std::result::Result<HistoryEntry, String> {
+                let path = dir_rel.join(format!("{id}.json"));
                 let blob = git
                     .blobs(theirs, &[path.to_string_lossy().into_owned()])
-                    .map_err(git_err)?
+                    .map_err(|e| e.to_string())?
                     .pop()
-                    .flatten();
-                match blob.and_then(|b| store::read_history_bytes(&b).ok()) {
-                    Some(b) if b.forgotten.is_none() && b.id < chain[chain.len() - 1].id => {
-                        if b.patch.is_none() {
-                            break Some(b.content);
-                        }
-                        chain.push(b);
-                    }
-                    _ => break None,
-                }
+                    .flatten()
+                    .ok_or("not in the remote's tree")?;
+                store::read_history_bytes(&blob)
             };
-            let Some(mut content) = base_content else {
-                continue;
-            };
-            let mut ok = true;
-            for c in chain.iter().rev() {
-                match c.patch.as_ref().map(|p| store::history::apply(&content, p)) {
-                    Some(Ok(v)) => content = v,
-                    _ => ok = false,
-                }
-            }
-            if ok {
-                let mut e = e;
-                e.patch = None;
-                e.content = content;
+            if let Ok(e) = store::history::resolve_with(e, remote) {
                 whole.push(txn::FileWrite {
                     rel: w.rel.clone(),
                     bytes: Some(store::history::whole_bytes(&e)),

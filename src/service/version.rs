@@ -46,12 +46,12 @@ impl FileCache {
     fn put(&mut self, w: Written) {
         let _ = self.take(&w.name);
         self.files.push_front(w);
-        let mut bytes: usize = self.files.iter().map(|w| w.bytes.len()).sum();
+        let mut bytes: usize = self.files.iter().map(|w| w.file.bytes.len()).sum();
         while self.files.len() > 1
             && (self.files.len() > Self::FILES || bytes > Self::BYTES)
             && let Some(old) = self.files.pop_back()
         {
-            bytes -= old.bytes.len();
+            bytes -= old.file.bytes.len();
         }
     }
 
@@ -61,16 +61,10 @@ impl FileCache {
     }
 }
 
-/// A category file this process wrote or read, with its hash and content.
+/// A category file this process wrote or read (its content parsed).
 struct Written {
     name: CategoryName,
-    hash: String,
-    bytes: Vec<u8>,
-    content: Value,
-    /// Whether `bytes` are [`codec::to_pretty`] of `content` (memdir wrote them).
-    canonical: bool,
-    /// The chaining values of `bytes`' leaves, when computed ([`store::treehash`]).
-    leaves: Option<store::treehash::Leaves>,
+    file: store::CategoryFile,
 }
 
 /// The top-level keys a merge sets and removes: the change a new version may record as a
@@ -325,15 +319,9 @@ impl Memdir {
         // An error (a link, a directory in its place) is the plain read's to report; a file
         // that differs was changed behind this process's back, and is read afresh.
         if let Some(w) = remembered
-            && matches!(store::fsx::holds(&path, &w.bytes), Ok(true))
+            && matches!(store::fsx::holds(&path, &w.file.bytes), Ok(true))
         {
-            return Ok(Some(store::CategoryFile {
-                bytes: w.bytes,
-                hash: w.hash,
-                content: Ok(w.content),
-                canonical: w.canonical,
-                leaves: w.leaves,
-            }));
+            return Ok(Some(w.file));
         }
         Ok(store::read_category(self.layout(), name)?)
     }
@@ -352,11 +340,13 @@ impl Memdir {
         {
             cache.put(Written {
                 name: name.clone(),
-                hash: hash.clone(),
-                bytes,
-                content: std::mem::take(&mut c.content),
-                canonical: true,
-                leaves,
+                file: store::CategoryFile {
+                    hash: hash.clone(),
+                    bytes,
+                    content: Ok(std::mem::take(&mut c.content)),
+                    canonical: true,
+                    leaves,
+                },
             });
         }
     }
@@ -364,14 +354,12 @@ impl Memdir {
     /// Puts back a category file that a read took from [`Memdir::read_category_cached`] (or
     /// parsed): a read between two writes must not cost the next write a parse of the file.
     pub(super) fn remember_read(&self, name: &CategoryName, file: store::CategoryFile) {
-        if let (Ok(content), Ok(mut cache)) = (file.content, self.file_cache.lock()) {
+        if file.content.is_ok()
+            && let Ok(mut cache) = self.file_cache.lock()
+        {
             cache.put(Written {
                 name: name.clone(),
-                hash: file.hash,
-                bytes: file.bytes,
-                content,
-                canonical: file.canonical,
-                leaves: file.leaves,
+                file,
             });
         }
     }
@@ -734,11 +722,13 @@ mod tests {
     fn file(name: &str, len: usize) -> Written {
         Written {
             name: CategoryName::new(name).unwrap(),
-            hash: String::new(),
-            bytes: vec![b' '; len],
-            content: Value::Null,
-            canonical: true,
-            leaves: None,
+            file: store::CategoryFile {
+                hash: String::new(),
+                bytes: vec![b' '; len],
+                content: Ok(Value::Null),
+                canonical: true,
+                leaves: None,
+            },
         }
     }
 

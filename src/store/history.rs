@@ -126,22 +126,24 @@ fn resolve_files(files: &mut [HistoryFile]) {
 
 /// One entry read from `dir` (a category's history directory), unresolved.
 fn read_in(dir: &Path, id: &str) -> Result<HistoryEntry, String> {
-    let path = dir.join(format!("{id}.json"));
-    match fsx::read(&path, fsx::MAX_JSON_FILE) {
-        Ok(Some(b)) => read_history_bytes(&b).and_then(|e| {
-            if e.id == id {
-                Ok(e)
-            } else {
-                Err(format!("id {:?} does not match the file name", e.id))
-            }
-        }),
-        Ok(None) => Err("missing".into()),
-        Err(e) => Err(format!("cannot be read: {}", e.source)),
+    match super::read_history_in(dir, id) {
+        Ok(f) => f.entry,
+        Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => Err("missing".into()),
+        Err(e) => Err(e.source.to_string()),
     }
 }
 
 /// Resolves one entry by following its chain in `dir` back to a whole entry.
-fn resolve_in(dir: &Path, mut entry: HistoryEntry) -> Result<HistoryEntry, String> {
+fn resolve_in(dir: &Path, entry: HistoryEntry) -> Result<HistoryEntry, String> {
+    resolve_with(entry, |id| read_in(dir, id))
+}
+
+/// Resolves one entry by following its chain back to a whole entry, each base read by
+/// `base(id)` (the files here, or another copy of the history such as a remote's tree).
+pub fn resolve_with(
+    mut entry: HistoryEntry,
+    mut base: impl FnMut(&str) -> Result<HistoryEntry, String>,
+) -> Result<HistoryEntry, String> {
     let Some(first) = entry.patch.take() else {
         return Ok(entry);
     };
@@ -160,14 +162,14 @@ fn resolve_in(dir: &Path, mut entry: HistoryEntry) -> Result<HistoryEntry, Strin
         if p.base.as_str() >= newer {
             return Err(format!("its base version {} is not older than it", p.base));
         }
-        let base = read_in(dir, &p.base)
+        let b = base(&p.base)
             .map_err(|why| format!("its base version {} is unreadable: {why}", p.base))?;
-        if base.forgotten.is_some() {
+        if b.forgotten.is_some() {
             return Err(format!("its base version {} was forgotten", p.base));
         }
-        match base.patch {
+        match b.patch {
             Some(next) => chain.push(next),
-            None => break base.content,
+            None => break b.content,
         }
     };
     let mut content = content;
@@ -176,18 +178,6 @@ fn resolve_in(dir: &Path, mut entry: HistoryEntry) -> Result<HistoryEntry, Strin
     }
     entry.content = content;
     Ok(entry)
-}
-
-/// One history entry by id, resolved.
-pub fn read_resolved(
-    layout: &Layout,
-    name: &CategoryName,
-    id: &str,
-) -> Result<HistoryFile, IoError> {
-    let mut file = read_history(layout, name, id)?;
-    let dir = layout.root.join(Layout::history_rel(name));
-    file.entry = file.entry.and_then(|e| resolve_in(&dir, e));
-    Ok(file)
 }
 
 /// The serialized bytes of a whole entry.

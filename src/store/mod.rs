@@ -308,10 +308,12 @@ pub fn read_history(
     name: &CategoryName,
     id: &str,
 ) -> Result<HistoryFile, IoError> {
-    let path = layout
-        .root
-        .join(Layout::history_rel(name))
-        .join(format!("{id}.json"));
+    read_history_in(&layout.root.join(Layout::history_rel(name)), id)
+}
+
+/// Reads one history entry by id from a category's history directory `dir`.
+pub fn read_history_in(dir: &Path, id: &str) -> Result<HistoryFile, IoError> {
+    let path = dir.join(format!("{id}.json"));
     let entry = match fsx::read(&path, fsx::MAX_JSON_FILE) {
         Ok(Some(bytes)) => read_history_bytes(&bytes),
         Ok(None) => {
