@@ -429,6 +429,7 @@ impl Memdir {
         let Some(inner) = guard.as_mut() else {
             return Ok(report);
         };
+        txn::sweep_trash(&self.layout.staging());
         let fresh = inner.ledger.meta("built")?.is_none();
         let staged = !txn::pending(&self.layout.staging()).is_empty() || self.settle_pending();
         if staged || fresh {

@@ -7,7 +7,12 @@
 //!    directory. **This is the commit point**: from here on, recovery rolls forward.
 //! 3. Rename each staged file onto its target (an atomic replace within one file system) and
 //!    fsync every target directory.
-//! 4. Remove the staging directory.
+//! 4. Move the staging directory to `.memdir/trash/`, where a background thread removes it. A
+//!    large file a rename replaced is linked there first: freeing its blocks (with their
+//!    discards) costs about 0.2 ms per 760 KB on the reference disk, and removing the staging
+//!    directory's own entries a little more for every write, work the acknowledged write need
+//!    not wait for. Whatever a process left in the trash when it exited is removed by the next
+//!    startup ([`sweep_trash`]).
 //!
 //! Recovery (on open, under the write lock) rolls a transaction forward when its manifest is
 //! intact and every staged file still matches its recorded hash (or its target already does),
@@ -149,10 +154,78 @@ fn commit_in(root: &Path, dir: &Path, txid: &str, files: &[FileWrite]) -> Result
     failpoint::hit("txn.after_manifest");
     publish(root, dir, &manifest)?;
     failpoint::hit("txn.after_publish");
+    // Nothing in the directory is needed any more (recovery would only find its targets in
+    // place): moved aside in one rename, its files are freed off the write path.
+    let trash = trash_of(dir);
+    if fs::create_dir_all(&trash).is_ok() {
+        let to = trash.join(
+            dir.file_name()
+                .expect("invariant: a staging dir has a name"),
+        );
+        if fs::rename(dir, &to).is_ok() {
+            reap(to);
+            return Ok(());
+        }
+    }
     fs::remove_dir_all(dir).at("remove staging", dir)?;
     Ok(())
 }
 
+/// Files at least this large that a rename replaces are freed in the background.
+const REAP_FROM: u64 = 64 * 1024;
+
+/// The name a replaced target is kept under in its transaction's staging directory.
+fn replaced_name(i: usize) -> String {
+    format!("{i}.replaced")
+}
+
+/// `.memdir/trash/`, beside the staging directory that holds `dir`.
+fn trash_of(dir: &Path) -> PathBuf {
+    let staging = dir
+        .parent()
+        .expect("invariant: a transaction dir lives in staging");
+    staging.with_file_name("trash")
+}
+
+/// Removes `path` (a directory moved to the trash) on a background thread, or here when no
+/// thread can be started. Best effort: what is left is swept by the next startup.
+fn reap(path: PathBuf) {
+    use std::sync::mpsc::{Sender, channel};
+    use std::sync::{Mutex, OnceLock};
+    static REAPER: OnceLock<Option<Mutex<Sender<PathBuf>>>> = OnceLock::new();
+    let reaper = REAPER.get_or_init(|| {
+        let (tx, rx) = channel::<PathBuf>();
+        std::thread::Builder::new()
+            .name("memdir-reaper".into())
+            .spawn(move || {
+                for p in rx {
+                    let _ = fs::remove_dir_all(&p);
+                }
+            })
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    let sent = reaper
+        .as_ref()
+        .and_then(|tx| tx.lock().ok())
+        .map(|tx| tx.send(path.clone()));
+    if !matches!(sent, Some(Ok(()))) {
+        let _ = fs::remove_dir_all(&path);
+    }
+}
+
+/// Hands whatever a process left in `.memdir/trash/` (beside `staging`) to the reaper.
+/// Nothing there is ever read: it needs no lock.
+pub fn sweep_trash(staging: &Path) {
+    let trash = staging.with_file_name("trash");
+    if let Ok(rd) = fs::read_dir(&trash) {
+        for e in rd.filter_map(|e| e.ok()) {
+            reap(e.path());
+        }
+    }
+}
+
+/// Puts a committed transaction's files in place.
 fn publish(root: &Path, dir: &Path, manifest: &Manifest) -> Result<(), IoError> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     for (i, f) in manifest.files.iter().enumerate() {
@@ -179,6 +252,12 @@ fn publish(root: &Path, dir: &Path, manifest: &Manifest) -> Result<(), IoError> 
                 }
             }
         } else if staged.exists() {
+            // A large file being replaced stays linked in the staging directory, so the
+            // rename does not free its blocks (see `commit_in`). Best effort: without the
+            // link the rename frees them itself.
+            if fs::symlink_metadata(&target).is_ok_and(|m| m.is_file() && m.len() >= REAP_FROM) {
+                let _ = fs::hard_link(&target, dir.join(replaced_name(i)));
+            }
             fs::rename(&staged, &target).at("rename into place", &target)?;
         }
         if i == 0 {
@@ -266,4 +345,94 @@ fn recover_one(root: &Path, dir: &Path) -> Result<Recovered, IoError> {
     Ok(Recovered::RolledForward(
         manifest.files.iter().map(|f| f.rel.clone()).collect(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(rel: &str, bytes: Vec<u8>) -> FileWrite {
+        FileWrite {
+            rel: PathBuf::from(rel),
+            bytes: Some(bytes),
+            hash: None,
+        }
+    }
+
+    /// Waits (bounded) until `dir` holds nothing: the reaper works on its own thread.
+    fn empties(dir: &Path) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            if fs::read_dir(dir).map_or(true, |mut rd| rd.next().is_none()) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        false
+    }
+
+    #[test]
+    fn a_large_replaced_file_is_kept_linked_until_the_rename_is_done() {
+        let t = tempfile::tempdir().unwrap();
+        let (root, dir) = (t.path(), t.path().join("staging/tx"));
+        fs::create_dir_all(&dir).unwrap();
+        let large = vec![b'a'; REAP_FROM as usize];
+        fs::write(root.join("large.json"), &large).unwrap();
+        fs::write(root.join("small.json"), b"old").unwrap();
+        fs::write(dir.join("0.data"), b"new large").unwrap();
+        fs::write(dir.join("1.data"), b"new small").unwrap();
+        let manifest = Manifest {
+            txid: "tx".into(),
+            files: ["large.json", "small.json"]
+                .iter()
+                .map(|rel| ManifestFile {
+                    rel: rel.to_string(),
+                    hash: Some(String::new()),
+                })
+                .collect(),
+        };
+        publish(root, &dir, &manifest).unwrap();
+        assert_eq!(fs::read(root.join("large.json")).unwrap(), b"new large");
+        assert_eq!(fs::read(root.join("small.json")).unwrap(), b"new small");
+        assert_eq!(fs::read(dir.join("0.replaced")).unwrap(), large);
+        assert!(
+            !dir.join("1.replaced").exists(),
+            "a small file is freed at once"
+        );
+    }
+
+    #[test]
+    fn a_commit_over_a_large_file_leaves_neither_staging_nor_trash() {
+        let t = tempfile::tempdir().unwrap();
+        let (root, staging) = (t.path(), t.path().join(".memdir/staging"));
+        for (i, size) in [200_000usize, 300_000, 10].into_iter().enumerate() {
+            let bytes = vec![b'0' + i as u8; size];
+            commit(
+                root,
+                &staging,
+                &format!("tx{i}"),
+                &[write("c.json", bytes.clone())],
+            )
+            .unwrap();
+            assert_eq!(fs::read(root.join("c.json")).unwrap(), bytes);
+            assert!(pending(&staging).is_empty());
+        }
+        assert!(
+            empties(&root.join(".memdir/trash")),
+            "the reaper empties the trash"
+        );
+    }
+
+    #[test]
+    fn sweep_trash_removes_what_an_exited_process_left() {
+        let t = tempfile::tempdir().unwrap();
+        let staging = t.path().join(".memdir/staging");
+        let left = t.path().join(".memdir/trash/tx/sub");
+        fs::create_dir_all(&left).unwrap();
+        fs::write(left.join("0.replaced"), b"old").unwrap();
+        sweep_trash(&staging);
+        assert!(empties(&t.path().join(".memdir/trash")));
+        // No trash at all: nothing to do, no error.
+        sweep_trash(&t.path().join("absent/staging"));
+    }
 }
