@@ -27,6 +27,11 @@ pub(crate) enum Sync {
     Fast,
     /// Always read and hash the file.
     Full,
+    /// As `Full`, except that a large file this process wrote or read last, whose size,
+    /// mtime and history still match the row, is returned as remembered without reading it
+    /// (`CatState::unverified`): the caller compares it with the file while it works, and
+    /// starts over with `Full` when they differ. Nothing is recorded in the ledger meanwhile.
+    Deferred,
 }
 
 /// A category as it stands after adopting external changes.
@@ -34,6 +39,8 @@ pub(crate) struct CatState {
     /// The current file, when it was read (`Sync::Full`, or the cache was stale).
     pub file: Option<CategoryFile>,
     pub row: CategoryRow,
+    /// `file` is the one remembered, not yet compared with the file on disk (`Sync::Deferred`).
+    pub unverified: bool,
 }
 
 impl CatState {
@@ -233,8 +240,23 @@ impl Memdir {
                 return Ok(CatState {
                     file: None,
                     row: r.clone(),
+                    unverified: false,
                 });
             }
+        }
+        if mode == Sync::Deferred
+            && let Some(r) = &row
+            && r.head_id.is_some()
+            && r.hist_stamp == hstamp
+            && r.status.has_file()
+            && stat.is_some_and(|(len, m)| r.file_len == len as i64 && r.mtime_ns == m)
+            && let Some(file) = self.take_remembered_large(name, |f| row_matches(r, Some(f)))
+        {
+            return Ok(CatState {
+                file: Some(file),
+                row: r.clone(),
+                unverified: true,
+            });
         }
         let file = self.read_category_cached(name)?;
         if let Some(r) = &row
@@ -251,7 +273,11 @@ impl Memdir {
                 r.hist_stamp = hstamp;
                 inner.ledger.put_category(&r)?;
             }
-            return Ok(CatState { file, row: r });
+            return Ok(CatState {
+                file,
+                row: r,
+                unverified: false,
+            });
         }
         let head = store::history_head(layout, name)?;
         if let Some(h) = &head
@@ -291,7 +317,11 @@ impl Memdir {
             } else if row.is_some() {
                 inner.ledger.remove_category(name.as_str())?;
             }
-            return Ok(CatState { file, row: r });
+            return Ok(CatState {
+                file,
+                row: r,
+                unverified: false,
+            });
         }
         // Changed behind memdir's back: adopt it as a version of its own.
         let Some(lock) = lock else {
@@ -303,6 +333,7 @@ impl Memdir {
         let base = CatState {
             file: None,
             row: row_from(name, head.as_ref(), None, None, 0),
+            unverified: false,
         };
         let (op, reason, content) = match &file {
             Some(f) => (

@@ -8,13 +8,51 @@
 
 use serde_json::{Map, Value};
 
-use super::adoption::{Sync, check_expect, malformed_error, not_found};
+use super::adoption::{CatState, Sync, check_expect, malformed_error, not_found};
 use super::version::Delta;
 use super::{Memdir, check_reason, limits};
 use crate::api::*;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{CategoryKind, CategoryName, CategoryStatus, Expect, VersionOp, content_hash};
 use crate::store::{self, Layout, codec};
+
+/// A write's request, checked: what [`Memdir::prepare_write`] needs besides the category.
+struct Writing<'a> {
+    name: &'a CategoryName,
+    req: &'a WriteRequest,
+    data: &'a Map<String, Value>,
+    /// The size of `data` serialized.
+    raw: usize,
+    expect: &'a Expect,
+    redacted: std::collections::BTreeMap<String, u64>,
+}
+
+/// What a write would do (see [`Memdir::prepare_write`]).
+enum Prepared {
+    /// The category already holds these bytes: the answer, nothing to commit.
+    Unchanged(WriteResponse),
+    /// A new version: its content, bytes, hash (with the leaves of that hash), and the keys a
+    /// merge set and removed.
+    Changed {
+        op: VersionOp,
+        content: Value,
+        bytes: Vec<u8>,
+        hash: String,
+        leaves: store::treehash::Leaves,
+        delta: Option<Delta>,
+    },
+}
+
+/// Takes the content out of `st`'s file (not copied: nothing after this reads it from `st`),
+/// when the category exists and its file was read.
+fn take_content(st: &mut CatState) -> Option<Value> {
+    let exists = st.exists();
+    st.file
+        .as_mut()
+        .filter(|_| exists)
+        .and_then(|f| f.content.as_mut().ok())
+        .map(std::mem::take)
+}
 
 /// Refuses `data` that is not a JSON object or is nested too deep.
 pub(super) fn check_object<'a>(field: &str, v: &'a Value) -> Result<&'a Map<String, Value>> {
@@ -165,90 +203,67 @@ impl Memdir {
                 "bytes",
             ));
         }
+        let w = Writing {
+            name: &name,
+            req,
+            data,
+            raw,
+            expect: &expect,
+            redacted,
+        };
         self.with_write(|inner, lock| {
-            let mut st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
-            check_expect(&name, &st, &expect)?;
-            // The base is taken, not copied: nothing below reads the file's content from `st`.
-            let exists = st.exists();
-            let current: Option<Value> = st
-                .file
-                .as_mut()
-                .filter(|_| exists)
-                .and_then(|f| f.content.as_mut().ok())
-                .map(std::mem::take);
-            if let Some(c) = &current
-                && CategoryKind::of(c) == CategoryKind::Log
-            {
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    format!("category {:?} is a log: add entries with {{op:append}}; a write would replace them", name.as_str()),
-                )
-                .detail("kind", Value::from("log"))
-                .detail("category", Value::from(name.as_str())));
-            }
-            let mut delta = None;
-            let new_content = if req.merge {
-                if st.row.status == CategoryStatus::Malformed {
-                    return Err(Error::new(ErrorKind::Corrupt, format!("category {:?} is malformed: a merge needs a readable base; write it whole instead", name.as_str())));
+            let mut st = self.sync_category(inner, &name, Some(lock), Sync::Deferred)?;
+            let prepared = if st.unverified {
+                // A large file remembered from this process's last write or read: compared
+                // with the disk on the other core while the new bytes are built and hashed.
+                let path = self.layout().root.join(Layout::category_rel(&name));
+                let current = take_content(&mut st);
+                let (same, prepared) = std::thread::scope(|s| {
+                    let file = st
+                        .file
+                        .as_ref()
+                        .expect("invariant: unverified means remembered");
+                    let check = s.spawn(|| store::fsx::holds(&path, &file.bytes));
+                    let prepared = self.prepare_write(&w, &st, current);
+                    (matches!(check.join(), Ok(Ok(true))), prepared)
+                });
+                if same {
+                    prepared
+                } else {
+                    // Changed behind memdir's back meanwhile: read, adopt, and start over.
+                    st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+                    let current = take_content(&mut st);
+                    self.prepare_write(&w, &st, current)
                 }
-                let mut base = match current {
-                    Some(Value::Object(m)) => m,
-                    _ => Default::default(),
-                };
-                let mut d = Delta {
-                    set: Default::default(),
-                    remove: Vec::new(),
-                };
-                for (k, v) in data {
-                    if v.is_null() {
-                        if base.remove(k).is_some() {
-                            d.remove.push(k.clone());
-                        }
-                    } else {
-                        base.insert(k.clone(), v.clone());
-                        d.set.insert(k.clone(), v.clone());
-                    }
-                }
-                delta = Some(d);
-                Value::Object(base)
             } else {
-                req.data.clone()
+                let current = take_content(&mut st);
+                self.prepare_write(&w, &st, current)
+            };
+            let (op, new_content, new_bytes, new_hash, leaves, delta) = match prepared? {
+                Prepared::Unchanged(r) => return Ok(r),
+                Prepared::Changed {
+                    op,
+                    content,
+                    bytes,
+                    hash,
+                    leaves,
+                    delta,
+                } => (op, content, bytes, hash, leaves, delta),
             };
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
-            // A merge into a file memdir wrote splices the changed keys into its bytes;
-            // otherwise the content is serialized whole, into a buffer about the size of the
-            // file it replaces (it does not regrow as it fills).
-            let spliced = match (&delta, st.file.as_ref().filter(|f| f.canonical && exists)) {
-                (Some(d), Some(f)) => codec::splice_pretty(&f.bytes, &d.set, &d.remove),
-                _ => None,
-            };
-            let new_bytes = spliced.unwrap_or_else(|| {
-                codec::to_pretty_sized(&new_content, st.row.file_len.max(0) as usize + raw + 64)
-            });
-            debug_assert_eq!(new_bytes, codec::to_pretty(&new_content));
-            // The hash takes the leaves of the bytes this file shares with the one it replaces
-            // from the last time they were hashed.
-            let reuse = st.file.as_ref().filter(|_| exists).and_then(|f| {
-                let leaves = f.leaves.as_ref()?;
-                Some((leaves, store::treehash::shared_prefix(&f.bytes, &new_bytes)))
-            });
-            let (new_hash, leaves) = store::treehash::hash(&new_bytes, reuse);
-            debug_assert_eq!(new_hash, content_hash(&new_bytes));
-            if previous.as_deref() == Some(new_hash.as_str()) {
-                return Ok(WriteResponse {
-                    category: name.to_string(),
-                    unchanged: true,
-                    previous_hash: previous.clone(),
-                    new_hash: previous,
-                    version: st.row.version as u64,
-                    version_id: None,
-                    timestamp: st.row.updated_at.clone(),
-                    op: None,
-                    redacted,
-                });
-            }
-            let op = if req.merge { VersionOp::Merge } else { VersionOp::Write };
-            let mut c = self.commit_version(inner, lock, &name, &st, op, &self.actor(), reason.clone(), Some(new_content), Some((new_bytes, new_hash)), delta, true)?;
+            let mut c = self.commit_version(
+                inner,
+                lock,
+                &name,
+                &st,
+                op,
+                &self.actor(),
+                reason.clone(),
+                Some(new_content),
+                Some((new_bytes, new_hash)),
+                delta,
+                true,
+            )?;
             self.remember_written(&name, &mut c, Some(leaves));
             Ok(WriteResponse {
                 category: name.to_string(),
@@ -259,8 +274,111 @@ impl Memdir {
                 version_id: Some(c.id),
                 timestamp: c.ts,
                 op: Some(op.as_str().to_string()),
-                redacted,
+                redacted: w.redacted.clone(),
             })
+        })
+    }
+
+    /// What a write makes of the category as it stands (`st`, its content taken out as
+    /// `current`): the new content, its bytes and hash, or that nothing changes. Nothing is
+    /// written here.
+    fn prepare_write(
+        &self,
+        w: &Writing<'_>,
+        st: &CatState,
+        current: Option<Value>,
+    ) -> Result<Prepared> {
+        let (name, req, data, raw) = (w.name, w.req, w.data, w.raw);
+        check_expect(name, st, w.expect)?;
+        let exists = st.exists();
+        if let Some(c) = &current
+            && CategoryKind::of(c) == CategoryKind::Log
+        {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("category {:?} is a log: add entries with {{op:append}}; a write would replace them", name.as_str()),
+            )
+            .detail("kind", Value::from("log"))
+            .detail("category", Value::from(name.as_str())));
+        }
+        let mut delta = None;
+        let new_content = if req.merge {
+            if st.row.status == CategoryStatus::Malformed {
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!(
+                        "category {:?} is malformed: a merge needs a readable base; write it whole instead",
+                        name.as_str()
+                    ),
+                ));
+            }
+            let mut base = match current {
+                Some(Value::Object(m)) => m,
+                _ => Default::default(),
+            };
+            let mut d = Delta {
+                set: Default::default(),
+                remove: Vec::new(),
+            };
+            for (k, v) in data {
+                if v.is_null() {
+                    if base.remove(k).is_some() {
+                        d.remove.push(k.clone());
+                    }
+                } else {
+                    base.insert(k.clone(), v.clone());
+                    d.set.insert(k.clone(), v.clone());
+                }
+            }
+            delta = Some(d);
+            Value::Object(base)
+        } else {
+            req.data.clone()
+        };
+        let previous = st.row.file_hash.clone().filter(|_| exists);
+        // A merge into a file memdir wrote splices the changed keys into its bytes;
+        // otherwise the content is serialized whole, into a buffer about the size of the
+        // file it replaces (it does not regrow as it fills).
+        let spliced = match (&delta, st.file.as_ref().filter(|f| f.canonical && exists)) {
+            (Some(d), Some(f)) => codec::splice_pretty(&f.bytes, &d.set, &d.remove),
+            _ => None,
+        };
+        let new_bytes = spliced.unwrap_or_else(|| {
+            codec::to_pretty_sized(&new_content, st.row.file_len.max(0) as usize + raw + 64)
+        });
+        debug_assert_eq!(new_bytes, codec::to_pretty(&new_content));
+        // The hash takes the leaves of the bytes this file shares with the one it replaces
+        // from the last time they were hashed.
+        let reuse = st.file.as_ref().filter(|_| exists).and_then(|f| {
+            let leaves = f.leaves.as_ref()?;
+            Some((leaves, store::treehash::shared_prefix(&f.bytes, &new_bytes)))
+        });
+        let (new_hash, leaves) = store::treehash::hash(&new_bytes, reuse);
+        debug_assert_eq!(new_hash, content_hash(&new_bytes));
+        if previous.as_deref() == Some(new_hash.as_str()) {
+            return Ok(Prepared::Unchanged(WriteResponse {
+                category: name.to_string(),
+                unchanged: true,
+                previous_hash: previous.clone(),
+                new_hash: previous,
+                version: st.row.version as u64,
+                version_id: None,
+                timestamp: st.row.updated_at.clone(),
+                op: None,
+                redacted: w.redacted.clone(),
+            }));
+        }
+        Ok(Prepared::Changed {
+            op: if req.merge {
+                VersionOp::Merge
+            } else {
+                VersionOp::Write
+            },
+            content: new_content,
+            bytes: new_bytes,
+            hash: new_hash,
+            leaves,
+            delta,
         })
     }
 

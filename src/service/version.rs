@@ -42,6 +42,10 @@ impl FileCache {
         self.files.remove(at)
     }
 
+    /// Files from this size on are compared with the disk alongside the work of a write
+    /// ([`Sync::Deferred`](super::adoption::Sync::Deferred)); smaller ones at once.
+    pub(super) const DEFER_FROM: usize = 256 << 10;
+
     /// Remembers `w` as the newest, forgetting the oldest files beyond the bounds.
     fn put(&mut self, w: Written) {
         let _ = self.take(&w.name);
@@ -324,6 +328,22 @@ impl Memdir {
             return Ok(Some(w.file));
         }
         Ok(store::read_category(self.layout(), name)?)
+    }
+
+    /// Takes out the file remembered for `name` when it is at least
+    /// [`FileCache::DEFER_FROM`] bytes and `fits`, without comparing it with the disk: the
+    /// caller must ([`Sync::Deferred`](super::adoption::Sync::Deferred)).
+    pub(super) fn take_remembered_large(
+        &self,
+        name: &CategoryName,
+        fits: impl FnOnce(&store::CategoryFile) -> bool,
+    ) -> Option<store::CategoryFile> {
+        let mut cache = self.file_cache.lock().ok()?;
+        let w = cache.files.iter().find(|w| &w.name == name)?;
+        if w.file.bytes.len() < FileCache::DEFER_FROM || !fits(&w.file) {
+            return None;
+        }
+        cache.take(name).map(|w| w.file)
     }
 
     /// Remembers the category file just written: its hash, bytes and content (and the

@@ -863,3 +863,104 @@ fn a_server_merging_after_a_hand_edit_builds_on_the_edit() {
     );
     assert_eq!(w.new_hash, Some(hash_of_file()));
 }
+
+/// A large category file is compared with the disk while a merge builds its new bytes, not
+/// before, and only when its size and change time still match the ledger. An edit that keeps
+/// both (a file system whose clock did not tick between the write and the edit; simulated
+/// here by recording the edited file's stamp in the ledger), made right after the process
+/// wrote or read the file, is still the base of the next merge and a version of its own.
+#[test]
+fn a_large_category_edited_by_hand_keeping_size_and_mtime_is_the_base_of_the_next_merge() {
+    use memdir::api::{HistoryRequest, ReadRequest, WriteRequest};
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let m = memdir::service::Memdir::open(dir.path().join("store")).unwrap();
+    let merge = |data: Value| {
+        m.write(&WriteRequest {
+            category: "big".into(),
+            data,
+            merge: true,
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let read = || {
+        m.read(&ReadRequest {
+            category: "big".into(),
+            fields: None,
+            version: None,
+        })
+        .unwrap()
+        .data
+    };
+    let file = dir.path().join("store/categories/big.json");
+    let whole: serde_json::Map<String, Value> = (0..4000)
+        .map(|k| {
+            (
+                format!("key-{k:05}"),
+                json!(format!("value {k:05} {}", "x".repeat(80))),
+            )
+        })
+        .collect();
+    merge(Value::Object(whole));
+    assert!(std::fs::metadata(&file).unwrap().len() > 300_000);
+    // Edits the file in place (one value changed, same length), then records the file's
+    // stamp in the ledger as if its timestamps had not moved.
+    let edit_unseen_by_stat = |from: &str, to: &str| {
+        let before = std::fs::read_to_string(&file).unwrap();
+        let edited = before.replacen(from, to, 1);
+        assert_ne!(edited, before);
+        assert_eq!(edited.len(), before.len());
+        std::fs::write(&file, &edited).unwrap();
+        let meta = std::fs::metadata(&file).unwrap();
+        let mtime = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        let ctime = meta.ctime() * 1_000_000_000 + meta.ctime_nsec();
+        let db = rusqlite::Connection::open(dir.path().join("store/.memdir/ledger.db")).unwrap();
+        let n = db
+            .execute(
+                "UPDATE category SET mtime_ns = ?1 WHERE name = 'big'",
+                [mtime.max(ctime)],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+    };
+    let hash_of_file = || {
+        blake3::hash(&std::fs::read(&file).unwrap())
+            .to_hex()
+            .to_string()
+    };
+    // Right after a merge the process holds the file's bytes.
+    merge(json!({"after": 1}));
+    edit_unseen_by_stat("value 00007 ", "VALUE 00007 ");
+    let w = merge(json!({"next": 2}));
+    let now = read();
+    assert!(
+        now["key-00007"].as_str().unwrap().starts_with("VALUE"),
+        "the edit is kept"
+    );
+    assert_eq!(
+        (now["after"].clone(), now["next"].clone()),
+        (json!(1), json!(2))
+    );
+    assert_eq!(w.new_hash, Some(hash_of_file()));
+    assert_eq!(w.version, 4, "the hand edit is a version of its own: {w:?}");
+    // Right after a read, too.
+    read();
+    edit_unseen_by_stat("value 03999 ", "VALUE 03999 ");
+    let w = merge(json!({"last": 3}));
+    let now = read();
+    assert!(now["key-03999"].as_str().unwrap().starts_with("VALUE"));
+    assert!(now["key-00007"].as_str().unwrap().starts_with("VALUE"));
+    assert_eq!(now["last"], 3);
+    assert_eq!(w.new_hash, Some(hash_of_file()));
+    let h = m
+        .history(&HistoryRequest {
+            category: "big".into(),
+            limit: 50,
+            ..Default::default()
+        })
+        .unwrap();
+    let ops: Vec<Option<String>> = h.versions.iter().map(|v| v.op.clone()).collect();
+    let external = ops.iter().filter(|o| o.as_deref() == Some("external"));
+    assert_eq!(external.count(), 2, "{ops:?}");
+}
