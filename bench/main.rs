@@ -7,7 +7,7 @@
 //! cargo run --release --example memdir-bench -- recall
 //! cargo run --release --example memdir-bench -- http [--chunks 100000] [--seconds 30]
 //! cargo run --release --example memdir-bench -- fresh [--chunks 100000]
-//! cargo run --release --example memdir-bench -- merge [--sizes 10,1000,10000] [--writes 30]
+//! cargo run --release --example memdir-bench -- merge [--sizes 10,1000,10000] [--writes 30] [--pause-ms 0]
 //! cargo run --release --example memdir-bench -- redact
 //! cargo run --release --features local-embeddings --example memdir-bench -- embeddings --model DIR [--openai URL] [--chunks 100000]
 //! ```
@@ -957,16 +957,21 @@ fn bench_http(args: &[String]) -> Result<Value> {
 /// in turn (a key that sorts right after a random existing one, so it lands anywhere in the
 /// file), then as many rounds of a read followed by a merge write (the write timed). The
 /// sizes take turns within each round, so a noisy machine slows them alike and their ratio
-/// holds.
+/// holds, in an order drawn anew for each round: work a write leaves to the background (the
+/// replaced file freed) lands on whichever write follows, not always on the same size.
 fn bench_merge(args: &[String]) -> Result<Value> {
     let (_tmp, dir) = dir_arg(args);
     let writes = arg(args, "--writes", 30);
+    // A pause before each timed write, as an agent's writes come between its turns: what a
+    // write leaves to the background is done by the next one.
+    let pause = std::time::Duration::from_millis(arg(args, "--pause-ms", 0) as u64);
     let sizes: Vec<usize> = args
         .iter()
         .position(|a| a == "--sizes")
         .and_then(|i| args.get(i + 1))
         .map(|v| v.split(',').filter_map(|n| n.parse().ok()).collect())
         .unwrap_or_else(|| vec![10, 100, 1000, 10_000]);
+    let sizes_len = sizes.len();
     let m = Memdir::open(&dir)?;
     let vocab = Vocab::new(5_000);
     let mut r = Rng(23);
@@ -984,6 +989,7 @@ fn bench_merge(args: &[String]) -> Result<Value> {
     // One durable merge write of one new key, timed.
     let mut merge_one = |n: usize, key: String| -> Result<f64> {
         let data = json!({ key: vocab.sentence(&mut r, 8) });
+        std::thread::sleep(pause);
         let t = Instant::now();
         m.write(&WriteRequest {
             category: category(n),
@@ -994,9 +1000,18 @@ fn bench_merge(args: &[String]) -> Result<Value> {
         Ok(ms(t))
     };
     let mut at = Rng(29);
+    let mut order_rng = Rng(31);
+    let mut order = move || {
+        let mut o: Vec<usize> = (0..sizes_len).collect();
+        for i in (1..o.len()).rev() {
+            o.swap(i, order_rng.below(i as u64 + 1) as usize);
+        }
+        o
+    };
     let mut lat: Vec<Vec<f64>> = vec![Vec::with_capacity(writes); sizes.len()];
     for k in 0..writes {
-        for (i, &n) in sizes.iter().enumerate() {
+        for i in order() {
+            let n = sizes[i];
             let key = format!("key-{:05}-new-{k:05}", at.below(n as u64));
             lat[i].push(merge_one(n, key)?);
         }
@@ -1005,7 +1020,8 @@ fn bench_merge(args: &[String]) -> Result<Value> {
     // read, timed alone.
     let mut after_read: Vec<Vec<f64>> = vec![Vec::with_capacity(writes); sizes.len()];
     for k in 0..writes {
-        for (i, &n) in sizes.iter().enumerate() {
+        for i in order() {
+            let n = sizes[i];
             m.read(&ReadRequest {
                 category: category(n),
                 fields: None,
