@@ -223,9 +223,13 @@ impl Memdir {
                         .file
                         .as_ref()
                         .expect("invariant: unverified means remembered");
-                    let check = s.spawn(|| store::fsx::holds(&path, &file.bytes));
+                    let holds = || matches!(store::fsx::holds(&path, &file.bytes), Ok(true));
+                    // No thread to be had (a process at its limit): compared here, first.
+                    let Ok(check) = std::thread::Builder::new().spawn_scoped(s, holds) else {
+                        return (holds(), self.prepare_write(&w, &st, current));
+                    };
                     let prepared = self.prepare_write(&w, &st, current);
-                    (matches!(check.join(), Ok(Ok(true))), prepared)
+                    (check.join().unwrap_or(false), prepared)
                 });
                 if same {
                     prepared

@@ -157,7 +157,14 @@ fn commit_in(root: &Path, dir: &Path, txid: &str, files: &[FileWrite]) -> Result
     // Nothing in the directory is needed any more (recovery would only find its targets in
     // place): moved aside in one rename, its files are freed off the write path.
     let trash = trash_of(dir);
-    if fs::create_dir_all(&trash).is_ok() {
+    let mut private = fs::DirBuilder::new();
+    private.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        private.mode(0o700);
+    }
+    if private.create(&trash).is_ok() {
         let to = trash.join(
             dir.file_name()
                 .expect("invariant: a staging dir has a name"),
