@@ -170,6 +170,7 @@ fn commit_in(root: &Path, dir: &Path, txid: &str, files: &[FileWrite]) -> Result
                 .expect("invariant: a staging dir has a name"),
         );
         if fs::rename(dir, &to).is_ok() {
+            failpoint::hit("txn.after_trash");
             reap(to);
             return Ok(());
         }
@@ -194,6 +195,10 @@ fn trash_of(dir: &Path) -> PathBuf {
     staging.with_file_name("trash")
 }
 
+/// Directories handed to the reaper and not yet removed, with the signal of each removal.
+static REAPING: (std::sync::Mutex<usize>, std::sync::Condvar) =
+    (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
 /// Removes `path` (a directory moved to the trash) on a background thread, or here when no
 /// thread can be started. Best effort: what is left is swept by the next startup.
 fn reap(path: PathBuf) {
@@ -207,18 +212,35 @@ fn reap(path: PathBuf) {
             .spawn(move || {
                 for p in rx {
                     let _ = fs::remove_dir_all(&p);
+                    if let Ok(mut n) = REAPING.0.lock() {
+                        *n = n.saturating_sub(1);
+                    }
+                    REAPING.1.notify_all();
                 }
             })
             .ok()
             .map(|_| Mutex::new(tx))
     });
+    if let Ok(mut n) = REAPING.0.lock() {
+        *n += 1;
+    }
     let sent = reaper
         .as_ref()
         .and_then(|tx| tx.lock().ok())
         .map(|tx| tx.send(path.clone()));
     if !matches!(sent, Some(Ok(()))) {
         let _ = fs::remove_dir_all(&path);
+        if let Ok(mut n) = REAPING.0.lock() {
+            *n = n.saturating_sub(1);
+        }
     }
+}
+
+/// Waits, at most `timeout`, until the reaper has removed everything handed to it: a process
+/// about to exit (the CLI) leaves nothing in the trash for the next one to sweep.
+pub fn finish_reaping(timeout: std::time::Duration) {
+    let Ok(n) = REAPING.0.lock() else { return };
+    let _ = REAPING.1.wait_timeout_while(n, timeout, |n| *n > 0);
 }
 
 /// Hands whatever a process left in `.memdir/trash/` (beside `staging`) to the reaper.

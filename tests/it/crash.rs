@@ -18,6 +18,7 @@ const FAILPOINTS: &[&str] = &[
     "txn.after_manifest",
     "txn.after_first_rename",
     "txn.after_publish",
+    "txn.after_trash",
     "ledger.before_update",
     "ledger.update",
     "append.after_intent",
@@ -72,7 +73,8 @@ fn ops_for(fp: &str) -> Vec<Op> {
         "txn.after_stage"
         | "txn.after_manifest"
         | "txn.after_first_rename"
-        | "txn.after_publish" => CATEGORY_OPS.to_vec(),
+        | "txn.after_publish"
+        | "txn.after_trash" => CATEGORY_OPS.to_vec(),
         "ledger.before_update" | "ledger.update" => [CATEGORY_OPS, SESSION_OPS].concat(),
         "stage.write" => [CATEGORY_OPS, &[Op::Batch]].concat(),
         "append.after_intent" => vec![Op::Batch],
@@ -96,6 +98,7 @@ fn lands(fp: &str, op: Op) -> bool {
         "txn.after_manifest"
         | "txn.after_first_rename"
         | "txn.after_publish"
+        | "txn.after_trash"
         | "ledger.before_update"
         | "ledger.update" => true,
         // Every line is written whole before the flushes begin: a killed process (not a
@@ -374,6 +377,12 @@ fn crash_case(fp: &str, op: Op) {
         "{ctx}: staging left after reopening: {:?}",
         env.staging_entries()
     );
+    // What the crashed process left in the trash is gone once a command has run.
+    assert!(
+        env.meta_entries("trash").is_empty(),
+        "{ctx}: trash left after reopening: {:?}",
+        env.meta_entries("trash")
+    );
     env.assert_clean();
 
     // History holds exactly the versions that are visible.
@@ -489,6 +498,11 @@ fn crash_at_txn_after_first_rename() {
 #[test]
 fn crash_at_txn_after_publish() {
     crash_at("txn.after_publish");
+}
+
+#[test]
+fn crash_at_txn_after_trash() {
+    crash_at("txn.after_trash");
 }
 
 #[test]

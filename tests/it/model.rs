@@ -163,6 +163,7 @@ const FAILPOINTS: &[(&str, &[Kind])] = &[
     ("txn.after_manifest", &[Kind::Category]),
     ("txn.after_first_rename", &[Kind::Category]),
     ("txn.after_publish", &[Kind::Category]),
+    ("txn.after_trash", &[Kind::Category]),
     (
         "ledger.before_update",
         &[Kind::Category, Kind::Chunk, Kind::Batch],
@@ -217,6 +218,7 @@ fn lands(fp: &str, k: Kind) -> Option<bool> {
         "txn.after_manifest"
         | "txn.after_first_rename"
         | "txn.after_publish"
+        | "txn.after_trash"
         | "ledger.before_update"
         | "ledger.update" => Some(true),
         // Every line is written whole before the flushes begin: a single chunk is on disk, a

@@ -354,7 +354,12 @@ impl TestEnv {
 
     /// Entries of `.memdir/staging/` (empty when the directory is missing).
     pub fn staging_entries(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(self.path(".memdir/staging"))
+        self.meta_entries("staging")
+    }
+
+    /// The names in `.memdir/<dir>`, sorted (none when it does not exist).
+    pub fn meta_entries(&self, dir: &str) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.path(&format!(".memdir/{dir}")))
             .map(|rd| {
                 rd.flatten()
                     .map(|e| e.file_name().to_string_lossy().into_owned())
