@@ -27,8 +27,9 @@ pub(crate) enum Sync {
     Fast,
     /// Always read and hash the file.
     Full,
-    /// As `Full`, except that a large file this process wrote or read last, whose size,
-    /// mtime and history still match the row, is returned as remembered without reading it
+    /// As `Full`, except that a large file this process remembers (`FileCache`), whose size,
+    /// change stamp (`store::mtime_ns`: the later of mtime and ctime on unix) and history
+    /// still match the row, is returned as remembered without reading it
     /// (`CatState::unverified`): the caller compares it with the file while it works, and
     /// starts over with `Full` when they differ. Nothing is recorded in the ledger meanwhile.
     Deferred,

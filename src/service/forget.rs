@@ -60,10 +60,18 @@ impl Memdir {
     /// Replaces chunks or a category version by tombstones (or, with `dry_run`, lists them).
     pub fn forget(&self, req: &ForgetRequest) -> Result<ForgetResponse> {
         let target = self.forget_target(req)?;
-        match target {
-            Target::Chunks(sessions) => self.forget_chunks(&sessions, req.dry_run),
-            Target::Version(name, v) => self.forget_version(&name, &v, req.dry_run),
+        let out = match target {
+            Target::Chunks(sessions) => self.forget_chunks(&sessions, req.dry_run)?,
+            Target::Version(name, v) => self.forget_version(&name, &v, req.dry_run)?,
+        };
+        if !req.dry_run {
+            // A category write leaves the large file it replaced for the reaper to free
+            // (`txn::Replaced::FreeLater`); the text forgotten may be in one still. Every such
+            // file, this process's or one a killed process left, is gone before the answer.
+            crate::store::txn::sweep_trash(&self.layout().staging());
+            crate::store::txn::finish_reaping(std::time::Duration::from_secs(30));
         }
+        Ok(out)
     }
 
     /// Checks that the request names exactly one kind of target and resolves a query to the

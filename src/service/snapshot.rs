@@ -381,6 +381,9 @@ impl Memdir {
             } else {
                 None
             };
+            // Files this process replaced are freed first, not parked with the old store (nor
+            // held open in it while it moves).
+            txn::finish_reaping(std::time::Duration::from_secs(5));
             let parked = if self.layout().exists() {
                 std::fs::rename(&root, &parked).at("park", &root)?;
                 Some(parked.clone())

@@ -230,7 +230,15 @@ impl Memdir {
             // every time (a small file): the store may have been replaced meanwhile.
             store::format::raise_for_patches(layout, &mut files);
         }
-        txn::commit(&layout.root, &layout.staging(), &id, &files)?;
+        // The file a write replaces holds nothing that must be gone when it returns (a forget
+        // commits otherwise): its blocks are freed by the reaper.
+        txn::commit_replacing(
+            &layout.root,
+            &layout.staging(),
+            &id,
+            &files,
+            txn::Replaced::FreeLater,
+        )?;
         if let Ok(mut last) = self.last_head.lock() {
             *last = match &hash {
                 Some(h) if write_file && !tombstone => Some((id.clone(), h.clone(), depth)),

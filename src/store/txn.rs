@@ -110,11 +110,34 @@ pub fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     Ok(())
 }
 
-/// Commits `files` atomically under `root`. The caller holds the write lock.
+/// What becomes of a file of [`REAP_FROM`] bytes or more that a commit's rename replaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replaced {
+    /// Freed by the rename, before the commit returns: its bytes are in no file of the store
+    /// afterwards (what a forget promises).
+    FreeNow,
+    /// Kept linked in the finished staging directory and freed by the reaper: the commit does
+    /// not wait for its blocks (a category write).
+    FreeLater,
+}
+
+/// Commits `files` atomically under `root`; a replaced file is freed before it returns
+/// ([`Replaced::FreeNow`]). The caller holds the write lock.
 pub fn commit(root: &Path, staging: &Path, txid: &str, files: &[FileWrite]) -> Result<(), IoError> {
+    commit_replacing(root, staging, txid, files, Replaced::FreeNow)
+}
+
+/// [`commit`], saying what becomes of the large files it replaces.
+pub fn commit_replacing(
+    root: &Path,
+    staging: &Path,
+    txid: &str,
+    files: &[FileWrite],
+    replaced: Replaced,
+) -> Result<(), IoError> {
     let dir = staging.join(txid);
     create_dir_durable(&dir)?;
-    let result = commit_in(root, &dir, txid, files);
+    let result = commit_in(root, &dir, txid, files, replaced);
     if result.is_err() {
         // Best effort: a failed transaction leaves nothing behind; recovery would also discard
         // a staging directory without an intact manifest.
@@ -126,7 +149,13 @@ pub fn commit(root: &Path, staging: &Path, txid: &str, files: &[FileWrite]) -> R
     result
 }
 
-fn commit_in(root: &Path, dir: &Path, txid: &str, files: &[FileWrite]) -> Result<(), IoError> {
+fn commit_in(
+    root: &Path,
+    dir: &Path,
+    txid: &str,
+    files: &[FileWrite],
+    replaced: Replaced,
+) -> Result<(), IoError> {
     let mut manifest = Manifest {
         txid: txid.to_string(),
         files: Vec::with_capacity(files.len()),
@@ -152,7 +181,7 @@ fn commit_in(root: &Path, dir: &Path, txid: &str, files: &[FileWrite]) -> Result
     // DURABILITY: the manifest's directory entry makes the commit point durable.
     sync_dir(dir)?;
     failpoint::hit("txn.after_manifest");
-    publish(root, dir, &manifest)?;
+    publish(root, dir, &manifest, replaced)?;
     failpoint::hit("txn.after_publish");
     // Nothing in the directory is needed any more (recovery would only find its targets in
     // place): moved aside in one rename, its files are freed off the write path.
@@ -164,7 +193,8 @@ fn commit_in(root: &Path, dir: &Path, txid: &str, files: &[FileWrite]) -> Result
         use std::os::unix::fs::DirBuilderExt;
         private.mode(0o700);
     }
-    if private.create(&trash).is_ok() {
+    // Never through a link: the reaper removes whatever it is handed.
+    if private.create(&trash).is_ok() && crate::store::fsx::is_real_dir(&trash) {
         let to = trash.join(
             dir.file_name()
                 .expect("invariant: a staging dir has a name"),
@@ -233,6 +263,7 @@ fn reap(path: PathBuf) {
         if let Ok(mut n) = REAPING.0.lock() {
             *n = n.saturating_sub(1);
         }
+        REAPING.1.notify_all();
     }
 }
 
@@ -247,6 +278,9 @@ pub fn finish_reaping(timeout: std::time::Duration) {
 /// Nothing there is ever read: it needs no lock.
 pub fn sweep_trash(staging: &Path) {
     let trash = staging.with_file_name("trash");
+    if !crate::store::fsx::is_real_dir(&trash) {
+        return;
+    }
     if let Ok(rd) = fs::read_dir(&trash) {
         for e in rd.filter_map(|e| e.ok()) {
             reap(e.path());
@@ -255,7 +289,12 @@ pub fn sweep_trash(staging: &Path) {
 }
 
 /// Puts a committed transaction's files in place.
-fn publish(root: &Path, dir: &Path, manifest: &Manifest) -> Result<(), IoError> {
+fn publish(
+    root: &Path,
+    dir: &Path,
+    manifest: &Manifest,
+    replaced: Replaced,
+) -> Result<(), IoError> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     for (i, f) in manifest.files.iter().enumerate() {
         let target = root.join(&f.rel);
@@ -284,7 +323,9 @@ fn publish(root: &Path, dir: &Path, manifest: &Manifest) -> Result<(), IoError> 
             // A large file being replaced stays linked in the staging directory, so the
             // rename does not free its blocks (see `commit_in`). Best effort: without the
             // link the rename frees them itself.
-            if fs::symlink_metadata(&target).is_ok_and(|m| m.is_file() && m.len() >= REAP_FROM) {
+            if replaced == Replaced::FreeLater
+                && fs::symlink_metadata(&target).is_ok_and(|m| m.is_file() && m.len() >= REAP_FROM)
+            {
                 let _ = fs::hard_link(&target, dir.join(replaced_name(i)));
             }
             fs::rename(&staged, &target).at("rename into place", &target)?;
@@ -370,7 +411,7 @@ fn recover_one(root: &Path, dir: &Path) -> Result<Recovered, IoError> {
             return Ok(Recovered::Discarded);
         }
     }
-    publish(root, dir, &manifest)?;
+    publish(root, dir, &manifest, Replaced::FreeNow)?;
     Ok(Recovered::RolledForward(
         manifest.files.iter().map(|f| f.rel.clone()).collect(),
     ))
@@ -420,7 +461,7 @@ mod tests {
                 })
                 .collect(),
         };
-        publish(root, &dir, &manifest).unwrap();
+        publish(root, &dir, &manifest, Replaced::FreeLater).unwrap();
         assert_eq!(fs::read(root.join("large.json")).unwrap(), b"new large");
         assert_eq!(fs::read(root.join("small.json")).unwrap(), b"new small");
         assert_eq!(fs::read(dir.join("0.replaced")).unwrap(), large);

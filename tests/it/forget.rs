@@ -201,3 +201,65 @@ fn an_old_category_version_is_forgotten_and_the_chain_still_verifies() {
     assert_eq!(env.ok(&["history", "base"])["versions"][0]["version"], 3);
     env.assert_clean();
 }
+
+/// A long-lived process (a server) answering a forget: the text is in no file of the store
+/// when the answer comes, although a category write leaves the large file it replaced for a
+/// background thread to free, and the forget rewrites files large enough for that too.
+#[test]
+fn a_forget_in_a_long_lived_process_leaves_no_trace_when_it_answers() {
+    use memdir::api::{ForgetRequest, NewChunk, VersionRef, WriteRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let m = memdir::service::Memdir::open(&root).unwrap();
+    // A session of about 100 KB with the secret in one chunk.
+    for i in 0..200 {
+        let content = if i == 57 {
+            "the echidnasecret lives here".to_string()
+        } else {
+            format!("chunk {i} {}", "filler words ".repeat(40))
+        };
+        m.ingest_one(NewChunk {
+            session_id: "big".into(),
+            content,
+            project: None,
+            metadata: None,
+            ts: None,
+            source_id: None,
+        })
+        .unwrap();
+    }
+    // A category of about 90 KB whose first version holds it; the second replaces that file.
+    let mut data: serde_json::Map<String, serde_json::Value> = (0..1000)
+        .map(|k| (format!("key-{k:04}"), json!("words ".repeat(14))))
+        .collect();
+    for note in ["echidnasecret v1", "clean v2"] {
+        data.insert("note".into(), json!(note));
+        m.write(&WriteRequest {
+            category: "big".into(),
+            data: serde_json::Value::Object(data.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    // What a process killed right after such a write leaves for the next startup to sweep.
+    let left = root.join(".memdir/trash/20261201T000000000Z-0000_killed-0000");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("1.replaced"), "{\"note\": \"echidnasecret v0\"}").unwrap();
+    let out = m
+        .forget(&ForgetRequest {
+            category: Some("big".into()),
+            version: Some(VersionRef::Ordinal(1)),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(out.versions.len(), 1);
+    let out = m
+        .forget(&ForgetRequest {
+            session_id: Some("big".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(out.count, 200);
+    let found = files_containing(&root, "echidnasecret");
+    assert!(found.is_empty(), "still in {found:?}");
+}
