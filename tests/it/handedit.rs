@@ -782,27 +782,8 @@ fn hand_changes_in_a_session_directory_listed_before_are_all_noticed() {
 /// next merge, and is recorded as its own version first.
 #[test]
 fn a_server_merging_after_a_hand_edit_builds_on_the_edit() {
-    use memdir::api::{ReadRequest, WriteRequest};
-    let dir = tempfile::tempdir().unwrap();
-    let m = memdir::service::Memdir::open(dir.path().join("store")).unwrap();
-    let merge = |data: Value| {
-        m.write(&WriteRequest {
-            category: "prefs".into(),
-            data,
-            merge: true,
-            ..Default::default()
-        })
-        .unwrap()
-    };
-    let read = || {
-        m.read(&ReadRequest {
-            category: "prefs".into(),
-            fields: None,
-            version: None,
-        })
-        .unwrap()
-        .data
-    };
+    let s = InProcess::new("prefs");
+    let (dir, merge, read) = (&s.dir, |data| s.merge(data), || s.read());
     merge(json!({"a": 1, "b": 2}));
     merge(json!({"c": 3}));
     let w = merge(json!({"b": null}));
@@ -871,28 +852,10 @@ fn a_server_merging_after_a_hand_edit_builds_on_the_edit() {
 /// wrote or read the file, is still the base of the next merge and a version of its own.
 #[test]
 fn a_large_category_edited_by_hand_keeping_size_and_mtime_is_the_base_of_the_next_merge() {
-    use memdir::api::{HistoryRequest, ReadRequest, WriteRequest};
+    use memdir::api::HistoryRequest;
     use std::os::unix::fs::MetadataExt;
-    let dir = tempfile::tempdir().unwrap();
-    let m = memdir::service::Memdir::open(dir.path().join("store")).unwrap();
-    let merge = |data: Value| {
-        m.write(&WriteRequest {
-            category: "big".into(),
-            data,
-            merge: true,
-            ..Default::default()
-        })
-        .unwrap()
-    };
-    let read = || {
-        m.read(&ReadRequest {
-            category: "big".into(),
-            fields: None,
-            version: None,
-        })
-        .unwrap()
-        .data
-    };
+    let s = InProcess::new("big");
+    let (dir, m, merge, read) = (&s.dir, &s.m, |data| s.merge(data), || s.read());
     let file = dir.path().join("store/categories/big.json");
     let whole: serde_json::Map<String, Value> = (0..4000)
         .map(|k| {
@@ -963,4 +926,41 @@ fn a_large_category_edited_by_hand_keeping_size_and_mtime_is_the_base_of_the_nex
     let ops: Vec<Option<String>> = h.versions.iter().map(|v| v.op.clone()).collect();
     let external = ops.iter().filter(|o| o.as_deref() == Some("external"));
     assert_eq!(external.count(), 2, "{ops:?}");
+}
+
+/// A store opened in this process, as a server holds it, and one category in it.
+struct InProcess {
+    dir: tempfile::TempDir,
+    m: memdir::service::Memdir,
+    category: &'static str,
+}
+
+impl InProcess {
+    fn new(category: &'static str) -> InProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let m = memdir::service::Memdir::open(dir.path().join("store")).unwrap();
+        InProcess { dir, m, category }
+    }
+
+    fn merge(&self, data: Value) -> memdir::api::WriteResponse {
+        self.m
+            .write(&memdir::api::WriteRequest {
+                category: self.category.into(),
+                data,
+                merge: true,
+                ..Default::default()
+            })
+            .unwrap()
+    }
+
+    fn read(&self) -> Value {
+        self.m
+            .read(&memdir::api::ReadRequest {
+                category: self.category.into(),
+                fields: None,
+                version: None,
+            })
+            .unwrap()
+            .data
+    }
 }
