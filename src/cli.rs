@@ -1977,7 +1977,7 @@ pub fn main() -> i32 {
         Err(code) => return code,
     };
     let printing = Printing::of(&cli);
-    match run(cli) {
+    let code = match run(cli) {
         Ok((out, code)) => {
             let text = out.text(printing);
             // A reader that went away (`| head`) is not an error worth a panic.
@@ -1988,7 +1988,11 @@ pub fn main() -> i32 {
             code
         }
         Err(e) => report_error(&e, printing),
-    }
+    };
+    // The answer is out; the files replaced meanwhile are freed before the process goes (the
+    // reaper's thread would die with it, leaving them to the next startup).
+    crate::store::txn::finish_reaping(std::time::Duration::from_secs(5));
+    code
 }
 
 #[cfg(test)]

@@ -9,9 +9,5 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let code = memdir::cli::main();
-    // The answer is out; the files replaced meanwhile are freed before the process goes (the
-    // reaper's thread would die with it, leaving them to the next startup).
-    memdir::store::txn::finish_reaping(std::time::Duration::from_secs(5));
-    std::process::exit(code);
+    std::process::exit(memdir::cli::main());
 }
