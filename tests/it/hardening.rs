@@ -837,7 +837,10 @@ fn an_unreadable_file_breaks_only_itself() {
 /// not exist". Several processes now meet a missing index at once, many times over.
 #[test]
 fn processes_meeting_a_missing_index_at_once_all_succeed() {
-    let env = TestEnv::new();
+    let mut env = TestEnv::new();
+    // The bug was an error other than `busy`; eight processes rebuilding one index on a
+    // loaded two-core machine may wait longer than the default ten seconds for its lock.
+    env.set_env("MEMDIR_LOCK_TIMEOUT_MS", "30000");
     env.ok(&[
         "ingest",
         "--session-id",
