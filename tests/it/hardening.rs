@@ -834,12 +834,12 @@ fn an_unreadable_file_breaks_only_itself() {
 
 /// Bug: a process opening a missing index while another was creating it took the half-made
 /// index for a damaged one and removed it, so the other process failed with "meta.json does
-/// not exist". Several processes now meet a missing index at once, many times over.
+/// not exist". Several processes now meet a missing index at once, many times over: each
+/// succeeds, or (on a machine loaded enough that one waits out the lock timeout) is told the
+/// index is busy and to retry; no other error, and the store stays whole.
 #[test]
-fn processes_meeting_a_missing_index_at_once_all_succeed() {
+fn processes_meeting_a_missing_index_at_once_succeed_or_are_told_to_retry() {
     let mut env = TestEnv::new();
-    // The bug was an error other than `busy`; eight processes rebuilding one index on a
-    // loaded two-core machine may wait longer than the default ten seconds for its lock.
     env.set_env("MEMDIR_LOCK_TIMEOUT_MS", "30000");
     env.ok(&[
         "ingest",
@@ -863,11 +863,9 @@ fn processes_meeting_a_missing_index_at_once_all_succeed() {
             .collect();
         for c in children {
             let out = c.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "round {round}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let busy = out.status.code() == Some(6) && stderr.contains("\"busy\"");
+            assert!(out.status.success() || busy, "round {round}: {stderr}");
         }
         assert_eq!(exact_hits(&env, "quokka").len(), 1);
     }
