@@ -727,14 +727,20 @@ impl Memdir {
         if !rebuild && payloads.iter().zip(&needs).all(|(p, n)| !behind(p, *n)) {
             return Ok(true);
         }
-        if rebuild {
+        if rebuild
+            && writers
+                .iter()
+                .any(|w| w.as_ref().is_none_or(|w| !w.can_rebuild()))
+        {
             // A rebuild found necessary only now needs every writer, and a writer of its own
-            // kind (the snapshot below is taken once all are held).
-            for (w, i) in writers.iter_mut().zip(&indexes) {
-                if w.as_ref().is_none_or(|w| !w.can_rebuild()) {
-                    *w = None;
-                    *w = Some(i.writer(true)?);
-                }
+            // kind (the snapshot below is taken once all are held). Every process takes the
+            // writers in the order of `derived`: the ones held are let go first, or this
+            // process could hold a later index's lock while it waits for an earlier one's that
+            // another process holds while it waits for this one's (each then waits out the
+            // lock timeout and answers `busy`).
+            writers.clear();
+            for i in &indexes {
+                writers.push(Some(i.writer(true)?));
             }
         }
         let gens: Vec<i64> = payloads

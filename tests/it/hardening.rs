@@ -834,12 +834,17 @@ fn an_unreadable_file_breaks_only_itself() {
 
 /// Bug: a process opening a missing index while another was creating it took the half-made
 /// index for a damaged one and removed it, so the other process failed with "meta.json does
-/// not exist". Several processes now meet a missing index at once, many times over: each
-/// succeeds, or (on a machine loaded enough that one waits out the lock timeout) is told the
-/// index is busy and to retry; no other error, and the store stays whole.
+/// not exist". Several processes now meet a missing index at once, many times over.
+///
+/// Bug: a search that held only the category index's writer and found a rebuild necessary
+/// then waited for the chunk index's writer, held by another search waiting for the category
+/// index's: both waited out the lock timeout and answered `busy` (about one run in twenty of
+/// this test). Every process now takes the writers in one order.
 #[test]
-fn processes_meeting_a_missing_index_at_once_succeed_or_are_told_to_retry() {
+fn processes_meeting_a_missing_index_at_once_all_succeed() {
     let mut env = TestEnv::new();
+    // A loaded machine may keep one of eight processes waiting a while; a deadlock waits out
+    // any timeout.
     env.set_env("MEMDIR_LOCK_TIMEOUT_MS", "30000");
     env.ok(&[
         "ingest",
@@ -863,9 +868,11 @@ fn processes_meeting_a_missing_index_at_once_succeed_or_are_told_to_retry() {
             .collect();
         for c in children {
             let out = c.wait_with_output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let busy = out.status.code() == Some(6) && stderr.contains("\"busy\"");
-            assert!(out.status.success() || busy, "round {round}: {stderr}");
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         assert_eq!(exact_hits(&env, "quokka").len(), 1);
     }
