@@ -68,14 +68,7 @@ pub fn create_dir_durable(dir: &Path) -> Result<(), IoError> {
     if let Some(parent) = dir.parent() {
         create_dir_durable(parent)?;
     }
-    let mut b = fs::DirBuilder::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        // Memories are private: other local users may not list or read them.
-        b.mode(0o700);
-    }
-    match b.create(dir) {
+    match private_dir().create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
         Err(e) => {
@@ -185,16 +178,18 @@ fn commit_in(
     failpoint::hit("txn.after_publish");
     // Nothing in the directory is needed any more (recovery would only find its targets in
     // place): moved aside in one rename, its files are freed off the write path.
-    let trash = trash_of(dir);
-    let mut private = fs::DirBuilder::new();
-    private.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        private.mode(0o700);
-    }
-    // Never through a link: the reaper removes whatever it is handed.
-    if private.create(&trash).is_ok() && crate::store::fsx::is_real_dir(&trash) {
+    let staging = dir
+        .parent()
+        .expect("invariant: a transaction dir lives in staging");
+    let trash = trash_beside(staging);
+    // Never through a link: the reaper removes whatever it is handed. One stat on the usual
+    // path; the directory is made the first time.
+    let ready = match fs::symlink_metadata(&trash) {
+        Ok(m) => m.is_dir(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => private_dir().create(&trash).is_ok(),
+        Err(_) => false,
+    };
+    if ready {
         let to = trash.join(
             dir.file_name()
                 .expect("invariant: a staging dir has a name"),
@@ -217,12 +212,20 @@ fn replaced_name(i: usize) -> String {
     format!("{i}.replaced")
 }
 
-/// `.memdir/trash/`, beside the staging directory that holds `dir`.
-fn trash_of(dir: &Path) -> PathBuf {
-    let staging = dir
-        .parent()
-        .expect("invariant: a transaction dir lives in staging");
+/// `.memdir/trash/`, beside the staging directory.
+fn trash_beside(staging: &Path) -> PathBuf {
     staging.with_file_name("trash")
+}
+
+/// A builder of directories only their owner may list (memories are private).
+fn private_dir() -> fs::DirBuilder {
+    let mut b = fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b
 }
 
 /// Directories handed to the reaper and not yet removed, with the signal of each removal.
@@ -242,10 +245,7 @@ fn reap(path: PathBuf) {
             .spawn(move || {
                 for p in rx {
                     let _ = fs::remove_dir_all(&p);
-                    if let Ok(mut n) = REAPING.0.lock() {
-                        *n = n.saturating_sub(1);
-                    }
-                    REAPING.1.notify_all();
+                    reaped();
                 }
             })
             .ok()
@@ -260,11 +260,16 @@ fn reap(path: PathBuf) {
         .map(|tx| tx.send(path.clone()));
     if !matches!(sent, Some(Ok(()))) {
         let _ = fs::remove_dir_all(&path);
-        if let Ok(mut n) = REAPING.0.lock() {
-            *n = n.saturating_sub(1);
-        }
-        REAPING.1.notify_all();
+        reaped();
     }
+}
+
+/// Counts one directory handed to the reaper as removed, waking whoever waits for it.
+fn reaped() {
+    if let Ok(mut n) = REAPING.0.lock() {
+        *n = n.saturating_sub(1);
+    }
+    REAPING.1.notify_all();
 }
 
 /// Waits, at most `timeout`, until the reaper has removed everything handed to it: a process
@@ -277,7 +282,7 @@ pub fn finish_reaping(timeout: std::time::Duration) {
 /// Hands whatever a process left in `.memdir/trash/` (beside `staging`) to the reaper.
 /// Nothing there is ever read: it needs no lock.
 pub fn sweep_trash(staging: &Path) {
-    let trash = staging.with_file_name("trash");
+    let trash = trash_beside(staging);
     if !crate::store::fsx::is_real_dir(&trash) {
         return;
     }
