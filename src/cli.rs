@@ -1655,9 +1655,11 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     } = &cli.command
     {
         let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
-        // A server embeds what searches have not, in the background.
+        // A server embeds what searches have not, in the background, and keeps the index's
+        // commits between durable ones in its memory.
         let settings = crate::service::Settings {
             background_embedding: true,
+            index_tail_in_memory: true,
             ..settings
         };
         spawn_syncer(&cfg, dir.value.clone(), settings.clone());
@@ -1672,6 +1674,10 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     }
     if let Command::Ui { no_open, token, .. } = &cli.command {
         let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
+        let settings = crate::service::Settings {
+            index_tail_in_memory: true,
+            ..settings
+        };
         let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
         let open = !*no_open;
         serve_http(&cfg, memdir, "http", profile, token.clone(), |url| {

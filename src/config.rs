@@ -1193,6 +1193,7 @@ impl Config {
             ),
             embeddings: self.embeddings.clone(),
             background_embedding: false,
+            index_tail_in_memory: false,
             model_cache: self.model_cache.clone(),
         })
     }

@@ -445,8 +445,10 @@ pub struct Part {
     pub dir: PathBuf,
     /// The commit opstamp the reader was last reloaded at.
     loaded: std::sync::atomic::AtomicU64,
-    /// Whether the files written now are fsynced (see [`LazyDir`]); `None` in memory.
-    durable: Option<Arc<AtomicBool>>,
+    /// Its directory (see [`LazyDir`]); `None` for an index in memory.
+    lazy: Option<LazyDir>,
+    /// Whether commits between durable ones stay in this process's memory (see [`Overlay`]).
+    tail_in_memory: bool,
     /// The payload of the last commit read, with the stamp of the `meta.json` it came from.
     seen: std::sync::Mutex<Option<(MetaStamp, Option<Payload>)>>,
 }
@@ -511,16 +513,112 @@ fn boot_id() -> Option<String> {
 /// by `meta.json` only after it is in a list written before it, and a list on disk that is
 /// behind only names files since deleted (garbage collection forgets those) or lacks files no
 /// `meta.json` names yet (left on disk, never read).
-#[derive(Clone, Debug)]
+///
+/// While `memory` is set, what a commit writes stays in this process (see [`Overlay`]).
+#[derive(Clone)]
 struct LazyDir {
     inner: MmapDirectory,
     root: PathBuf,
     durable: Arc<AtomicBool>,
+    memory: Arc<AtomicBool>,
     managed: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+    overlay: Arc<std::sync::Mutex<Option<Overlay>>>,
+}
+
+impl std::fmt::Debug for LazyDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyDir").field("root", &self.root).finish()
+    }
 }
 
 /// tantivy's list of the files it manages (see [`LazyDir`]).
 const MANAGED_LIST: &str = ".managed.json";
+
+/// tantivy's commit point.
+const META: &str = "meta.json";
+
+// ---------------------------------------------------------------------------------------------
+// Segments in memory
+// ---------------------------------------------------------------------------------------------
+//
+// A long-lived process (a server) catches the index up for nearly every search that follows a
+// write. Written to disk, even lazily, each such commit creates a segment's files and renames a
+// new `meta.json` into place: under 8 REST clients about a third of the server's time, most of
+// it creating inodes. In a server the commits between two durable ones therefore stay in its
+// memory: their segment files and their `meta.json` live in an [`Overlay`] on top of the
+// `meta.json` on disk, and this process's reader reads through it. The next durable commit
+// (every [`DURABLE_EVERY`], or once the overlay holds [`OVERLAY_MAX`] bytes) writes the files
+// the overlay holds, fsynced, before the `meta.json` that names them: a `meta.json` on disk
+// never names a file that is not on disk.
+//
+// Other processes see only the disk: one that needs the newer changes indexes them itself
+// (from the feed, which keeps every change after the last durable commit), and its commit
+// changes `meta.json` on disk. This process notices when it next reads the metas (the disk no
+// longer holds the overlay's base) and drops the overlay: its reader then reads the disk's
+// state, and its own catch-up goes on from that. Commits are made under the index's writer
+// lock, so no other process commits between reading the metas and writing them. A killed
+// server loses only its overlay; the disk and the feed still hold everything.
+
+/// The commits of this process not yet on disk, on top of one `meta.json` on disk.
+struct Overlay {
+    /// The `meta.json` on disk these commits build on.
+    base: Vec<u8>,
+    /// The newest `meta.json` of this process (`None`: only files written yet).
+    meta: Option<Vec<u8>>,
+    /// Files written by those commits and not deleted since.
+    files: std::collections::HashMap<PathBuf, tantivy::directory::OwnedBytes>,
+    /// Files on disk that this process's commits no longer use; deleted once a `meta.json`
+    /// on disk stops naming them (the overlay lands), forgotten if it is dropped.
+    doomed: Vec<PathBuf>,
+    /// The size of `files`.
+    bytes: usize,
+    /// When the overlay began.
+    since: Instant,
+}
+
+/// The overlay's size at which the next commit is made durable (and lands it).
+pub const OVERLAY_MAX: usize = 16 << 20;
+
+/// The segments a `meta.json` names, as their files are named (the uuid without dashes).
+fn named_segments(meta: &[u8]) -> std::io::Result<std::collections::HashSet<String>> {
+    let v: Value = serde_json::from_slice(meta).map_err(std::io::Error::other)?;
+    Ok(v.get("segments")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.get("segment_id").and_then(Value::as_str))
+        .map(|id| id.replace('-', ""))
+        .collect())
+}
+
+/// A file written into the overlay.
+struct MemFile {
+    path: PathBuf,
+    data: Vec<u8>,
+    dir: LazyDir,
+}
+
+impl std::io::Write for MemFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.data.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl TerminatingWrite for MemFile {
+    fn terminate_ref(&mut self, _: AntiCallToken) -> std::io::Result<()> {
+        let data = std::mem::take(&mut self.data);
+        let mut g = self.dir.overlay()?;
+        let o = self.dir.overlay_in(&mut g)?;
+        o.bytes += data.len();
+        o.files
+            .insert(self.path.clone(), tantivy::directory::OwnedBytes::new(data));
+        Ok(())
+    }
+}
 
 /// A file written without fsync.
 struct LazyFile(std::fs::File);
@@ -553,8 +651,127 @@ fn write_durable(path: &Path, data: &[u8]) -> std::io::Result<()> {
 }
 
 impl LazyDir {
+    fn new(inner: MmapDirectory, root: &Path) -> LazyDir {
+        LazyDir {
+            inner,
+            root: root.to_path_buf(),
+            durable: Arc::new(AtomicBool::new(true)),
+            memory: Arc::new(AtomicBool::new(false)),
+            managed: Default::default(),
+            overlay: Default::default(),
+        }
+    }
+
     fn durable(&self) -> bool {
         self.durable.load(Ordering::Acquire)
+    }
+
+    fn memory(&self) -> bool {
+        self.memory.load(Ordering::Acquire)
+    }
+
+    /// How the files written from now on are kept: fsynced, in the page cache, or in memory.
+    fn set_mode(&self, durable: bool, memory: bool) {
+        self.durable.store(durable, Ordering::Release);
+        self.memory.store(memory, Ordering::Release);
+    }
+
+    fn overlay(&self) -> std::io::Result<std::sync::MutexGuard<'_, Option<Overlay>>> {
+        self.overlay
+            .lock()
+            .map_err(|_| std::io::Error::other("index overlay poisoned"))
+    }
+
+    /// The overlay in `g`, begun on the `meta.json` on disk now if there is none.
+    fn overlay_in<'a>(&self, g: &'a mut Option<Overlay>) -> std::io::Result<&'a mut Overlay> {
+        if g.is_none() {
+            let base = self.disk_meta()?;
+            *g = Some(Overlay {
+                base,
+                meta: None,
+                files: Default::default(),
+                doomed: Vec::new(),
+                bytes: 0,
+                since: Instant::now(),
+            });
+        }
+        Ok(g.as_mut().expect("invariant: the overlay was just begun"))
+    }
+
+    fn disk_meta(&self) -> std::io::Result<Vec<u8>> {
+        self.inner
+            .atomic_read(Path::new(META))
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// Whether the overlay is old or large enough that the next commit should land it.
+    fn overlay_due(&self) -> bool {
+        self.overlay().is_ok_and(|g| {
+            g.as_ref()
+                .is_some_and(|o| o.bytes >= OVERLAY_MAX || o.since.elapsed() >= DURABLE_EVERY)
+        })
+    }
+
+    /// The size of the overlay's files, and whether there is one.
+    fn overlay_size(&self) -> Option<usize> {
+        self.overlay().ok()?.as_ref().map(|o| o.bytes)
+    }
+
+    /// Writes the overlay's files of the segments `meta` names to disk (fsynced when
+    /// durable), before that `meta.json` is written; the files of other segments (merged
+    /// away, or emptied by a forget) never reach the disk.
+    fn land(&self, meta: &[u8]) -> std::io::Result<()> {
+        let mut g = self.overlay()?;
+        let Some(o) = g.as_mut() else {
+            return Ok(());
+        };
+        if o.files.is_empty() {
+            return Ok(());
+        }
+        if self.disk_meta()? != o.base {
+            // Only possible if a commit were made without the writer lock: nothing lands on
+            // a state this overlay was not built on.
+            *g = None;
+            return Err(std::io::Error::other(
+                "the index on disk changed during a commit; the next search catches up again",
+            ));
+        }
+        let named = named_segments(meta)?;
+        let durable = self.durable();
+        let paths: Vec<PathBuf> = o.files.keys().cloned().collect();
+        for path in paths {
+            let stem = path
+                .to_str()
+                .and_then(|p| p.split('.').next())
+                .unwrap_or_default();
+            if named.contains(stem) {
+                let mut f = std::fs::File::create(self.root.join(&path))?;
+                std::io::Write::write_all(&mut f, o.files[&path].as_slice())?;
+                if durable {
+                    f.sync_data()?;
+                }
+            }
+            if let Some(b) = o.files.remove(&path) {
+                o.bytes -= b.len();
+            }
+        }
+        if durable {
+            sync_dir(&self.root)?;
+        }
+        Ok(())
+    }
+
+    /// A `meta.json` on disk was written: the overlay has landed, and the files it no longer
+    /// used can go.
+    fn landed(&self) -> std::io::Result<()> {
+        let gone = self.overlay()?.take();
+        for p in gone.map(|o| o.doomed).unwrap_or_default() {
+            match self.inner.delete(&p) {
+                Ok(()) | Err(DeleteError::FileDoesNotExist(_)) => {}
+                Err(e) => return Err(std::io::Error::other(e.to_string())),
+            }
+        }
+        Ok(())
     }
 
     /// Writes `data` to `path` by a rename, without fsync.
@@ -601,15 +818,57 @@ impl Directory for LazyDir {
         &self,
         path: &Path,
     ) -> std::result::Result<Arc<dyn FileHandle>, OpenReadError> {
+        if let Ok(g) = self.overlay()
+            && let Some(b) = g.as_ref().and_then(|o| o.files.get(path))
+        {
+            return Ok(Arc::new(b.clone()));
+        }
         self.inner.get_file_handle(path)
     }
     fn delete(&self, path: &Path) -> std::result::Result<(), DeleteError> {
+        let io = |e: std::io::Error| DeleteError::IoError {
+            io_error: Arc::new(e),
+            filepath: path.to_path_buf(),
+        };
+        let mut g = self.overlay().map_err(io)?;
+        if let Some(o) = g.as_mut() {
+            if let Some(b) = o.files.remove(path) {
+                o.bytes -= b.len();
+                return Ok(());
+            }
+            // The `meta.json` on disk may still name it.
+            if self.root.join(path).exists() {
+                o.doomed.push(path.to_path_buf());
+                return Ok(());
+            }
+        }
+        drop(g);
         self.inner.delete(path)
     }
     fn exists(&self, path: &Path) -> std::result::Result<bool, OpenReadError> {
+        if let Ok(g) = self.overlay()
+            && g.as_ref().is_some_and(|o| o.files.contains_key(path))
+        {
+            return Ok(true);
+        }
         self.inner.exists(path)
     }
     fn open_write(&self, path: &Path) -> std::result::Result<WritePtr, OpenWriteError> {
+        if self.memory() {
+            let taken = self
+                .overlay()
+                .map_err(|e| OpenWriteError::wrap_io_error(e, path.to_path_buf()))?
+                .as_ref()
+                .is_some_and(|o| o.files.contains_key(path));
+            if taken {
+                return Err(OpenWriteError::FileAlreadyExists(path.to_path_buf()));
+            }
+            return Ok(std::io::BufWriter::new(Box::new(MemFile {
+                path: path.to_path_buf(),
+                data: Vec::new(),
+                dir: self.clone(),
+            })));
+        }
         if self.durable() {
             return self.inner.open_write(path);
         }
@@ -627,6 +886,19 @@ impl Directory for LazyDir {
         Ok(std::io::BufWriter::new(Box::new(LazyFile(file))))
     }
     fn atomic_read(&self, path: &Path) -> std::result::Result<Vec<u8>, OpenReadError> {
+        if path == Path::new(META) {
+            let io = |e: std::io::Error| OpenReadError::wrap_io_error(e, path.to_path_buf());
+            let mut g = self.overlay().map_err(io)?;
+            if let Some(o) = g.as_ref() {
+                let disk = self.inner.atomic_read(path)?;
+                if disk == o.base {
+                    return Ok(o.meta.clone().unwrap_or(disk));
+                }
+                // Another process committed: its state replaces this process's own.
+                *g = None;
+                return Ok(disk);
+            }
+        }
         if path == Path::new(MANAGED_LIST)
             && let Ok(held) = self.managed.lock()
             && let Some(data) = held.as_ref()
@@ -647,14 +919,26 @@ impl Directory for LazyDir {
             }
             // Written durably below, superseding any list held back.
             *held = None;
+        } else if path == Path::new(META) && self.memory() {
+            let mut g = self.overlay()?;
+            self.overlay_in(&mut g)?.meta = Some(data.to_vec());
+            return Ok(());
         } else {
+            if path == Path::new(META) {
+                self.land(data)?;
+            }
             self.flush_managed()?;
         }
         if self.durable() {
             self.inner.atomic_write(path, data)?;
-            return sync_dir(&self.root);
+            sync_dir(&self.root)?;
+        } else {
+            self.replace_lazily(path, data)?;
         }
-        self.replace_lazily(path, data)
+        if path == Path::new(META) {
+            self.landed()?;
+        }
+        Ok(())
     }
     fn sync_directory(&self) -> std::io::Result<()> {
         if !self.durable() {
@@ -716,21 +1000,20 @@ fn tantivy_err(what: &str, e: TantivyError) -> Error {
 }
 
 impl Part {
-    fn open(dir: &Path, schema: Schema, cfg: &AnalyzerConfig) -> Result<Part> {
+    fn open(
+        dir: &Path,
+        schema: Schema,
+        cfg: &AnalyzerConfig,
+        tail_in_memory: bool,
+    ) -> Result<Part> {
         std::fs::create_dir_all(dir).at("create directory", dir)?;
-        let durable = Arc::new(AtomicBool::new(true));
-        let open = |schema: Schema| -> std::result::Result<Index, TantivyError> {
+        let mut lazy = None;
+        let mut open = |schema: Schema| -> std::result::Result<Index, TantivyError> {
             let d =
                 MmapDirectory::open(dir).map_err(|e| TantivyError::SystemError(e.to_string()))?;
-            Index::open_or_create(
-                LazyDir {
-                    inner: d,
-                    root: dir.to_path_buf(),
-                    durable: durable.clone(),
-                    managed: Default::default(),
-                },
-                schema,
-            )
+            let d = LazyDir::new(d, dir);
+            lazy = Some(d.clone());
+            Index::open_or_create(d, schema)
         };
         // Opening creates the index when it is missing and discards one that is stale or
         // torn; two processes doing that at once would see each other's half-made index as
@@ -764,7 +1047,8 @@ impl Part {
             std::fs::remove_file(&marker).at("remove index marker", &marker)?;
         }
         let mut part = Self::with_index(index, dir, cfg)?;
-        part.durable = Some(durable);
+        part.lazy = lazy;
+        part.tail_in_memory = tail_in_memory;
         Ok(part)
     }
 
@@ -788,7 +1072,8 @@ impl Part {
             reader,
             dir: dir.to_path_buf(),
             loaded: std::sync::atomic::AtomicU64::new(u64::MAX),
-            durable: None,
+            lazy: None,
+            tail_in_memory: false,
             seen: std::sync::Mutex::new(None),
         })
     }
@@ -824,9 +1109,9 @@ impl Part {
             .index
             .load_metas()
             .map_err(|e| tantivy_err("metas", e))?;
-        if self.loaded.load(Ordering::Acquire) != metas.opstamp {
-            self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
-            self.loaded.store(metas.opstamp, Ordering::Release);
+        let key = segments_key(metas.segments.iter().map(|m| (m.id(), m.delete_opstamp())));
+        if self.loaded.load(Ordering::Acquire) != key {
+            self.reload()?;
         }
         let payload: Option<Payload> = metas
             .payload
@@ -838,9 +1123,22 @@ impl Part {
         Ok(payload)
     }
 
+    /// Reloads the reader, and remembers which segments it holds.
+    fn reload(&self) -> Result<()> {
+        self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
+        let s = self.reader.searcher();
+        let key = segments_key(
+            s.segment_readers()
+                .iter()
+                .map(|r| (r.segment_id(), r.delete_opstamp())),
+        );
+        self.loaded.store(key, Ordering::Release);
+        Ok(())
+    }
+
     /// The stamp of `meta.json` on disk; `None` in memory or when it cannot be read.
     fn meta_stamp(&self) -> Option<MetaStamp> {
-        self.durable.as_ref()?;
+        self.lazy.as_ref()?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
@@ -882,10 +1180,18 @@ impl Part {
 
     /// Whether the next commit should be durable: always in memory or where lazy commits
     /// cannot be told from a crash, else once a window of lazy commits is [`DURABLE_EVERY`]
-    /// old.
+    /// old; where commits stay in memory, also once the overlay is that old or
+    /// [`OVERLAY_MAX`] large.
     pub fn commit_due_durable(&self) -> bool {
-        if self.durable.is_none() || boot_id().is_none() {
+        let Some(dir) = &self.lazy else {
             return true;
+        };
+        if self.tail_in_memory && dir.overlay_due() {
+            return true;
+        }
+        if boot_id().is_none() {
+            // Commits in memory need no boot id: nothing of them is on disk.
+            return !self.tail_in_memory;
         }
         match std::fs::metadata(lazy_marker(&self.dir)).and_then(|m| m.modified()) {
             Ok(t) => t.elapsed().map_or(true, |age| age >= DURABLE_EVERY),
@@ -925,7 +1231,13 @@ impl Part {
 
     /// Whether the part lives on disk (not an index in memory for a read-only store).
     pub fn on_disk(&self) -> bool {
-        self.durable.is_some()
+        self.lazy.is_some()
+    }
+
+    /// The size of the segment files this process holds in memory (see [`Overlay`]), when
+    /// it holds any commit there.
+    pub fn in_memory(&self) -> Option<usize> {
+        self.lazy.as_ref()?.overlay_size()
     }
 
     /// How many segments of at most [`SMALL_SEGMENT`] documents the reader sees.
@@ -988,9 +1300,9 @@ impl Part {
             // `LazyDir`), then meta.json naming them, atomically.
             dir.sync_directory()
                 .map_err(|e| Error::internal(format!("index sync: {e}")))?;
-            dir.atomic_write(Path::new("meta.json"), &bytes)
+            dir.atomic_write(Path::new(META), &bytes)
                 .map_err(|e| Error::internal(format!("index metas: {e}")))?;
-            self.reader.reload().map_err(|e| tantivy_err("reload", e))
+            self.reload()
         });
         drop(lock);
         r
@@ -1043,25 +1355,32 @@ impl Part {
         writer
             .wait_merging_threads()
             .map_err(|e| tantivy_err("merge", e))?;
-        self.reader.reload().map_err(|e| tantivy_err("reload", e))
+        self.reload()
     }
 
-    /// Runs a commit `f`, fsynced when `durable`, else inside a window of lazy commits (see
+    /// Runs a commit `f`, fsynced when `durable`, else in this process's memory where the
+    /// part keeps its tail there (see [`Overlay`]), else inside a window of lazy commits (see
     /// [`LazyDir`]).
     fn committing(&self, durable: bool, f: impl FnOnce() -> Result<()>) -> Result<()> {
-        let Some(flag) = &self.durable else {
+        let Some(dir) = &self.lazy else {
             return f();
         };
         let marker = lazy_marker(&self.dir);
-        let durable = durable || boot_id().is_none();
-        if !durable && !marker.exists() {
+        let memory = !durable && self.tail_in_memory;
+        let durable = durable || (!memory && boot_id().is_none());
+        if !durable && !memory && !marker.exists() {
             // The window opens: a crash of the machine from here on is detected on open.
             let boot = boot_id().unwrap_or_default();
             write_durable(&marker, boot.as_bytes()).at("write index marker", &marker)?;
         }
-        flag.store(durable, Ordering::Release);
+        dir.set_mode(durable, memory);
         let r = f();
-        flag.store(true, Ordering::Release);
+        dir.set_mode(true, false);
+        // A commit in memory leaves `meta.json` on disk as it was: its stamp no longer tells
+        // the payload.
+        if let Ok(mut seen) = self.seen.lock() {
+            *seen = None;
+        }
         r?;
         if durable {
             match std::fs::remove_file(&marker) {
@@ -1134,9 +1453,48 @@ impl Part {
         writer
             .wait_merging_threads()
             .map_err(|e| tantivy_err("merge", e))?;
-        self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
-        Ok(())
+        self.reload()?;
+        self.land_kept(timeout)
     }
+
+    /// Writes what this process keeps in memory (see [`Overlay`]) to disk in a durable
+    /// commit of the same state: afterwards `meta.json` on disk names no segment that a
+    /// merge in memory replaced, and those segments' files are gone.
+    pub fn land_kept(&self, timeout: Duration) -> Result<()> {
+        if self.in_memory().is_none() {
+            return Ok(());
+        }
+        let lock = self.lock_writer(timeout)?;
+        let r = self.committing(true, || {
+            let dir = self.index.directory();
+            // The metas as this process sees them now (the disk's, if another process has
+            // committed meanwhile: then nothing of this process's is left to land).
+            let bytes = dir
+                .atomic_read(Path::new(META))
+                .map_err(|e| Error::internal(format!("index metas: {e}")))?;
+            dir.sync_directory()
+                .map_err(|e| Error::internal(format!("index sync: {e}")))?;
+            dir.atomic_write(Path::new(META), &bytes)
+                .map_err(|e| Error::internal(format!("index metas: {e}")))?;
+            self.reload()
+        });
+        drop(lock);
+        r
+    }
+}
+
+/// What identifies the documents a reader sees: its segments and their deletions.
+fn segments_key(segments: impl Iterator<Item = (tantivy::index::SegmentId, Option<u64>)>) -> u64 {
+    let mut h = blake3::Hasher::new();
+    for (id, deletes) in segments {
+        h.update(id.uuid_string().as_bytes());
+        h.update(&deletes.map_or(u64::MAX, |d| d).to_le_bytes());
+    }
+    u64::from_le_bytes(
+        h.finalize().as_bytes()[..8]
+            .try_into()
+            .expect("invariant: a blake3 hash has 32 bytes"),
+    )
 }
 
 /// Calls `take` until it gets an index's writer lock (`Some`), backing off while another
@@ -1202,11 +1560,18 @@ pub struct SearchIndex {
 impl SearchIndex {
     /// Opens (creating if needed) the indexes under `dir`.
     pub fn open(dir: &Path, cfg: AnalyzerConfig) -> Result<SearchIndex> {
+        Self::open_with(dir, cfg, false)
+    }
+
+    /// Opens (creating if needed) the indexes under `dir`; with `tail_in_memory` (a
+    /// long-lived process), commits between durable ones stay in this process's memory (see
+    /// [`Overlay`]).
+    pub fn open_with(dir: &Path, cfg: AnalyzerConfig, tail_in_memory: bool) -> Result<SearchIndex> {
         let tok = cfg.tokenizer_name();
         let (cs, chunk_fields) = chunk_schema(&tok);
         let (gs, category_fields) = category_schema(&tok);
-        let chunks = Part::open(&dir.join("chunks"), cs, &cfg)?;
-        let categories = Part::open(&dir.join("categories"), gs, &cfg)?;
+        let chunks = Part::open(&dir.join("chunks"), cs, &cfg, tail_in_memory)?;
+        let categories = Part::open(&dir.join("categories"), gs, &cfg, tail_in_memory)?;
         Ok(SearchIndex {
             cfg,
             chunks,
@@ -1533,6 +1898,191 @@ mod tests {
         assert_eq!(idx.chunks.payload(), Some(payload_at(&idx, 4)));
         assert_eq!(idx.chunks.reader.searcher().num_docs(), 3);
         assert_eq!(hits(&idx, "appl"), 2);
+    }
+
+    /// The files of a part on disk, without tantivy's lock files.
+    fn files_of(dir: &Path) -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".lock"))
+            .collect()
+    }
+
+    fn append(idx: &SearchIndex, docs: Vec<TantivyDocument>, generation: i64, durable: bool) {
+        let lock = idx.chunks.lock_writer(Duration::from_secs(5)).unwrap();
+        idx.chunks
+            .append_segment(lock, docs, &payload_at(idx, generation), durable)
+            .unwrap();
+    }
+
+    #[test]
+    fn commits_kept_in_memory_write_no_file_and_land_whole_with_the_next_durable_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let part = dir.path().join("chunks");
+        let idx = SearchIndex::open_with(dir.path(), AnalyzerConfig::default(), true).unwrap();
+        append(
+            &idx,
+            vec![doc_of(&idx, 0, "apple"), doc_of(&idx, 1, "apple")],
+            1,
+            true,
+        );
+        let on_disk = files_of(&part);
+        let meta = std::fs::read(part.join(META)).unwrap();
+        // Commits in memory: searchable here, nothing written, not even a lazy marker.
+        append(&idx, vec![doc_of(&idx, 2, "pear")], 2, false);
+        append(&idx, vec![doc_of(&idx, 3, "plum")], 3, false);
+        assert_eq!(files_of(&part), on_disk);
+        assert_eq!(std::fs::read(part.join(META)).unwrap(), meta);
+        assert!(!lazy_marker(&part).exists());
+        assert_eq!((hits(&idx, "pear"), hits(&idx, "plum")), (1, 1));
+        assert_eq!(idx.chunks.refresh().unwrap(), Some(payload_at(&idx, 3)));
+        assert!(idx.chunks.in_memory().is_some_and(|b| b > 0));
+        // Another process sees the disk.
+        let other = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        assert_eq!(other.chunks.refresh().unwrap(), Some(payload_at(&other, 1)));
+        assert_eq!((hits(&other, "appl"), hits(&other, "pear")), (2, 0));
+        // Folding in memory takes the small segment on disk in too; the disk keeps it, named
+        // by its `meta.json`, until a durable commit lands the fold.
+        for i in 0..MAX_SMALL_SEGMENTS as u64 {
+            append(
+                &idx,
+                vec![doc_of(&idx, 4 + i, "quince")],
+                4 + i as i64,
+                false,
+            );
+        }
+        assert!(idx.chunks.fold_small_segments(false).unwrap());
+        assert_eq!(segment_sizes(&idx).len(), 1);
+        assert_eq!(files_of(&part), on_disk);
+        let other = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        assert!(intact(&other.chunks.index));
+        assert_eq!(hits(&other, "appl"), 2);
+        // Old or large enough, the overlay makes the next commit durable.
+        assert!(!idx.chunks.commit_due_durable());
+        if let Some(o) = idx
+            .chunks
+            .lazy
+            .as_ref()
+            .unwrap()
+            .overlay()
+            .unwrap()
+            .as_mut()
+        {
+            o.since -= DURABLE_EVERY;
+        }
+        assert!(idx.chunks.commit_due_durable());
+        let g = 4 + MAX_SMALL_SEGMENTS as i64;
+        append(&idx, vec![doc_of(&idx, 99, "fig")], g, true);
+        assert_eq!(idx.chunks.in_memory(), None);
+        assert!(!idx.chunks.commit_due_durable());
+        // Landed: only the files the new `meta.json` names, the folded-away segment gone.
+        let metas = idx.chunks.index.load_metas().unwrap();
+        let named: std::collections::BTreeSet<String> = metas
+            .list_segment_files()
+            .into_iter()
+            .map(|f| f.to_string_lossy().into_owned())
+            .filter(|f| part.join(f).exists())
+            .collect();
+        let segment_files: std::collections::BTreeSet<String> = files_of(&part)
+            .into_iter()
+            .filter(|f| !f.starts_with('.') && f != META)
+            .collect();
+        assert_eq!(segment_files, named);
+        drop(idx);
+        let reopened = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        assert!(intact(&reopened.chunks.index));
+        assert_eq!(
+            reopened.chunks.refresh().unwrap(),
+            Some(payload_at(&reopened, g))
+        );
+        assert_eq!(reopened.chunks.reader.searcher().num_docs(), 12);
+        for (w, n) in [
+            ("appl", 2),
+            ("pear", 1),
+            ("plum", 1),
+            ("quinc", 7),
+            ("fig", 1),
+        ] {
+            assert_eq!(hits(&reopened, w), n, "{w}");
+        }
+    }
+
+    #[test]
+    fn a_commit_by_another_process_replaces_the_commits_kept_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = SearchIndex::open_with(dir.path(), AnalyzerConfig::default(), true).unwrap();
+        append(&idx, vec![doc_of(&idx, 0, "apple")], 1, true);
+        append(&idx, vec![doc_of(&idx, 1, "pear")], 2, false);
+        // Another process indexes the same change itself, lazily.
+        let other = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        assert_eq!(other.chunks.refresh().unwrap(), Some(payload_at(&other, 1)));
+        append(&other, vec![doc_of(&other, 1, "pear")], 2, false);
+        // This process now reads the disk: the change once, not twice.
+        assert_eq!(idx.chunks.refresh().unwrap(), Some(payload_at(&idx, 2)));
+        assert_eq!(idx.chunks.in_memory(), None);
+        assert_eq!(hits(&idx, "pear"), 1);
+        assert_eq!(idx.chunks.reader.searcher().num_docs(), 2);
+        // And goes on in memory from there; a durable commit gives it to everyone.
+        append(&idx, vec![doc_of(&idx, 2, "plum")], 3, false);
+        assert_eq!(other.chunks.refresh().unwrap(), Some(payload_at(&other, 2)));
+        assert_eq!(hits(&other, "plum"), 0);
+        append(&idx, Vec::new(), 4, true);
+        assert_eq!(other.chunks.refresh().unwrap(), Some(payload_at(&other, 4)));
+        assert_eq!(hits(&other, "plum"), 1);
+        assert_eq!(other.chunks.reader.searcher().num_docs(), 3);
+    }
+
+    #[test]
+    fn a_purge_lands_what_is_kept_in_memory_and_removes_a_document_merged_away_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let part = dir.path().join("chunks");
+        let idx = SearchIndex::open_with(dir.path(), AnalyzerConfig::default(), true).unwrap();
+        append(
+            &idx,
+            vec![doc_of(&idx, 0, "wallabysecret"), doc_of(&idx, 1, "pear")],
+            1,
+            true,
+        );
+        let holding = |word: &str| {
+            files_of(&part)
+                .into_iter()
+                .filter(|f| {
+                    std::fs::read(part.join(f))
+                        .unwrap()
+                        .windows(word.len())
+                        .any(|w| w == word.as_bytes())
+                })
+                .count()
+        };
+        assert!(holding("wallabysecret") > 0);
+        // A forget's catch-up in memory deletes the document and merges its segment there.
+        let w = idx
+            .chunks
+            .writer(1, 32_000_000, Duration::from_secs(5))
+            .unwrap();
+        w.delete_term(Term::from_field_text(
+            idx.chunk_fields.content,
+            "wallabysecret",
+        ));
+        idx.chunks
+            .commit(w, &payload_at(&idx, 2), 200_000, false)
+            .unwrap();
+        assert_eq!((hits(&idx, "wallabysecret"), hits(&idx, "pear")), (0, 1));
+        // The disk still names the old segment until the merge lands.
+        assert!(holding("wallabysecret") > 0);
+        idx.chunks.purge_deleted(Duration::from_secs(5)).unwrap();
+        assert_eq!(holding("wallabysecret"), 0);
+        assert_eq!(idx.chunks.in_memory(), None);
+        let reopened = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        assert_eq!(
+            reopened.chunks.refresh().unwrap(),
+            Some(payload_at(&reopened, 2))
+        );
+        assert_eq!(
+            (hits(&reopened, "wallabysecret"), hits(&reopened, "pear")),
+            (0, 1)
+        );
     }
 
     #[test]

@@ -652,13 +652,15 @@ impl Memdir {
     }
 
     /// In a server: embeds what the index holds without vectors, a batch at a time, on a
-    /// thread of its own, until this `Memdir` is dropped. It opens its own reader of the
-    /// index and never catches the index up itself (searches do).
+    /// thread of its own, until this `Memdir` is dropped. It reads the server's own index
+    /// once a search has opened it (that holds the commits the server keeps in memory), else
+    /// a reader of its own, and never catches the index up itself (searches do).
     pub(crate) fn start_background_embedding(&self) {
         let Some(spec) = self.settings.embeddings.clone() else {
             return;
         };
         let weak = Arc::downgrade(&self.dense);
+        let served = Arc::downgrade(&self.index);
         let dir = self.layout().index_dir();
         let meta = self.layout().meta_dir();
         let cfg = self.settings.analyzer.clone();
@@ -671,12 +673,22 @@ impl Memdir {
                     let Some(shared) = weak.upgrade() else {
                         return;
                     };
-                    if idx.is_none() && dir.join("chunks").exists() {
+                    // Not waiting for a catch-up that holds it: the next round looks again.
+                    let served = served
+                        .upgrade()
+                        .and_then(|m| m.try_lock().ok().and_then(|g| g.clone()));
+                    if served.is_none() && idx.is_none() && dir.join("chunks").exists() {
                         idx = SearchIndex::open(&dir, cfg.clone()).ok();
                     }
-                    let Some(i) = idx.as_ref() else { continue };
-                    let _ = i.chunks.refresh();
-                    let _ = i.categories.refresh();
+                    let i: &SearchIndex = match (&served, &idx) {
+                        (Some(s), _) => s,
+                        (None, Some(i)) => {
+                            let _ = i.chunks.refresh();
+                            let _ = i.categories.refresh();
+                            i
+                        }
+                        (None, None) => continue,
+                    };
                     let work = {
                         let Ok(mut g) = shared.lock() else { return };
                         if g.is_none() {

@@ -403,6 +403,9 @@ impl Memdir {
             let g = self.index_guard()?;
             if let Some(idx) = g.as_ref() {
                 idx.chunks.purge_deleted(self.settings.lock_timeout)?;
+                // A forgotten category value too: merged away in a server's memory, it stays
+                // in the files `meta.json` on disk names until those commits land.
+                idx.categories.purge_deleted(self.settings.lock_timeout)?;
             }
         }
         if let Some(inner) = self.inner()?.as_ref() {

@@ -102,7 +102,8 @@ pub struct Memdir {
     inner: Mutex<Option<Inner>>,
     /// Shared with the searches running on it: a search clones the handle, takes its
     /// searchers (`search::View`) and lets the mutex go, so its query runs beside catch-ups.
-    index: Mutex<Option<std::sync::Arc<crate::index::SearchIndex>>>,
+    /// The background embedder reads it too (it holds what a server keeps in memory).
+    index: std::sync::Arc<Mutex<Option<std::sync::Arc<crate::index::SearchIndex>>>>,
     last_scan: Mutex<Option<std::time::Instant>>,
     /// The category files this process wrote or read last (see
     /// `Memdir::read_category_cached`).
@@ -158,6 +159,9 @@ pub struct Settings {
     pub embeddings: Option<crate::embed::Spec>,
     /// Whether this process embeds in the background (a server).
     pub background_embedding: bool,
+    /// Whether index commits between durable ones stay in this process's memory (a server:
+    /// a search right after a write then creates no file; see `index::Overlay`).
+    pub index_tail_in_memory: bool,
     /// Where `models` lists and fetches models.
     pub model_cache: Option<PathBuf>,
 }
@@ -203,6 +207,7 @@ impl Default for Settings {
             redaction: std::sync::Arc::new(crate::redact::Redactor::default()),
             embeddings: None,
             background_embedding: false,
+            index_tail_in_memory: false,
             model_cache: None,
         }
     }
@@ -261,7 +266,7 @@ impl Memdir {
             layout: Layout::new(root),
             settings,
             inner: Mutex::new(None),
-            index: Mutex::new(None),
+            index: Default::default(),
             last_scan: Mutex::new(None),
             file_cache: Mutex::new(Default::default()),
             last_head: Mutex::new(None),

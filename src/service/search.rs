@@ -91,7 +91,11 @@ impl Memdir {
             *g = Some(std::sync::Arc::new(if self.read_only().is_some() {
                 SearchIndex::open_ram(cfg)?
             } else {
-                SearchIndex::open(&self.layout().index_dir(), cfg)?
+                SearchIndex::open_with(
+                    &self.layout().index_dir(),
+                    cfg,
+                    self.settings.index_tail_in_memory,
+                )?
             }));
         }
         Ok(g)
