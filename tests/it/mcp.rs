@@ -282,6 +282,98 @@ fn two_servers_see_each_others_writes() {
     assert_eq!(b.close(), 0);
 }
 
+/// The contents of a server's hits for `query`.
+fn contents(r: &Value) -> Vec<String> {
+    tool_json(r)["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|h| h["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The segment files of the chunk index on disk.
+fn index_files(env: &TestEnv) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(env.path(".memdir/index/chunks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.') && n != "meta.json")
+        .collect()
+}
+
+#[test]
+fn a_server_keeps_its_catch_ups_in_memory_and_other_processes_and_a_kill_lose_nothing() {
+    let env = TestEnv::new();
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--text",
+        "alpha opening words",
+    ]);
+    let mut a = Session::start(&env, &["serve"]);
+    a.initialize();
+    // The first search builds the index on disk.
+    let r = a.call(2, "memory_search", json!({"query": "alpha"}));
+    assert_eq!(contents(&r), ["alpha opening words"]);
+    let built = index_files(&env);
+    let meta = std::fs::read(env.path(".memdir/index/chunks/meta.json")).unwrap();
+    // A write and the search after it: the catch-up stays in the server's memory.
+    a.call(
+        3,
+        "memory_ingest",
+        json!({"session_id": "s", "content": "bravo second words"}),
+    );
+    let r = a.call(4, "memory_search", json!({"query": "bravo"}));
+    assert_eq!(contents(&r), ["bravo second words"]);
+    assert_eq!(index_files(&env), built);
+    assert_eq!(
+        std::fs::read(env.path(".memdir/index/chunks/meta.json")).unwrap(),
+        meta
+    );
+    // Another process sees the write: it catches the disk up itself.
+    let v = env.ok(&["search", "bravo", "--context", "0"]);
+    assert_eq!(v["results"][0]["content"], "bravo second words", "{v}");
+    assert_ne!(index_files(&env), built);
+    // A second server, then the first again: each finds every write once.
+    let mut b = Session::start(&env, &["serve"]);
+    b.initialize();
+    b.call(
+        2,
+        "memory_ingest",
+        json!({"session_id": "t", "content": "charlie third words"}),
+    );
+    let r = b.call(3, "memory_search", json!({"query": "charlie words", "context": 0}));
+    assert_eq!(contents(&r).len(), 3, "{r}");
+    a.call(
+        5,
+        "memory_ingest",
+        json!({"session_id": "s", "content": "delta fourth words"}),
+    );
+    let r = a.call(6, "memory_search", json!({"query": "words", "limit": 10, "context": 0}));
+    let mut got = contents(&r);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "alpha opening words",
+            "bravo second words",
+            "charlie third words",
+            "delta fourth words"
+        ],
+        "{r}"
+    );
+    // Killed with its last catch-ups only in memory: nothing is lost.
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let r = b.call(4, "memory_search", json!({"query": "delta"}));
+    assert_eq!(contents(&r), ["delta fourth words"]);
+    assert_eq!(b.close(), 0);
+    let v = env.ok(&["search", "words", "--limit", "10", "--context", "0"]);
+    assert_eq!(v["results"].as_array().unwrap().len(), 4, "{v}");
+    env.assert_clean();
+}
+
 #[test]
 fn several_servers_ingesting_at_once_lose_nothing() {
     let env = TestEnv::new();
