@@ -6,7 +6,7 @@
 //! cargo run --release --example memdir-bench -- mcp [--chunks 1000000]
 //! cargo run --release --example memdir-bench -- recall
 //! cargo run --release --example memdir-bench -- http [--chunks 100000] [--seconds 30]
-//! cargo run --release --example memdir-bench -- fresh [--chunks 100000]
+//! cargo run --release --example memdir-bench -- fresh [--chunks 100000] [--server]
 //! cargo run --release --example memdir-bench -- merge [--sizes 10,1000,10000] [--writes 30] [--pause-ms 0]
 //! cargo run --release --example memdir-bench -- redact
 //! cargo run --release --features local-embeddings --example memdir-bench -- embeddings --model DIR [--openai URL] [--chunks 100000]
@@ -1068,6 +1068,22 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
     let chunks = arg(args, "--chunks", 100_000);
     let (m, _) = ensure_corpus(&dir, chunks)?;
     m.refresh_index()?;
+    // `--server`: as `memdir serve` runs, the catch-ups kept in memory between durable commits.
+    let server = args.iter().any(|a| a == "--server");
+    let m = if server {
+        drop(m);
+        let m = Memdir::open_lazy_with(
+            &dir,
+            memdir::service::Settings {
+                index_tail_in_memory: true,
+                ..memdir::service::Settings::default()
+            },
+        );
+        m.refresh_index()?;
+        m
+    } else {
+        m
+    };
     let vocab = Vocab::new(20_000);
     let mut r = Rng(17);
     let (mut own, mut other, mut write) = (Vec::new(), Vec::new(), Vec::new());
@@ -1117,6 +1133,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
     }
     Ok(json!({
         "chunks": chunks,
+        "catch_ups_kept_in_memory": server,
         "ingest_single": pct(write),
         "search_for_the_write_just_acknowledged": pct(own),
         "search_for_other_words_after_a_write": pct(other),

@@ -1662,7 +1662,15 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             index_tail_in_memory: true,
             ..settings
         };
-        spawn_syncer(&cfg, dir.value.clone(), settings.clone());
+        // The syncer's own store handle catches up on disk: only the server's keeps memory.
+        spawn_syncer(
+            &cfg,
+            dir.value.clone(),
+            crate::service::Settings {
+                index_tail_in_memory: false,
+                ..settings.clone()
+            },
+        );
         let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
         if transport == "stdio" {
             eprintln!("{}", serving_line(dir));

@@ -576,7 +576,7 @@ struct Overlay {
     since: Instant,
 }
 
-/// The overlay's size at which the next commit is made durable (and lands it).
+/// The overlay's size beyond which a catch-up lands it at once ([`Part::land_if_large`]).
 pub const OVERLAY_MAX: usize = 16 << 20;
 
 /// The segments a `meta.json` names, as their files are named (the uuid without dashes).
@@ -704,11 +704,11 @@ impl LazyDir {
             .map_err(|e| std::io::Error::other(e.to_string()))
     }
 
-    /// Whether the overlay is old or large enough that the next commit should land it.
+    /// Whether the overlay is old enough that the next commit should land it.
     fn overlay_due(&self) -> bool {
         self.overlay().is_ok_and(|g| {
             g.as_ref()
-                .is_some_and(|o| o.bytes >= OVERLAY_MAX || o.since.elapsed() >= DURABLE_EVERY)
+                .is_some_and(|o| o.since.elapsed() >= DURABLE_EVERY)
         })
     }
 
@@ -719,15 +719,14 @@ impl LazyDir {
 
     /// Writes the overlay's files of the segments `meta` names to disk (fsynced when
     /// durable), before that `meta.json` is written; the files of other segments (merged
-    /// away, or emptied by a forget) never reach the disk.
+    /// away, or emptied by a forget) never reach the disk. The overlay keeps every file until
+    /// that `meta.json` is in place ([`LazyDir::landed`]): if writing it fails, the overlay
+    /// still holds what its own `meta.json` names.
     fn land(&self, meta: &[u8]) -> std::io::Result<()> {
         let mut g = self.overlay()?;
         let Some(o) = g.as_mut() else {
             return Ok(());
         };
-        if o.files.is_empty() {
-            return Ok(());
-        }
         if self.disk_meta()? != o.base {
             // Only possible if a commit were made without the writer lock: nothing lands on
             // a state this overlay was not built on.
@@ -738,21 +737,17 @@ impl LazyDir {
         }
         let named = named_segments(meta)?;
         let durable = self.durable();
-        let paths: Vec<PathBuf> = o.files.keys().cloned().collect();
-        for path in paths {
+        for (path, data) in &o.files {
             let stem = path
                 .to_str()
                 .and_then(|p| p.split('.').next())
                 .unwrap_or_default();
             if named.contains(stem) {
-                let mut f = std::fs::File::create(self.root.join(&path))?;
-                std::io::Write::write_all(&mut f, o.files[&path].as_slice())?;
+                let mut f = std::fs::File::create(self.root.join(path))?;
+                std::io::Write::write_all(&mut f, data.as_slice())?;
                 if durable {
                     f.sync_data()?;
                 }
-            }
-            if let Some(b) = o.files.remove(&path) {
-                o.bytes -= b.len();
             }
         }
         if durable {
@@ -761,11 +756,20 @@ impl LazyDir {
         Ok(())
     }
 
-    /// A `meta.json` on disk was written: the overlay has landed, and the files it no longer
-    /// used can go.
+    /// A `meta.json` on disk was written: the overlay has landed, and the disk files it no
+    /// longer used go, under the lock with which tantivy's readers (of any process) read the
+    /// metas and open their segments.
     fn landed(&self) -> std::io::Result<()> {
         let gone = self.overlay()?.take();
-        for p in gone.map(|o| o.doomed).unwrap_or_default() {
+        let doomed = gone.map(|o| o.doomed).unwrap_or_default();
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        let _meta_lock = self
+            .inner
+            .acquire_lock(&tantivy::directory::META_LOCK)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        for p in doomed {
             match self.inner.delete(&p) {
                 Ok(()) | Err(DeleteError::FileDoesNotExist(_)) => {}
                 Err(e) => return Err(std::io::Error::other(e.to_string())),
@@ -836,10 +840,17 @@ impl Directory for LazyDir {
                 o.bytes -= b.len();
                 return Ok(());
             }
-            // The `meta.json` on disk may still name it.
+            // The `meta.json` on disk may still name it: it goes once the overlay lands. Until
+            // then tantivy is told it could not be deleted, so the file stays in its list of
+            // managed files (and in `.managed.json` for other processes): if the overlay is
+            // dropped instead of landing, a later garbage collection still removes it.
             if self.root.join(path).exists() {
-                o.doomed.push(path.to_path_buf());
-                return Ok(());
+                if !o.doomed.iter().any(|d| d == path) {
+                    o.doomed.push(path.to_path_buf());
+                }
+                return Err(io(std::io::Error::other(
+                    "still named by meta.json on disk; deleted once this process's commits land",
+                )));
             }
         }
         drop(g);
@@ -926,6 +937,7 @@ impl Directory for LazyDir {
         } else {
             if path == Path::new(META) {
                 self.land(data)?;
+                crate::store::failpoint::fault("index.land_meta")?;
             }
             self.flush_managed()?;
         }
@@ -1180,8 +1192,7 @@ impl Part {
 
     /// Whether the next commit should be durable: always in memory or where lazy commits
     /// cannot be told from a crash, else once a window of lazy commits is [`DURABLE_EVERY`]
-    /// old; where commits stay in memory, also once the overlay is that old or
-    /// [`OVERLAY_MAX`] large.
+    /// old; where commits stay in memory, also once the overlay is that old.
     pub fn commit_due_durable(&self) -> bool {
         let Some(dir) = &self.lazy else {
             return true;
@@ -1431,6 +1442,9 @@ impl Part {
     /// Merges away every deleted document now, whatever the segments' sizes, and removes the
     /// files no longer used: after a forget, no index file keeps the forgotten text.
     pub fn purge_deleted(&self, timeout: Duration) -> Result<()> {
+        // What this process keeps in memory lands first (deleting the disk files its merges
+        // replaced); the merge below then works on the disk alone.
+        self.land_kept(timeout)?;
         let mut writer = self.writer(1, 32_000_000, timeout)?;
         let ids: Vec<_> = self
             .index
@@ -1453,8 +1467,16 @@ impl Part {
         writer
             .wait_merging_threads()
             .map_err(|e| tantivy_err("merge", e))?;
-        self.reload()?;
-        self.land_kept(timeout)
+        self.reload()
+    }
+
+    /// [`Part::land_kept`] once the commits kept in memory are [`OVERLAY_MAX`] large (a
+    /// catch-up that merged or re-read much), so that memory stays bounded.
+    pub fn land_if_large(&self, timeout: Duration) -> Result<()> {
+        if self.in_memory().is_some_and(|b| b >= OVERLAY_MAX) {
+            self.land_kept(timeout)?;
+        }
+        Ok(())
     }
 
     /// Writes what this process keeps in memory (see [`Overlay`]) to disk in a durable
@@ -2083,6 +2105,102 @@ mod tests {
             (hits(&reopened, "wallabysecret"), hits(&reopened, "pear")),
             (0, 1)
         );
+    }
+
+    #[test]
+    fn a_landing_that_fails_before_its_meta_json_leaves_every_file_kept_in_memory_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = SearchIndex::open_with(dir.path(), AnalyzerConfig::default(), true).unwrap();
+        append(&idx, vec![doc_of(&idx, 0, "apple")], 1, true);
+        append(&idx, vec![doc_of(&idx, 1, "pear")], 2, false);
+        append(&idx, vec![doc_of(&idx, 2, "plum")], 3, false);
+        let lazy = idx.chunks.lazy.as_ref().unwrap();
+        // A durable commit whose `meta.json` no longer names the last segment (its documents
+        // deleted, say) writes the files it names, then fails to write that `meta.json`.
+        let mut meta: Value =
+            serde_json::from_slice(&lazy.atomic_read(Path::new(META)).unwrap()).unwrap();
+        meta["segments"].as_array_mut().unwrap().pop();
+        lazy.land(&serde_json::to_vec(&meta).unwrap()).unwrap();
+        // The overlay still names that segment, and still holds its files.
+        idx.chunks.reload().unwrap();
+        assert_eq!((hits(&idx, "pear"), hits(&idx, "plum")), (1, 1));
+        append(&idx, vec![doc_of(&idx, 3, "fig")], 4, true);
+        let reopened = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        assert!(intact(&reopened.chunks.index));
+        assert_eq!(reopened.chunks.reader.searcher().num_docs(), 4);
+    }
+
+    #[test]
+    fn a_disk_file_replaced_in_memory_stays_managed_when_the_overlay_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let part = dir.path().join("chunks");
+        let idx = SearchIndex::open_with(dir.path(), AnalyzerConfig::default(), true).unwrap();
+        append(
+            &idx,
+            vec![doc_of(&idx, 0, "wallabysecret"), doc_of(&idx, 1, "pear")],
+            1,
+            true,
+        );
+        let old = files_of(&part);
+        // In memory, the document is deleted and its segment merged away: the disk files are
+        // kept while `meta.json` on disk names them.
+        let w = idx
+            .chunks
+            .writer(1, 32_000_000, Duration::from_secs(5))
+            .unwrap();
+        w.delete_term(Term::from_field_text(
+            idx.chunk_fields.content,
+            "wallabysecret",
+        ));
+        idx.chunks
+            .commit(w, &payload_at(&idx, 2), 200_000, false)
+            .unwrap();
+        // The next commit's garbage collection (the reader no longer holds that segment)
+        // finds those files unused.
+        let w = idx
+            .chunks
+            .writer(1, 32_000_000, Duration::from_secs(5))
+            .unwrap();
+        w.add_document(doc_of(&idx, 2, "fig")).unwrap();
+        idx.chunks
+            .commit(w, &payload_at(&idx, 3), 200_000, false)
+            .unwrap();
+        assert!(old.is_subset(&files_of(&part)));
+        // ... and stay in tantivy's list of managed files, so that whichever garbage
+        // collection runs once nothing names them deletes them.
+        let lazy = idx.chunks.lazy.as_ref().unwrap();
+        let managed: Vec<String> =
+            serde_json::from_slice(&lazy.atomic_read(Path::new(MANAGED_LIST)).unwrap()).unwrap();
+        for f in old.iter().filter(|f| !f.starts_with('.') && *f != META) {
+            assert!(managed.contains(f), "{f} not in {managed:?}");
+        }
+        // Another process applies the same change on disk before this one lands anything;
+        // its reader still holds the old segment, so its garbage collection keeps the files.
+        let other = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        let w = other
+            .chunks
+            .writer(1, 32_000_000, Duration::from_secs(5))
+            .unwrap();
+        w.delete_term(Term::from_field_text(
+            other.chunk_fields.content,
+            "wallabysecret",
+        ));
+        other
+            .chunks
+            .commit(w, &payload_at(&other, 2), 200_000, false)
+            .unwrap();
+        // This process drops its overlay; the old files are still its to delete.
+        assert_eq!(idx.chunks.refresh().unwrap(), Some(payload_at(&idx, 2)));
+        assert_eq!(idx.chunks.in_memory(), None);
+        idx.chunks.purge_deleted(Duration::from_secs(5)).unwrap();
+        let left: Vec<String> = old
+            .iter()
+            .filter(|f| !f.starts_with('.') && *f != META)
+            .filter(|f| part.join(f).exists())
+            .cloned()
+            .collect();
+        assert_eq!(left, Vec::<String>::new());
+        assert_eq!((hits(&idx, "wallabysecret"), hits(&idx, "pear")), (0, 1));
     }
 
     #[test]

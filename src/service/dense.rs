@@ -674,14 +674,23 @@ impl Memdir {
                         return;
                     };
                     // Not waiting for a catch-up that holds it: the next round looks again.
-                    let served = served
+                    let served = match served
                         .upgrade()
-                        .and_then(|m| m.try_lock().ok().and_then(|g| g.clone()));
+                        .map(|m| m.try_lock().map(|g| g.clone()).map_err(|_| ()))
+                    {
+                        Some(Ok(s)) => s,
+                        Some(Err(_)) => continue,
+                        None => return,
+                    };
                     if served.is_none() && idx.is_none() && dir.join("chunks").exists() {
                         idx = SearchIndex::open(&dir, cfg.clone()).ok();
                     }
                     let i: &SearchIndex = match (&served, &idx) {
-                        (Some(s), _) => s,
+                        (Some(s), _) => {
+                            // The server's index is open: a reader of its own is not needed.
+                            idx = None;
+                            s
+                        }
                         (None, Some(i)) => {
                             let _ = i.chunks.refresh();
                             let _ = i.categories.refresh();

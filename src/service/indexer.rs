@@ -813,6 +813,9 @@ impl Memdir {
                 }
             }
         }
+        // A server keeps its commits in memory only up to a bound (`index::Overlay`).
+        idx.chunks.land_if_large(self.settings.lock_timeout)?;
+        idx.categories.land_if_large(self.settings.lock_timeout)?;
         // Changes every index has absorbed in a durable commit are needed by nobody (a lost
         // index is rebuilt from the files, not from the feed). Changes absorbed only by lazy
         // commits stay: after a crash of the machine the index may come back without them.
@@ -902,6 +905,19 @@ impl Memdir {
     /// verify-store's part on the index: missing, behind, current, or not matching the files.
     pub(crate) fn verify_index(&self, report: &mut Value) -> Result<()> {
         let layout = self.layout();
+        // A server's own catch-ups kept in memory land first: the index on disk is checked.
+        // (Under the index mutex, as every commit of this process.) When they cannot land (a
+        // full disk, a busy index), the disk is checked as it is: behind, and whole.
+        {
+            let g = self
+                .index
+                .lock()
+                .map_err(|_| Error::internal("a previous search panicked"))?;
+            if let Some(idx) = g.as_deref() {
+                let _ = idx.chunks.land_kept(self.settings.lock_timeout);
+                let _ = idx.categories.land_kept(self.settings.lock_timeout);
+            }
+        }
         if !layout.index_dir().join("chunks").join("meta.json").exists() {
             report["index"] =
                 json!({"state": "missing", "note": "built on the next search or by a reindex"});

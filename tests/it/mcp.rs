@@ -343,14 +343,22 @@ fn a_server_keeps_its_catch_ups_in_memory_and_other_processes_and_a_kill_lose_no
         "memory_ingest",
         json!({"session_id": "t", "content": "charlie third words"}),
     );
-    let r = b.call(3, "memory_search", json!({"query": "charlie words", "context": 0}));
+    let r = b.call(
+        3,
+        "memory_search",
+        json!({"query": "charlie words", "context": 0}),
+    );
     assert_eq!(contents(&r).len(), 3, "{r}");
     a.call(
         5,
         "memory_ingest",
         json!({"session_id": "s", "content": "delta fourth words"}),
     );
-    let r = a.call(6, "memory_search", json!({"query": "words", "limit": 10, "context": 0}));
+    let r = a.call(
+        6,
+        "memory_search",
+        json!({"query": "words", "limit": 10, "context": 0}),
+    );
     let mut got = contents(&r);
     got.sort();
     assert_eq!(
@@ -371,6 +379,75 @@ fn a_server_keeps_its_catch_ups_in_memory_and_other_processes_and_a_kill_lose_no
     assert_eq!(b.close(), 0);
     let v = env.ok(&["search", "words", "--limit", "10", "--context", "0"]);
     assert_eq!(v["results"].as_array().unwrap().len(), 4, "{v}");
+    env.assert_clean();
+}
+
+#[test]
+fn a_server_whose_catch_ups_cannot_land_keeps_answering_and_leaves_the_disk_index_whole() {
+    let mut env = TestEnv::new();
+    env.set_env("MEMDIR_TOOLS", "full");
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "s",
+        "--text",
+        "alpha opening words",
+    ]);
+    env.ok(&["search", "alpha"]);
+    // Every landing of what the server keeps in memory fails as on a full disk, after its
+    // segment files were written and before `meta.json`.
+    let mut child = env
+        .command(&["serve"])
+        .env("MEMDIR_FAILPOINT", "index.land_meta=enospc")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(|l| l.ok()) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut a = Session {
+        child,
+        stdin,
+        lines: rx,
+    };
+    a.initialize();
+    for (i, word) in ["bravo", "charlie"].iter().enumerate() {
+        let id = 10 * i as u64;
+        a.call(
+            id + 1,
+            "memory_ingest",
+            json!({"session_id": "s", "content": format!("{word} more words")}),
+        );
+        let r = a.call(
+            id + 2,
+            "memory_search",
+            json!({"query": word, "mode": "exact", "context": 0}),
+        );
+        assert_eq!(contents(&r), [format!("{word} more words")]);
+        // The health report checks the index on disk, so the server's catch-ups land first:
+        // that fails and changes nothing; the disk is behind, not damaged.
+        let r = a.call(id + 3, "memory_doctor", json!({}));
+        assert_eq!(tool_json(&r)["checks"]["index"]["state"], "behind", "{r}");
+    }
+    let r = a.call(
+        30,
+        "memory_search",
+        json!({"query": "words", "limit": 10, "context": 0}),
+    );
+    assert_eq!(contents(&r).len(), 3, "{r}");
+    assert_eq!(a.close(), 0);
+    // The disk index is whole: another process opens it, catches it up and finds everything.
+    let v = env.ok(&["search", "words", "--limit", "10", "--context", "0"]);
+    assert_eq!(v["results"].as_array().unwrap().len(), 3, "{v}");
     env.assert_clean();
 }
 
