@@ -753,7 +753,8 @@ impl LazyDir {
         if durable {
             sync_dir(&self.root)?;
         }
-        Ok(())
+        // Tests: the `meta.json` that would follow cannot be written (a full disk).
+        crate::store::failpoint::fault("index.land_meta")
     }
 
     /// A `meta.json` on disk was written: the overlay has landed, and the disk files it no
@@ -937,7 +938,6 @@ impl Directory for LazyDir {
         } else {
             if path == Path::new(META) {
                 self.land(data)?;
-                crate::store::failpoint::fault("index.land_meta")?;
             }
             self.flush_managed()?;
         }
@@ -1306,17 +1306,22 @@ impl Part {
             let mut bytes =
                 serde_json::to_vec_pretty(&next).expect("invariant: index metas serialize");
             bytes.push(b'\n');
-            let dir = self.index.directory();
-            // As an `IndexWriter` commits: the segment's files (fsynced when durable, see
-            // `LazyDir`), then meta.json naming them, atomically.
-            dir.sync_directory()
-                .map_err(|e| Error::internal(format!("index sync: {e}")))?;
-            dir.atomic_write(Path::new(META), &bytes)
-                .map_err(|e| Error::internal(format!("index metas: {e}")))?;
-            self.reload()
+            self.write_metas(&bytes)
         });
         drop(lock);
         r
+    }
+
+    /// Commits `bytes` as `meta.json` the way an `IndexWriter` does (the files it names
+    /// first, fsynced when durable, see [`LazyDir`]; then `meta.json`, atomically) and
+    /// reloads the reader.
+    fn write_metas(&self, bytes: &[u8]) -> Result<()> {
+        let dir = self.index.directory();
+        dir.sync_directory()
+            .map_err(|e| Error::internal(format!("index sync: {e}")))?;
+        dir.atomic_write(Path::new(META), bytes)
+            .map_err(|e| Error::internal(format!("index metas: {e}")))?;
+        self.reload()
     }
 
     /// Merges the small segments catch-ups leave (see [`Part::append_segment`]) into one once
@@ -1488,17 +1493,14 @@ impl Part {
         }
         let lock = self.lock_writer(timeout)?;
         let r = self.committing(true, || {
-            let dir = self.index.directory();
             // The metas as this process sees them now (the disk's, if another process has
             // committed meanwhile: then nothing of this process's is left to land).
-            let bytes = dir
+            let bytes = self
+                .index
+                .directory()
                 .atomic_read(Path::new(META))
                 .map_err(|e| Error::internal(format!("index metas: {e}")))?;
-            dir.sync_directory()
-                .map_err(|e| Error::internal(format!("index sync: {e}")))?;
-            dir.atomic_write(Path::new(META), &bytes)
-                .map_err(|e| Error::internal(format!("index metas: {e}")))?;
-            self.reload()
+            self.write_metas(&bytes)
         });
         drop(lock);
         r
@@ -1938,6 +1940,27 @@ mod tests {
             .unwrap();
     }
 
+    /// A part keeping its commits in memory, with "wallabysecret" and "pear" committed to
+    /// disk as one segment.
+    fn secret_on_disk() -> (tempfile::TempDir, PathBuf, SearchIndex) {
+        let dir = tempfile::tempdir().unwrap();
+        let part = dir.path().join("chunks");
+        let idx = SearchIndex::open_with(dir.path(), AnalyzerConfig::default(), true).unwrap();
+        let docs = vec![doc_of(&idx, 0, "wallabysecret"), doc_of(&idx, 1, "pear")];
+        append(&idx, docs, 1, true);
+        (dir, part, idx)
+    }
+
+    /// Deletes the documents holding `word` and commits (not durably), merging the deletion
+    /// away, as a catch-up does.
+    fn delete_word(idx: &SearchIndex, word: &str, generation: i64) {
+        let t = Duration::from_secs(5);
+        let w = idx.chunks.writer(1, 32_000_000, t).unwrap();
+        w.delete_term(Term::from_field_text(idx.chunk_fields.content, word));
+        let payload = payload_at(idx, generation);
+        idx.chunks.commit(w, &payload, 200_000, false).unwrap();
+    }
+
     #[test]
     fn commits_kept_in_memory_write_no_file_and_land_whole_with_the_next_durable_one() {
         let dir = tempfile::tempdir().unwrap();
@@ -2057,15 +2080,7 @@ mod tests {
 
     #[test]
     fn a_purge_lands_what_is_kept_in_memory_and_removes_a_document_merged_away_there() {
-        let dir = tempfile::tempdir().unwrap();
-        let part = dir.path().join("chunks");
-        let idx = SearchIndex::open_with(dir.path(), AnalyzerConfig::default(), true).unwrap();
-        append(
-            &idx,
-            vec![doc_of(&idx, 0, "wallabysecret"), doc_of(&idx, 1, "pear")],
-            1,
-            true,
-        );
+        let (dir, part, idx) = secret_on_disk();
         let holding = |word: &str| {
             files_of(&part)
                 .into_iter()
@@ -2079,17 +2094,7 @@ mod tests {
         };
         assert!(holding("wallabysecret") > 0);
         // A forget's catch-up in memory deletes the document and merges its segment there.
-        let w = idx
-            .chunks
-            .writer(1, 32_000_000, Duration::from_secs(5))
-            .unwrap();
-        w.delete_term(Term::from_field_text(
-            idx.chunk_fields.content,
-            "wallabysecret",
-        ));
-        idx.chunks
-            .commit(w, &payload_at(&idx, 2), 200_000, false)
-            .unwrap();
+        delete_word(&idx, "wallabysecret", 2);
         assert_eq!((hits(&idx, "wallabysecret"), hits(&idx, "pear")), (0, 1));
         // The disk still names the old segment until the merge lands.
         assert!(holding("wallabysecret") > 0);
@@ -2132,29 +2137,11 @@ mod tests {
 
     #[test]
     fn a_disk_file_replaced_in_memory_stays_managed_when_the_overlay_is_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        let part = dir.path().join("chunks");
-        let idx = SearchIndex::open_with(dir.path(), AnalyzerConfig::default(), true).unwrap();
-        append(
-            &idx,
-            vec![doc_of(&idx, 0, "wallabysecret"), doc_of(&idx, 1, "pear")],
-            1,
-            true,
-        );
+        let (dir, part, idx) = secret_on_disk();
         let old = files_of(&part);
         // In memory, the document is deleted and its segment merged away: the disk files are
         // kept while `meta.json` on disk names them.
-        let w = idx
-            .chunks
-            .writer(1, 32_000_000, Duration::from_secs(5))
-            .unwrap();
-        w.delete_term(Term::from_field_text(
-            idx.chunk_fields.content,
-            "wallabysecret",
-        ));
-        idx.chunks
-            .commit(w, &payload_at(&idx, 2), 200_000, false)
-            .unwrap();
+        delete_word(&idx, "wallabysecret", 2);
         // The next commit's garbage collection (the reader no longer holds that segment)
         // finds those files unused.
         let w = idx
@@ -2174,21 +2161,9 @@ mod tests {
         for f in old.iter().filter(|f| !f.starts_with('.') && *f != META) {
             assert!(managed.contains(f), "{f} not in {managed:?}");
         }
-        // Another process applies the same change on disk before this one lands anything;
-        // its reader still holds the old segment, so its garbage collection keeps the files.
+        // Another process applies the same change on disk before this one lands anything.
         let other = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
-        let w = other
-            .chunks
-            .writer(1, 32_000_000, Duration::from_secs(5))
-            .unwrap();
-        w.delete_term(Term::from_field_text(
-            other.chunk_fields.content,
-            "wallabysecret",
-        ));
-        other
-            .chunks
-            .commit(w, &payload_at(&other, 2), 200_000, false)
-            .unwrap();
+        delete_word(&other, "wallabysecret", 2);
         // This process drops its overlay; the old files are still its to delete.
         assert_eq!(idx.chunks.refresh().unwrap(), Some(payload_at(&idx, 2)));
         assert_eq!(idx.chunks.in_memory(), None);

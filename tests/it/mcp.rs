@@ -292,6 +292,12 @@ fn contents(r: &Value) -> Vec<String> {
         .collect()
 }
 
+/// How many hits a CLI search for `query` finds (up to 10, without context windows).
+fn cli_hits(env: &TestEnv, query: &str) -> usize {
+    let v = env.ok(&["search", query, "--limit", "10", "--context", "0"]);
+    v["results"].as_array().unwrap().len()
+}
+
 /// The segment files of the chunk index on disk.
 fn index_files(env: &TestEnv) -> std::collections::BTreeSet<String> {
     std::fs::read_dir(env.path(".memdir/index/chunks"))
@@ -377,8 +383,7 @@ fn a_server_keeps_its_catch_ups_in_memory_and_other_processes_and_a_kill_lose_no
     let r = b.call(4, "memory_search", json!({"query": "delta"}));
     assert_eq!(contents(&r), ["delta fourth words"]);
     assert_eq!(b.close(), 0);
-    let v = env.ok(&["search", "words", "--limit", "10", "--context", "0"]);
-    assert_eq!(v["results"].as_array().unwrap().len(), 4, "{v}");
+    assert_eq!(cli_hits(&env, "words"), 4);
     env.assert_clean();
 }
 
@@ -395,30 +400,10 @@ fn a_server_whose_catch_ups_cannot_land_keeps_answering_and_leaves_the_disk_inde
     ]);
     env.ok(&["search", "alpha"]);
     // Every landing of what the server keeps in memory fails as on a full disk, after its
-    // segment files were written and before `meta.json`.
-    let mut child = env
-        .command(&["serve"])
-        .env("MEMDIR_FAILPOINT", "index.land_meta=enospc")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(|l| l.ok()) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let mut a = Session {
-        child,
-        stdin,
-        lines: rx,
-    };
+    // segment files were written and before `meta.json` (other processes keep nothing in
+    // memory, so they never get there).
+    env.set_env("MEMDIR_FAILPOINT", "index.land_meta=enospc");
+    let mut a = Session::start(&env, &["serve"]);
     a.initialize();
     for (i, word) in ["bravo", "charlie"].iter().enumerate() {
         let id = 10 * i as u64;
@@ -446,8 +431,7 @@ fn a_server_whose_catch_ups_cannot_land_keeps_answering_and_leaves_the_disk_inde
     assert_eq!(contents(&r).len(), 3, "{r}");
     assert_eq!(a.close(), 0);
     // The disk index is whole: another process opens it, catches it up and finds everything.
-    let v = env.ok(&["search", "words", "--limit", "10", "--context", "0"]);
-    assert_eq!(v["results"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(cli_hits(&env, "words"), 3);
     env.assert_clean();
 }
 
