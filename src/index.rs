@@ -759,24 +759,21 @@ impl LazyDir {
 
     /// A `meta.json` on disk was written: the overlay has landed, and the disk files it no
     /// longer used go, under the lock with which tantivy's readers (of any process) read the
-    /// metas and open their segments.
-    fn landed(&self) -> std::io::Result<()> {
-        let gone = self.overlay()?.take();
+    /// metas and open their segments. The commit has happened whatever follows: a file that
+    /// cannot be deleted now stays in tantivy's list of managed files (see
+    /// [`LazyDir::delete`]), and a later garbage collection removes it.
+    fn landed(&self) {
+        let gone = self.overlay().ok().and_then(|mut g| g.take());
         let doomed = gone.map(|o| o.doomed).unwrap_or_default();
         if doomed.is_empty() {
-            return Ok(());
+            return;
         }
-        let _meta_lock = self
-            .inner
-            .acquire_lock(&tantivy::directory::META_LOCK)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let Ok(_meta_lock) = self.inner.acquire_lock(&tantivy::directory::META_LOCK) else {
+            return;
+        };
         for p in doomed {
-            match self.inner.delete(&p) {
-                Ok(()) | Err(DeleteError::FileDoesNotExist(_)) => {}
-                Err(e) => return Err(std::io::Error::other(e.to_string())),
-            }
+            let _ = self.inner.delete(&p);
         }
-        Ok(())
     }
 
     /// Writes `data` to `path` by a rename, without fsync.
@@ -839,7 +836,12 @@ impl Directory for LazyDir {
         if let Some(o) = g.as_mut() {
             if let Some(b) = o.files.remove(path) {
                 o.bytes -= b.len();
-                return Ok(());
+                // A landing that failed before its `meta.json` may have written it to disk
+                // (never named there: the disk still holds the overlay's base).
+                return match self.inner.delete(path) {
+                    Ok(()) | Err(DeleteError::FileDoesNotExist(_)) => Ok(()),
+                    Err(e) => Err(e),
+                };
             }
             // The `meta.json` on disk may still name it: it goes once the overlay lands. Until
             // then tantivy is told it could not be deleted, so the file stays in its list of
@@ -948,7 +950,7 @@ impl Directory for LazyDir {
             self.replace_lazily(path, data)?;
         }
         if path == Path::new(META) {
-            self.landed()?;
+            self.landed();
         }
         Ok(())
     }
@@ -2129,10 +2131,28 @@ mod tests {
         // The overlay still names that segment, and still holds its files.
         idx.chunks.reload().unwrap();
         assert_eq!((hits(&idx, "pear"), hits(&idx, "plum")), (1, 1));
-        append(&idx, vec![doc_of(&idx, 3, "fig")], 4, true);
+        // The segment that did reach the disk is merged away in memory next: its disk copy
+        // (named by no `meta.json` on disk) goes with it, not left behind for good.
+        delete_word(&idx, "pear", 4);
+        delete_word(&idx, "nothing", 5);
+        append(&idx, vec![doc_of(&idx, 3, "fig")], 6, true);
+        let metas = idx.chunks.index.load_metas().unwrap();
+        let named: std::collections::BTreeSet<String> = metas
+            .list_segment_files()
+            .into_iter()
+            .map(|f| f.to_string_lossy().into_owned())
+            .collect();
+        let part = dir.path().join("chunks");
+        for f in files_of(&part) {
+            assert!(
+                f.starts_with('.') || f == META || named.contains(&f),
+                "{f} left"
+            );
+        }
         let reopened = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
         assert!(intact(&reopened.chunks.index));
-        assert_eq!(reopened.chunks.reader.searcher().num_docs(), 4);
+        assert_eq!(reopened.chunks.reader.searcher().num_docs(), 3);
+        assert_eq!((hits(&reopened, "pear"), hits(&reopened, "plum")), (0, 1));
     }
 
     #[test]

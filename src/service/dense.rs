@@ -674,13 +674,15 @@ impl Memdir {
                         return;
                     };
                     // Not waiting for a catch-up that holds it: the next round looks again.
-                    let served = match served
-                        .upgrade()
-                        .map(|m| m.try_lock().map(|g| g.clone()).map_err(|_| ()))
-                    {
+                    let served = match served.upgrade().map(|m| match m.try_lock() {
+                        Ok(g) => Ok(g.clone()),
+                        Err(std::sync::TryLockError::WouldBlock) => Err(true),
+                        Err(std::sync::TryLockError::Poisoned(_)) => Err(false),
+                    }) {
                         Some(Ok(s)) => s,
-                        Some(Err(_)) => continue,
-                        None => return,
+                        Some(Err(true)) => continue,
+                        // Gone, or a search panicked holding it (searches fail from then on).
+                        Some(Err(false)) | None => return,
                     };
                     if served.is_none() && idx.is_none() && dir.join("chunks").exists() {
                         idx = SearchIndex::open(&dir, cfg.clone()).ok();
