@@ -1235,8 +1235,9 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
         .enable_all()
         .build()
         .map_err(|e| Error::internal(format!("runtime: {e}")))?;
-    rt.block_on(async move {
-        let memdir = Arc::new(memdir);
+    let memdir = Arc::new(memdir);
+    let kept = memdir.clone();
+    let served = rt.block_on(async move {
         let sessions = (opts.transport == Transport::Mcp).then(|| {
             let mut manager = LocalSessionManager::default();
             manager.session_config.keep_alive = Some(limits.session_idle);
@@ -1300,7 +1301,10 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|e| Error::new(ErrorKind::Unavailable, format!("HTTP server: {e}")))
-    })
+    });
+    // Stopped (SIGINT, SIGTERM): what the index kept in memory goes to disk.
+    kept.land_index();
+    served
 }
 
 /// Parses `--transport`.

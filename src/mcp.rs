@@ -76,9 +76,9 @@ pub struct Server {
 
 impl Server {
     /// A server over `memdir` for one caller (stdio).
-    pub fn new(memdir: Memdir, profile: Profile, caller: Caller) -> Server {
+    pub fn new(memdir: Arc<Memdir>, profile: Profile, caller: Caller) -> Server {
         Server {
-            memdir: Arc::new(memdir),
+            memdir,
             profile,
             caller,
             caller_of: None,
@@ -422,12 +422,14 @@ pub fn serve_stdio(memdir: Memdir, profile: Profile, caller: Caller) -> Result<(
         .enable_all()
         .build()
         .map_err(|e| Error::internal(format!("runtime: {e}")))?;
+    let memdir = Arc::new(memdir);
+    let kept = memdir.clone();
     let served = rt.block_on(async move {
         let out: Out = Arc::new(tokio::sync::Mutex::new(tokio::io::stdout()));
         // One parsed message waits at a time: a client cannot make the server buffer ahead.
         let (tx, incoming) = tokio::sync::mpsc::channel(1);
         tokio::spawn(read_stdin(tokio::io::stdin(), out.clone(), tx));
-        let server = Server::new(memdir, profile, caller);
+        let server = Server::new(memdir.clone(), profile, caller);
         let running = match server.serve(StdioTransport { incoming, out }).await {
             Ok(r) => r,
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
@@ -447,6 +449,8 @@ pub fn serve_stdio(memdir: Memdir, profile: Profile, caller: Caller) -> Result<(
     // stdin reads block in a thread that cannot be cancelled; the client is gone, so do not
     // wait for it.
     rt.shutdown_background();
+    // What the index kept in memory goes to disk: the next process need not index it again.
+    kept.land_index();
     served
 }
 

@@ -910,16 +910,7 @@ impl Memdir {
         // A server's own catch-ups kept in memory land first: the index on disk is checked.
         // (Under the index mutex, as every commit of this process.) When they cannot land (a
         // full disk, a busy index), the disk is checked as it is: behind, and whole.
-        {
-            let g = self
-                .index
-                .lock()
-                .map_err(|_| Error::internal("a previous search panicked"))?;
-            if let Some(idx) = g.as_deref() {
-                let _ = idx.chunks.land_kept(self.settings.lock_timeout);
-                let _ = idx.categories.land_kept(self.settings.lock_timeout);
-            }
-        }
+        self.land_index();
         if !layout.index_dir().join("chunks").join("meta.json").exists() {
             report["index"] =
                 json!({"state": "missing", "note": "built on the next search or by a reindex"});

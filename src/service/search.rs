@@ -101,6 +101,18 @@ impl Memdir {
         Ok(g)
     }
 
+    /// Writes what a server's index keeps in memory (`index::Overlay`) to disk, best effort
+    /// (a server stopping: the next process then need not index it again; if it cannot, that
+    /// process does, from the feed).
+    pub fn land_index(&self) {
+        if let Ok(g) = self.index.lock()
+            && let Some(idx) = g.as_deref()
+        {
+            let _ = idx.chunks.land_kept(self.settings.lock_timeout);
+            let _ = idx.categories.land_kept(self.settings.lock_timeout);
+        }
+    }
+
     /// Searches session chunks and categories.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
         self.search_hiding(req, Vec::new())

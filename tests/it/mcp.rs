@@ -382,7 +382,13 @@ fn a_server_keeps_its_catch_ups_in_memory_and_other_processes_and_a_kill_lose_no
     a.child.wait().unwrap();
     let r = b.call(4, "memory_search", json!({"query": "delta"}));
     assert_eq!(contents(&r), ["delta fourth words"]);
+    // Its catch-up of that write is in its memory only; a server that stops lands it.
+    assert_eq!(
+        env.ok(&["status"])["index"]["state"],
+        "behind (caught up by the next search)"
+    );
     assert_eq!(b.close(), 0);
+    assert_eq!(env.ok(&["status"])["index"]["state"], "current");
     assert_eq!(cli_hits(&env, "words"), 4);
     env.assert_clean();
 }

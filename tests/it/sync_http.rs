@@ -8,53 +8,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::sync::{Acked, assert_acked, assert_identical, random_op};
-use crate::util::{Rng, TestEnv};
+use crate::util::{Rng, Served, TestEnv};
 
 const TOKEN: &str = "sync-test-token-0123456789abcdef0123456789";
 
 /// A running `memdir serve --transport http` over one replica's store.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Served {
-    fn start(env: &TestEnv, extra: &[&str]) -> Served {
-        let mut args = vec!["serve", "--transport", "http", "--port", "0"];
-        args.extend(extra);
-        let mut child = env.spawn(&args);
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                // Keep draining after the address so the server never blocks on stderr.
-                let _ = tx.send(line.unwrap_or_default());
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut seen = Vec::new();
-        while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            if let Some(i) = line.find("listening on ") {
-                let url = line[i + "listening on ".len()..].trim().to_string();
-                // The server runs until the test drops it (which kills and waits).
-                #[allow(clippy::zombie_processes)]
-                return Served { child, url };
-            }
-            seen.push(line);
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the server did not say where it listens: {seen:?}");
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn replica(i: usize) -> TestEnv {
     let mut e = TestEnv::new();
     e.set_env("MEMDIR_DEVICE", &format!("device{i}"));

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -442,4 +442,57 @@ pub fn tool_json(r: &Value) -> Value {
         .as_str()
         .unwrap_or_else(|| panic!("a tool result carries its JSON as text: {r}"));
     serde_json::from_str(text).unwrap_or_else(|e| panic!("tool text is JSON ({e}): {text}"))
+}
+
+/// `memdir serve --transport http --port 0`, running until dropped (killed) or stopped.
+pub struct Served {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Served {
+    pub fn start(env: &TestEnv, extra: &[&str]) -> Served {
+        let mut args = vec!["serve", "--transport", "http", "--port", "0"];
+        args.extend(extra);
+        let mut child = env.spawn(&args);
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                // Keep draining after the address so the server never blocks on stderr.
+                let _ = tx.send(line.unwrap_or_default());
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = Vec::new();
+        while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            if let Some(i) = line.find("listening on ") {
+                let url = line[i + "listening on ".len()..].trim().to_string();
+                // The server runs until the test drops it (which kills and waits).
+                #[allow(clippy::zombie_processes)]
+                return Served { child, url };
+            }
+            seen.push(line);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the server did not say where it listens: {seen:?}");
+    }
+}
+
+impl Served {
+    /// Stops the server as a service manager does (SIGTERM) and waits for it to exit.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

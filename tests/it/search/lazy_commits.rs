@@ -2,7 +2,7 @@
 //! index lazily, and neither a killed process nor a crash of the machine (simulated by a marker
 //! naming another boot) loses a search result.
 
-use crate::util::TestEnv;
+use crate::util::{Served, TestEnv};
 
 /// The content of the hits of an exact search for `word`.
 fn found(env: &TestEnv, word: &str) -> Vec<String> {
@@ -162,4 +162,40 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
         }
     }
+}
+
+/// A REST call to a served store.
+fn post(server: &Served, path: &str, body: serde_json::Value) -> serde_json::Value {
+    let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
+    let mut resp = agent
+        .post(&format!("{}{path}", server.url))
+        .send_json(&body)
+        .unwrap();
+    serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
+}
+
+#[test]
+fn an_http_server_stopped_by_sigterm_lands_the_catch_ups_it_kept_in_memory() {
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "s", "--text", "opening words"]);
+    env.ok(&["search", "opening"]);
+    let server = Served::start(&env, &[]);
+    post(
+        &server,
+        "/ingest",
+        serde_json::json!({"session_id": "s", "content": "served words"}),
+    );
+    let v = post(
+        &server,
+        "/search",
+        serde_json::json!({"query": "served", "context": 0}),
+    );
+    assert_eq!(v["results"][0]["content"], "served words", "{v}");
+    // The search's catch-up is in the server's memory only.
+    let behind = "behind (caught up by the next search)";
+    assert_eq!(env.ok(&["status"])["index"]["state"], behind);
+    assert!(server.terminate().success());
+    assert_eq!(env.ok(&["status"])["index"]["state"], "current");
+    assert_eq!(found(&env, "served"), ["served words"]);
+    env.assert_clean();
 }
