@@ -1,10 +1,6 @@
 //! Sync over HTTP: replicas that sync with a memory directory served by `memdir serve
 //! --transport http` (loopback, started by each test).
 
-use std::io::{BufRead, BufReader};
-use std::process::Child;
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 
 use crate::sync::{Acked, assert_acked, assert_identical, random_op};
