@@ -1480,7 +1480,12 @@ impl Part {
     /// [`Part::land_kept`] once the commits kept in memory are [`OVERLAY_MAX`] large (a
     /// catch-up that merged or re-read much), so that memory stays bounded.
     pub fn land_if_large(&self, timeout: Duration) -> Result<()> {
-        if self.in_memory().is_some_and(|b| b >= OVERLAY_MAX) {
+        self.land_beyond(OVERLAY_MAX, timeout)
+    }
+
+    /// [`Part::land_kept`] once the commits kept in memory hold `bytes` or more.
+    fn land_beyond(&self, bytes: usize, timeout: Duration) -> Result<()> {
+        if self.in_memory().is_some_and(|b| b >= bytes) {
             self.land_kept(timeout)?;
         }
         Ok(())
@@ -2196,6 +2201,28 @@ mod tests {
             .collect();
         assert_eq!(left, Vec::<String>::new());
         assert_eq!((hits(&idx, "wallabysecret"), hits(&idx, "pear")), (0, 1));
+    }
+
+    #[test]
+    fn commits_kept_in_memory_land_once_they_are_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = SearchIndex::open_with(dir.path(), AnalyzerConfig::default(), true).unwrap();
+        let t = Duration::from_secs(5);
+        append(&idx, vec![doc_of(&idx, 0, "apple")], 1, true);
+        append(&idx, vec![doc_of(&idx, 1, "pear")], 2, false);
+        let held = idx.chunks.in_memory().unwrap();
+        assert!(held > 0);
+        // Below the bound nothing lands; at it, everything does.
+        idx.chunks.land_beyond(held + 1, t).unwrap();
+        assert_eq!(idx.chunks.in_memory(), Some(held));
+        assert!(OVERLAY_MAX > held);
+        idx.chunks.land_if_large(t).unwrap();
+        assert_eq!(idx.chunks.in_memory(), Some(held));
+        idx.chunks.land_beyond(held, t).unwrap();
+        assert_eq!(idx.chunks.in_memory(), None);
+        let other = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        assert_eq!(other.chunks.refresh().unwrap(), Some(payload_at(&other, 2)));
+        assert_eq!(hits(&other, "pear"), 1);
     }
 
     #[test]

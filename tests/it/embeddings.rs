@@ -456,3 +456,45 @@ fn hybrid_ranks_the_fused_pool_session_aware_and_explains_every_part() {
     assert!(e["formula"].as_str().unwrap().contains("meaning"), "{e}");
     assert!(e["dense"].is_number(), "{e}");
 }
+
+#[test]
+fn a_server_embeds_in_the_background_what_its_catch_ups_keep_in_memory() {
+    // Searches embed nothing themselves: only the server's background thread does.
+    let mut env = store(&openai(
+        &fake_endpoint(Behaviour::Works),
+        "max_per_search = 0",
+    ));
+    env.set_env("MEMDIR_TOOLS", "full");
+    let mut srv = crate::mcp::Session::start(&env, &["serve"]);
+    srv.initialize();
+    srv.call(2, "memory_search", json!({"query": "outage"}));
+    // A write, and the search whose catch-up keeps it in the server's memory only.
+    srv.call(
+        3,
+        "memory_ingest",
+        json!({"session_id": "s4", "content": "the zeppelin landed at noon"}),
+    );
+    srv.call(4, "memory_search", json!({"query": "zeppelin"}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut id = 5;
+    let v = loop {
+        let r = srv.call(
+            id,
+            "memory_search_semantic",
+            json!({"query": "zeppelin", "limit": 1}),
+        );
+        let v = crate::util::tool_json(&r);
+        if v["coverage"] == "6/6" || std::time::Instant::now() > deadline {
+            break v;
+        }
+        id += 1;
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(
+        (v["engine"].as_str(), v["coverage"].as_str()),
+        (Some("semantic"), Some("6/6")),
+        "{v}"
+    );
+    assert_eq!(contents(&v), ["the zeppelin landed at noon"]);
+    assert_eq!(srv.close(), 0);
+}

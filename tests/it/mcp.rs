@@ -10,14 +10,14 @@ use serde_json::{Value, json};
 
 use crate::util::{TestEnv, tool_json};
 
-struct Session {
+pub(crate) struct Session {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
 }
 
 impl Session {
-    fn start(env: &TestEnv, args: &[&str]) -> Session {
+    pub(crate) fn start(env: &TestEnv, args: &[&str]) -> Session {
         let mut child = env.spawn(args);
         let stdin = child.stdin.take();
         let out = child.stdout.take().unwrap();
@@ -69,20 +69,20 @@ impl Session {
         }
     }
 
-    fn initialize(&mut self) -> Value {
+    pub(crate) fn initialize(&mut self) -> Value {
         self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}}));
         let r = self.response(1);
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         r
     }
 
-    fn call(&mut self, id: u64, tool: &str, args: Value) -> Value {
+    pub(crate) fn call(&mut self, id: u64, tool: &str, args: Value) -> Value {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}}));
         self.response(id)
     }
 
     /// Closes stdin and waits (bounded) for a clean exit.
-    fn close(mut self) -> i32 {
+    pub(crate) fn close(mut self) -> i32 {
         let stdin = self.stdin.take();
         crate::util::close_and_wait(&mut self.child, stdin)
     }
