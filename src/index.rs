@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
 use tantivy::directory::{
@@ -519,8 +519,8 @@ fn boot_id() -> Option<String> {
 struct LazyDir {
     inner: MmapDirectory,
     root: PathBuf,
-    durable: Arc<AtomicBool>,
-    memory: Arc<AtomicBool>,
+    /// How the files written now are kept ([`Keep`], as a `u8`).
+    keep: Arc<AtomicU8>,
     managed: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
     overlay: Arc<std::sync::Mutex<Option<Overlay>>>,
 }
@@ -529,6 +529,17 @@ impl std::fmt::Debug for LazyDir {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LazyDir").field("root", &self.root).finish()
     }
+}
+
+/// How a commit's files are kept (see [`LazyDir`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// fsynced before the `meta.json` that names them.
+    Durable,
+    /// In the page cache, inside a window of lazy commits.
+    Lazy,
+    /// In this process's memory ([`Overlay`]).
+    Memory,
 }
 
 /// tantivy's list of the files it manages (see [`LazyDir`]).
@@ -655,25 +666,23 @@ impl LazyDir {
         LazyDir {
             inner,
             root: root.to_path_buf(),
-            durable: Arc::new(AtomicBool::new(true)),
-            memory: Arc::new(AtomicBool::new(false)),
+            keep: Arc::new(AtomicU8::new(Keep::Durable as u8)),
             managed: Default::default(),
             overlay: Default::default(),
         }
     }
 
     fn durable(&self) -> bool {
-        self.durable.load(Ordering::Acquire)
+        self.keep.load(Ordering::Acquire) == Keep::Durable as u8
     }
 
     fn memory(&self) -> bool {
-        self.memory.load(Ordering::Acquire)
+        self.keep.load(Ordering::Acquire) == Keep::Memory as u8
     }
 
-    /// How the files written from now on are kept: fsynced, in the page cache, or in memory.
-    fn set_mode(&self, durable: bool, memory: bool) {
-        self.durable.store(durable, Ordering::Release);
-        self.memory.store(memory, Ordering::Release);
+    /// How the files written from now on are kept.
+    fn set_keep(&self, keep: Keep) {
+        self.keep.store(keep as u8, Ordering::Release);
     }
 
     fn overlay(&self) -> std::io::Result<std::sync::MutexGuard<'_, Option<Overlay>>> {
@@ -1391,9 +1400,15 @@ impl Part {
             let boot = boot_id().unwrap_or_default();
             write_durable(&marker, boot.as_bytes()).at("write index marker", &marker)?;
         }
-        dir.set_mode(durable, memory);
+        dir.set_keep(if durable {
+            Keep::Durable
+        } else if memory {
+            Keep::Memory
+        } else {
+            Keep::Lazy
+        });
         let r = f();
-        dir.set_mode(true, false);
+        dir.set_keep(Keep::Durable);
         // A commit in memory leaves `meta.json` on disk as it was: its stamp no longer tells
         // the payload.
         if let Ok(mut seen) = self.seen.lock() {
@@ -1610,6 +1625,20 @@ impl SearchIndex {
             categories,
             category_fields,
         })
+    }
+
+    /// [`Part::land_kept`] for both indexes, each tried whatever the other gives.
+    pub fn land_kept(&self, timeout: Duration) -> Result<()> {
+        let chunks = self.chunks.land_kept(timeout);
+        self.categories.land_kept(timeout)?;
+        chunks
+    }
+
+    /// [`Part::land_if_large`] for both indexes, each tried whatever the other gives.
+    pub fn land_if_large(&self, timeout: Duration) -> Result<()> {
+        let chunks = self.chunks.land_if_large(timeout);
+        self.categories.land_if_large(timeout)?;
+        chunks
     }
 
     /// Both indexes in memory, for a store memdir may only read.

@@ -816,8 +816,7 @@ impl Memdir {
         // A server keeps its commits in memory only up to a bound (`index::Overlay`). The
         // catch-up has succeeded either way: a landing that fails now is tried again after
         // the next one, and the overlay keeps serving meanwhile.
-        let _ = idx.chunks.land_if_large(self.settings.lock_timeout);
-        let _ = idx.categories.land_if_large(self.settings.lock_timeout);
+        let _ = idx.land_if_large(self.settings.lock_timeout);
         // Changes every index has absorbed in a durable commit are needed by nobody (a lost
         // index is rebuilt from the files, not from the feed). Changes absorbed only by lazy
         // commits stay: after a crash of the machine the index may come back without them.

@@ -108,8 +108,7 @@ impl Memdir {
         if let Ok(g) = self.index.lock()
             && let Some(idx) = g.as_deref()
         {
-            let _ = idx.chunks.land_kept(self.settings.lock_timeout);
-            let _ = idx.categories.land_kept(self.settings.lock_timeout);
+            let _ = idx.land_kept(self.settings.lock_timeout);
         }
     }
 
