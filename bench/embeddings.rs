@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use memdir::embed::{LocalSpec, OpenAiSpec, Provider, Spec};
-use memdir::service::{SearchRequest, Settings};
-use memdir::{Memdir, Result};
+use memdir_api::Result;
+use memdir_engine::Memdir;
+use memdir_engine::service::{SearchRequest, Settings};
+use memdir_index::embed::{LocalSpec, OpenAiSpec, Provider, Spec};
 use serde_json::{Value, json};
 
 use super::{ms, pct, round};
@@ -81,12 +82,12 @@ fn recall(fx: &Value, spec: Option<Spec>, mode: &str) -> Result<Value> {
                 .results
                 .iter()
                 .filter_map(|r| match r {
-                    memdir::api::SearchHit::Chunk {
+                    memdir_api::SearchHit::Chunk {
                         session_id,
                         position,
                         ..
                     } => Some((session_id.clone(), *position)),
-                    memdir::api::SearchHit::Category { .. } => None,
+                    memdir_api::SearchHit::Category { .. } => None,
                 })
                 .collect();
             for ev in q["evidence"].as_array().expect("evidence") {
@@ -115,7 +116,7 @@ fn recall(fx: &Value, spec: Option<Spec>, mode: &str) -> Result<Value> {
 fn int8_cost(fx: &Value, spec: &Spec) -> Result<Value> {
     let e = spec
         .open()
-        .map_err(|e| memdir::Error::internal(format!("model: {}", e.0)))?;
+        .map_err(|e| memdir_api::Error::internal(format!("model: {}", e.0)))?;
     let (mut f5, mut f10, mut q5, mut q10, mut total, mut same_top10) = (0, 0, 0, 0, 0, 0);
     let mut questions = 0;
     for conv in fx["conversations"].as_array().expect("conversations") {
@@ -125,9 +126,11 @@ fn int8_cost(fx: &Value, spec: &Spec) -> Result<Value> {
             .unzip();
         let docs = e
             .embed(&texts, false)
-            .map_err(|e| memdir::Error::internal(e.0))?;
-        let qdocs: Vec<memdir::vector::Quantized> =
-            docs.iter().map(|d| memdir::vector::quantize(d)).collect();
+            .map_err(|e| memdir_api::Error::internal(e.0))?;
+        let qdocs: Vec<memdir_index::vector::Quantized> = docs
+            .iter()
+            .map(|d| memdir_index::vector::quantize(d))
+            .collect();
         for q in conv["questions"].as_array().expect("questions") {
             questions += 1;
             let qv = e
@@ -135,9 +138,9 @@ fn int8_cost(fx: &Value, spec: &Spec) -> Result<Value> {
                     &[q["question"].as_str().expect("question").to_string()],
                     true,
                 )
-                .map_err(|e| memdir::Error::internal(e.0))?
+                .map_err(|e| memdir_api::Error::internal(e.0))?
                 .remove(0);
-            let qq = memdir::vector::quantize(&qv);
+            let qq = memdir_index::vector::quantize(&qv);
             let rank = |score: &dyn Fn(usize) -> f32| {
                 let mut idx: Vec<usize> = (0..docs.len()).collect();
                 idx.sort_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
@@ -145,7 +148,7 @@ fn int8_cost(fx: &Value, spec: &Spec) -> Result<Value> {
             };
             let exact = rank(&|i| docs[i].iter().zip(&qv).map(|(a, b)| a * b).sum());
             let int8 = rank(&|i| {
-                memdir::vector::dot_i8(&qq.q, &qdocs[i].q) as f32 * qq.scale * qdocs[i].scale
+                memdir_index::vector::dot_i8(&qq.q, &qdocs[i].q) as f32 * qq.scale * qdocs[i].scale
             });
             same_top10 += (exact[..10] == int8[..10]) as usize;
             for ev in q["evidence"].as_array().expect("evidence") {

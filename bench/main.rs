@@ -22,8 +22,9 @@ use std::time::Instant;
 
 mod embeddings;
 
-use memdir::service::{NewChunk, ReadRequest, SearchRequest, WriteRequest};
-use memdir::{Memdir, Result};
+use memdir_api::Result;
+use memdir_engine::Memdir;
+use memdir_engine::service::{NewChunk, ReadRequest, SearchRequest, WriteRequest};
 use serde_json::{Value, json};
 
 /// A small deterministic PRNG (xorshift64*).
@@ -365,7 +366,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
     let mut lat = Vec::new();
     for k in 0..400 {
         let t = Instant::now();
-        m.append(&memdir::service::AppendRequest {
+        m.append(&memdir_engine::service::AppendRequest {
             category: "journal".into(),
             data: json!({"n": k, "text": vocab.sentence(&mut r, 10)}),
             ..Default::default()
@@ -1074,9 +1075,9 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
         drop(m);
         let m = Memdir::open_lazy_with(
             &dir,
-            memdir::service::Settings {
+            memdir_engine::service::Settings {
                 index_tail_in_memory: true,
-                ..memdir::service::Settings::default()
+                ..memdir_engine::service::Settings::default()
             },
         );
         m.refresh_index()?;
@@ -1105,7 +1106,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
         let res = m.search(&SearchRequest::new(&mark))?;
         let s = ms(t);
         let found = res.results.iter().any(|h| {
-            matches!(h, memdir::api::SearchHit::Chunk { session_id, position, .. }
+            matches!(h, memdir_api::SearchHit::Chunk { session_id, position, .. }
                 if *session_id == session && *position == ack.position)
         });
         missing += usize::from(!found);
@@ -1205,7 +1206,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
         ("no prev + neighbour 0.25 + session 0.5", 0.0, 0.25, 0.5),
     ];
     for &(label, ctx, nb, ss) in variants {
-        let tune = |r: &mut memdir::search::Request| {
+        let tune = |r: &mut memdir_index::search::Request| {
             r.context_weight = ctx;
             r.neighbour_share = nb;
             r.session_share = ss;
@@ -1224,12 +1225,12 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                     .results
                     .iter()
                     .filter_map(|r| match r {
-                        memdir::api::SearchHit::Chunk {
+                        memdir_api::SearchHit::Chunk {
                             session_id,
                             position,
                             ..
                         } => Some((session_id.clone(), *position)),
-                        memdir::api::SearchHit::Category { .. } => None,
+                        memdir_api::SearchHit::Category { .. } => None,
                     })
                     .collect();
                 for ev in q["evidence"].as_array().expect("evidence") {
@@ -1270,7 +1271,7 @@ fn window_recall(
     m: &Memdir,
     fx: &Value,
     limit: usize,
-    tune: &dyn Fn(&mut memdir::search::Request),
+    tune: &dyn Fn(&mut memdir_index::search::Request),
 ) -> Result<Value> {
     let (mut total, mut as_hit, mut in_window) = (0usize, 0usize, 0usize);
     let (mut shown, mut shown_500) = (0f64, 0f64);
@@ -1295,7 +1296,7 @@ fn window_recall(
                 let want = format!("{cid}-s{si}");
                 let mut text = None;
                 for r in &res.results {
-                    if let memdir::api::SearchHit::Chunk {
+                    if let memdir_api::SearchHit::Chunk {
                         session_id,
                         position,
                         content,
@@ -1520,7 +1521,7 @@ fn base64(bytes: &[u8]) -> String {
 /// secret (false positives): the repository's own sources and docs, git hashes, UUIDs,
 /// base64 images and synthetic prose. Run from the repository root.
 fn bench_redact(_args: &[String]) -> Result<Value> {
-    let r = memdir::redact::Redactor::default();
+    let r = memdir_engine::redact::Redactor::default();
     let mut rng = Rng(0x5eed);
     let vocab = Vocab::new(5000);
     let mut corpora: Vec<(&str, Vec<String>)> = Vec::new();
@@ -1596,7 +1597,7 @@ fn bench_redact(_args: &[String]) -> Result<Value> {
     let mut out = serde_json::Map::new();
     for (name, texts) in &corpora {
         let bytes: usize = texts.iter().map(String::len).sum();
-        let mut counts = memdir::redact::Counts::new();
+        let mut counts = memdir_engine::redact::Counts::new();
         let mut times = Vec::new();
         for _ in 0..3 {
             counts.clear();
@@ -1630,7 +1631,7 @@ fn bench_redact(_args: &[String]) -> Result<Value> {
         })
         .collect();
     let bytes: usize = secret_text.iter().map(String::len).sum();
-    let mut counts = memdir::redact::Counts::new();
+    let mut counts = memdir_engine::redact::Counts::new();
     let t = Instant::now();
     for s in &secret_text {
         std::hint::black_box(r.text(s, &mut counts));

@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 
-use crate::api::{self, AppendRequest, IngestRequest, NewChunk, WriteRequest};
 use crate::config::{self, Config};
-use crate::error::{Error, ErrorKind, Result};
-use crate::ops;
-use crate::service::{self, Memdir};
+use memdir_api::error::{Error, ErrorKind, Result};
+use memdir_api::{self as api, AppendRequest, IngestRequest, NewChunk, WriteRequest};
+use memdir_engine::ops;
+use memdir_engine::service::{self, Memdir};
 
 /// Largest input read from a file or stdin, in bytes.
 const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
@@ -846,7 +846,7 @@ fn ops_table() -> Value {
 /// access-control list).
 struct Ctx<'a> {
     memdir: &'a Memdir,
-    caller: crate::acl::Caller,
+    caller: memdir_engine::acl::Caller,
 }
 
 impl std::ops::Deref for Ctx<'_> {
@@ -1067,7 +1067,7 @@ const HOOK_LOG_BYTES: u64 = 256 * 1024;
 fn hook_log(dir: Option<&std::path::Path>, line: &str) {
     let line = format!(
         "{} {}\n",
-        crate::clock::rfc3339(crate::clock::now_ms()),
+        memdir_store::clock::rfc3339(memdir_store::clock::now_ms()),
         line.replace('\n', " ")
     );
     let Some(dir) = dir else {
@@ -1103,18 +1103,20 @@ fn hook_input(wait: std::time::Duration) -> Result<Vec<u8>> {
     std::thread::spawn(move || {
         let mut buf = Vec::new();
         let r = std::io::stdin()
-            .take(crate::import::hook::MAX_EVENT_BYTES as u64 + 1)
+            .take(memdir_engine::import::hook::MAX_EVENT_BYTES as u64 + 1)
             .read_to_end(&mut buf)
             .map(|_| buf);
         let _ = tx.send(r);
     });
     match rx.recv_timeout(wait) {
-        Ok(Ok(buf)) if buf.len() > crate::import::hook::MAX_EVENT_BYTES => Err(Error::too_large(
-            "event",
-            buf.len(),
-            crate::import::hook::MAX_EVENT_BYTES,
-            "bytes",
-        )),
+        Ok(Ok(buf)) if buf.len() > memdir_engine::import::hook::MAX_EVENT_BYTES => {
+            Err(Error::too_large(
+                "event",
+                buf.len(),
+                memdir_engine::import::hook::MAX_EVENT_BYTES,
+                "bytes",
+            ))
+        }
         Ok(Ok(buf)) => Ok(buf),
         Ok(Err(e)) => Err(Error::new(
             ErrorKind::Unavailable,
@@ -1148,7 +1150,7 @@ fn hook(cli: &Cli, agent: &str, arg: Option<&str>, timeout_ms: u64) {
     };
     let dir = cfg.dir().ok().map(|d| d.value.clone());
     let log = |what: &str| hook_log(dir.as_deref(), &format!("{agent}: {what}"));
-    let result = (|| -> Result<crate::import::hook::Capture> {
+    let result = (|| -> Result<memdir_engine::import::hook::Capture> {
         // The agent writes the event at once; a little time is allowed even on a tiny budget.
         let input = match arg {
             Some(a) => a.as_bytes().to_vec(),
@@ -1168,34 +1170,34 @@ fn hook(cli: &Cli, agent: &str, arg: Option<&str>, timeout_ms: u64) {
             path: None,
             dry_run: false,
         };
-        caller.admit(&crate::acl::Guarded::need(&req), &|| Ok(Vec::new()))?;
+        caller.admit(&memdir_engine::acl::Guarded::need(&req), &|| Ok(Vec::new()))?;
         // Codex and opencode: the event names a session in the agent's own directory.
         let agent_dir = |what: &str, var: &str| {
-            crate::import::default_path(agent, &config::process_env).ok_or_else(|| {
+            memdir_engine::import::default_path(agent, &config::process_env).ok_or_else(|| {
                 Error::invalid("event", format!("no {what} directory: set {var} or HOME"))
             })
         };
-        let run = |name: String, f: &dyn Fn() -> Result<crate::import::hook::Capture>| {
+        let run = |name: String, f: &dyn Fn() -> Result<memdir_engine::import::hook::Capture>| {
             service::as_actor(&caller.device, f).map_err(|e| e.detail("event", Value::from(name)))
         };
         if agent == "opencode" {
-            let event = crate::import::hook::parse_opencode_event(&input)?;
+            let event = memdir_engine::import::hook::parse_opencode_event(&input)?;
             let root = agent_dir("opencode data", "XDG_DATA_HOME")?;
             return run(event.name.clone(), &|| {
-                crate::import::hook::opencode(&m, &root, &event)
+                memdir_engine::import::hook::opencode(&m, &root, &event)
             });
         }
         if agent == "codex" {
-            let event = crate::import::hook::parse_codex_event(&input)?;
+            let event = memdir_engine::import::hook::parse_codex_event(&input)?;
             let home = agent_dir("Codex", "CODEX_HOME")?;
             return run(event.name.clone(), &|| {
-                crate::import::hook::codex(&m, &home, &event)
+                memdir_engine::import::hook::codex(&m, &home, &event)
             });
         }
-        let event = crate::import::hook::parse_event(&input)?;
+        let event = memdir_engine::import::hook::parse_event(&input)?;
         let deadline = start + budget / 2;
         run(event.name.clone(), &|| {
-            crate::import::hook::claude_code(&m, &event, deadline)
+            memdir_engine::import::hook::claude_code(&m, &event, deadline)
         })
     })();
     match result {
@@ -1239,7 +1241,7 @@ fn spawn_syncer(cfg: &Config, dir: std::path::PathBuf, settings: service::Settin
             }
             let req = api::SyncRequest::default();
             let outcome = service::as_actor(&device, || {
-                let token = crate::ops::sync_token(&m, &req)?;
+                let token = memdir_engine::ops::sync_token(&m, &req)?;
                 m.sync_recorded(&req, token, None, "periodic")
             });
             match outcome {
@@ -1293,7 +1295,7 @@ fn install_hooks(
     let root = if agent == "opencode" {
         config::config_home(&env).map(|c| c.join("opencode"))
     } else {
-        crate::import::default_path(agent, &env)
+        memdir_engine::import::default_path(agent, &env)
     };
     let Some(root) = root else {
         let var = match agent {
@@ -1657,7 +1659,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
         // A server embeds what searches have not, in the background, and keeps the index's
         // commits between durable ones in its memory.
-        let settings = crate::service::Settings {
+        let settings = memdir_engine::service::Settings {
             background_embedding: true,
             index_tail_in_memory: true,
             ..settings
@@ -1666,7 +1668,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         spawn_syncer(
             &cfg,
             dir.value.clone(),
-            crate::service::Settings {
+            memdir_engine::service::Settings {
                 index_tail_in_memory: false,
                 ..settings.clone()
             },
@@ -1682,7 +1684,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     }
     if let Command::Ui { no_open, token, .. } = &cli.command {
         let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
-        let settings = crate::service::Settings {
+        let settings = memdir_engine::service::Settings {
             index_tail_in_memory: true,
             ..settings
         };
@@ -1749,7 +1751,7 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
             None => call(m, "ingest", &ingest_request(&a)?)?,
         },
         Command::Import(r) => with_progress(m, "import", &r, |show| {
-            crate::import::run(m, &r, &config::process_env, Some(show))
+            memdir_engine::import::run(m, &r, &config::process_env, Some(show))
         })?,
         Command::Fetch(r) => call(m, "fetch", &r)?,
         Command::Overview(r) => call(m, "overview", &r)?,
@@ -1809,7 +1811,7 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
         Command::Sync(r) => with_progress(m, "sync", &r, |show| {
-            m.sync_with(&r, crate::ops::sync_token(m, &r)?, Some(show))
+            m.sync_with(&r, memdir_engine::ops::sync_token(m, &r)?, Some(show))
         })?,
         Command::Resolve(r) => call(m, "resolve", &r)?,
         Command::Forget { req, yes } => forget(m, req, yes)?,
@@ -1851,7 +1853,7 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
 /// A long job with a progress bar on a terminal: a direct engine call (the bar needs a
 /// callback) with access control and the caller's device as the actor, as `ops::call` applies
 /// them. Only for operations whose responses hide nothing.
-fn with_progress<R: crate::acl::Guarded, T: serde::Serialize>(
+fn with_progress<R: memdir_engine::acl::Guarded, T: serde::Serialize>(
     m: &Ctx,
     label: &str,
     req: &R,
@@ -1951,7 +1953,7 @@ fn forget(m: &Ctx, req: api::ForgetRequest, yes: bool) -> Result<Value> {
 /// Prints an error on stderr (JSON, or one line and its hints for people) and returns its
 /// exit code.
 pub fn report_error(e: &Error, p: Printing) -> i32 {
-    let e = &crate::ops::for_surface(e.clone(), crate::ops::Surface::Cli);
+    let e = &memdir_engine::ops::for_surface(e.clone(), memdir_engine::ops::Surface::Cli);
     if p.human_errors {
         let notices: Vec<String> = e
             .details
@@ -2005,7 +2007,7 @@ pub fn main() -> i32 {
     };
     // The answer is out; the files replaced meanwhile are freed before the process goes (the
     // reaper's thread would die with it, leaving them to the next startup).
-    crate::store::txn::finish_reaping(std::time::Duration::from_secs(5));
+    memdir_store::txn::finish_reaping(std::time::Duration::from_secs(5));
     code
 }
 

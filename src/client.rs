@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::error::{Error, Result};
+use memdir_api::error::{Error, Result};
 
 /// The MCP clients memdir can print a registration for.
 pub const CLIENTS: &[&str] = &["claude", "codex", "cursor", "opencode", "generic"];

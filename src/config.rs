@@ -13,7 +13,7 @@
 //! its part ([`Config::settings`]) and the servers theirs, so the engine reads no environment
 //! variable for anything configured here.
 //!
-//! The `[acl]` section becomes the access-control policy ([`crate::acl::Acl`]); `[[http.tokens]]`
+//! The `[acl]` section becomes the access-control policy ([`memdir_engine::acl::Acl`]); `[[http.tokens]]`
 //! map bearer tokens to devices. A token itself is never in the file: each names the
 //! environment variable or the file that holds it, read only when a server starts
 //! ([`Config::http_tokens`]).
@@ -26,9 +26,9 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use serde_json::{Map, Value, json};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::index::AnalyzerConfig;
-use crate::service::{self, Settings, limits};
+use memdir_api::error::{Error, ErrorKind, Result};
+use memdir_engine::service::{self, Settings, limits};
+use memdir_index::index::AnalyzerConfig;
 
 /// The commented example of every key (`examples/config.toml`, written by `config init`).
 pub const EXAMPLE: &str = include_str!("../examples/config.toml");
@@ -136,10 +136,10 @@ pub struct Config {
     pub sync_interval_ms: Setting<u64>,
     pub http: HttpConfig,
     /// The access-control policy: `None` without an `[acl]` section (everything allowed).
-    pub acl: Option<std::sync::Arc<crate::acl::Acl>>,
+    pub acl: Option<std::sync::Arc<memdir_engine::acl::Acl>>,
     pub redaction: RedactionConfig,
     /// `[embeddings]`: `None` without the section (keyword search only).
-    pub embeddings: Option<crate::embed::Spec>,
+    pub embeddings: Option<memdir_index::embed::Spec>,
     /// The model cache: `$XDG_CACHE_HOME/memdir/models`, else `~/.cache/memdir/models`.
     pub model_cache: Option<PathBuf>,
 }
@@ -266,7 +266,7 @@ struct Pattern(String);
 impl<'de> Deserialize<'de> for Pattern {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         checked(d, |s| {
-            crate::acl::check_pattern(s).map(|()| Pattern(s.to_string()))
+            memdir_engine::acl::check_pattern(s).map(|()| Pattern(s.to_string()))
         })
     }
 }
@@ -383,12 +383,12 @@ impl<'de> Deserialize<'de> for ConflictStrategy {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         checked(d, |s| {
             let s = s.trim();
-            if crate::sync::merge::Strategy::CONFIGURABLE.contains(&s) {
+            if memdir_engine::sync::merge::Strategy::CONFIGURABLE.contains(&s) {
                 Ok(ConflictStrategy(s.to_string()))
             } else {
                 Err(format!(
                     "unknown conflict strategy {s:?}; one of: {} (local_wins and remote_wins are flags of one sync run)",
-                    crate::sync::merge::Strategy::CONFIGURABLE.join(", ")
+                    memdir_engine::sync::merge::Strategy::CONFIGURABLE.join(", ")
                 ))
             }
         })
@@ -442,7 +442,7 @@ struct Kind(String);
 impl<'de> Deserialize<'de> for Kind {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         checked(d, |s| {
-            crate::redact::check_kind(s).map(|_| Kind(s.to_string()))
+            memdir_engine::redact::check_kind(s).map(|_| Kind(s.to_string()))
         })
     }
 }
@@ -454,7 +454,7 @@ struct Regex(String);
 impl<'de> Deserialize<'de> for Regex {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         checked(d, |s| {
-            crate::redact::check_pattern(s)
+            memdir_engine::redact::check_pattern(s)
                 .map(|_| Regex(s.to_string()))
                 .map_err(|e| format!("not a regular expression: {e}"))
         })
@@ -533,7 +533,7 @@ struct Tools(String);
 impl<'de> Deserialize<'de> for Tools {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         checked(d, |s| {
-            crate::ops::Profile::parse(s)
+            memdir_engine::ops::Profile::parse(s)
                 .map(|_| Tools(s.to_string()))
                 .map_err(|e| e.message)
         })
@@ -670,34 +670,15 @@ fn read_file(path: &Path) -> Result<Option<String>> {
 // Resolution
 // ---------------------------------------------------------------------------------------------
 
-/// The environment as this module sees it: a variable's value, `None` when unset or empty.
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub use memdir_store::env::{Env, config_home, data_home};
 
 /// The process environment (an empty value counts as unset).
 pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+    memdir_store::env::process(name)
 }
 
 fn var(env: Env, name: &str) -> Option<String> {
     env(name).filter(|v| !v.is_empty())
-}
-
-/// The XDG data directory under which tools keep their data: `$XDG_DATA_HOME` when absolute,
-/// else `~/.local/share` (the importers look for other tools' data there).
-pub fn data_home(env: Env) -> Option<PathBuf> {
-    match var(env, "XDG_DATA_HOME").filter(|x| Path::new(x).is_absolute()) {
-        Some(x) => Some(PathBuf::from(x)),
-        None => var(env, "HOME").map(|h| PathBuf::from(h).join(".local/share")),
-    }
-}
-
-/// The XDG config directory under which tools keep their settings: `$XDG_CONFIG_HOME` when
-/// absolute, else `~/.config`.
-pub fn config_home(env: Env) -> Option<PathBuf> {
-    match var(env, "XDG_CONFIG_HOME").filter(|x| Path::new(x).is_absolute()) {
-        Some(x) => Some(PathBuf::from(x)),
-        None => var(env, "HOME").map(|h| PathBuf::from(h).join(".config")),
-    }
 }
 
 /// The config file's location.
@@ -900,7 +881,7 @@ impl Config {
         };
         let env_tools = match var(env, "MEMDIR_TOOLS") {
             Some(t) => {
-                crate::ops::Profile::parse(&t).map_err(|e| {
+                memdir_engine::ops::Profile::parse(&t).map_err(|e| {
                     Error::invalid("MEMDIR_TOOLS", format!("MEMDIR_TOOLS: {}", e.message))
                 })?;
                 Some((t, "MEMDIR_TOOLS"))
@@ -909,7 +890,7 @@ impl Config {
         };
         let flag_tools = match &flags.tools {
             Some(t) => {
-                crate::ops::Profile::parse(t)?;
+                memdir_engine::ops::Profile::parse(t)?;
                 Some((t.clone(), "--tools"))
             }
             None => None,
@@ -919,13 +900,13 @@ impl Config {
         };
         let h = f.http;
         let acl = f.acl.map(|a| {
-            std::sync::Arc::new(crate::acl::Acl {
+            std::sync::Arc::new(memdir_engine::acl::Acl {
                 admin_devices: a.admin_devices.into_iter().map(|d| d.0).collect(),
                 device_categories: a.device_categories.into_iter().map(|d| d.0).collect(),
                 rules: a
                     .rules
                     .into_iter()
-                    .map(|r| crate::acl::Rule {
+                    .map(|r| memdir_engine::acl::Rule {
                         device: r.device.0,
                         read: r.read.map(|v| v.into_iter().map(|p| p.0).collect()),
                         write: r.write.into_iter().map(|p| p.0).collect(),
@@ -969,7 +950,7 @@ impl Config {
         };
         Ok(Config {
             embeddings,
-            model_cache: crate::embed::cache_dir(
+            model_cache: memdir_index::embed::cache_dir(
                 var(env, "XDG_CACHE_HOME").as_deref(),
                 home.as_deref(),
             ),
@@ -999,7 +980,7 @@ impl Config {
                 int("MEMDIR_LOCK_TIMEOUT_MS", 0, DAY_MS)?,
                 f.lock_timeout_ms.map(|r| r.0),
                 &path,
-                crate::store::lock::DEFAULT_LOCK_TIMEOUT.as_millis() as u64,
+                memdir_store::lock::DEFAULT_LOCK_TIMEOUT.as_millis() as u64,
             ),
             scan_interval_ms: pick(
                 None,
@@ -1128,8 +1109,8 @@ impl Config {
     }
 
     /// This device acting under the access-control policy (the CLI and MCP over stdio).
-    pub fn caller(&self) -> crate::acl::Caller {
-        crate::acl::Caller::new(self.device.value.clone(), self.acl.clone())
+    pub fn caller(&self) -> memdir_engine::acl::Caller {
+        memdir_engine::acl::Caller::new(self.device.value.clone(), self.acl.clone())
     }
 
     /// The per-device HTTP tokens, read from where `[[http.tokens]]` says each is kept:
@@ -1184,7 +1165,7 @@ impl Config {
             sync_token_env: self.sync_token_env.value.clone(),
             sync_interval: Duration::from_millis(self.sync_interval_ms.value),
             redaction: std::sync::Arc::new(
-                crate::redact::Redactor::new(
+                memdir_engine::redact::Redactor::new(
                     self.redaction.enabled.value,
                     &self.redaction.patterns.value,
                     &self.redaction.allow.value,
@@ -1287,7 +1268,7 @@ impl Config {
             "settings": settings,
             "acl": acl,
             "http_tokens": tokens,
-            "embeddings": self.embeddings.as_ref().map(crate::embed::Spec::shown),
+            "embeddings": self.embeddings.as_ref().map(memdir_index::embed::Spec::shown),
         })
     }
 }
@@ -1300,8 +1281,8 @@ fn embeddings_spec(
     env: Env,
     home: Option<&str>,
     path: &Path,
-) -> Result<crate::embed::Spec> {
-    use crate::embed::{LocalSpec, OpenAiSpec, Provider, Spec};
+) -> Result<memdir_index::embed::Spec> {
+    use memdir_index::embed::{LocalSpec, OpenAiSpec, Provider, Spec};
     let bad = |key: &str, why: String| {
         let key = format!("embeddings.{key}");
         Error::invalid(
@@ -1360,7 +1341,7 @@ fn embeddings_spec(
             let dir = match (e.model_dir, e.model) {
                 (Some(FileDir(d)), None) => expand_home(&d, home, path)?,
                 (None, Some(m)) => {
-                    if !crate::embed::fetch::valid_repo(&m) {
+                    if !memdir_index::embed::fetch::valid_repo(&m) {
                         return Err(bad(
                             "model",
                             format!(
@@ -1369,14 +1350,14 @@ fn embeddings_spec(
                         ));
                     }
                     let cache =
-                        crate::embed::cache_dir(var(env, "XDG_CACHE_HOME").as_deref(), home)
+                        memdir_index::embed::cache_dir(var(env, "XDG_CACHE_HOME").as_deref(), home)
                             .ok_or_else(|| {
                                 bad(
                                     "model",
                                     "no model cache: HOME is not set; give model_dir".into(),
                                 )
                             })?;
-                    crate::embed::fetch::model_dir(&cache, &m)
+                    memdir_index::embed::fetch::model_dir(&cache, &m)
                 }
                 (Some(_), Some(_)) => {
                     return Err(bad("model", "give model_dir or model, not both".into()));

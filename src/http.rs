@@ -1,6 +1,6 @@
 //! HTTP: a REST API (`--transport http`) and MCP over streamable HTTP (`--transport mcp-http`).
 //!
-//! Architecture Invariant: this module maps HTTP to the operation table ([`crate::ops`]): its
+//! Architecture Invariant: this module maps HTTP to the operation table ([`memdir_engine::ops`]): its
 //! routes are the table's REST routes and every request runs [`ops::call`], so every surface
 //! has the same semantics and errors; only the guard and the mapping of [`ErrorKind`] to
 //! status codes live here. It never goes through the MCP surface (MCP over HTTP is rmcp's
@@ -53,12 +53,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::acl::Caller;
-use crate::error::{Error, ErrorKind, Result};
 use crate::mcp::Server;
-use crate::ops::Profile;
-use crate::ops::{self, Op};
-use crate::service::Memdir;
+use memdir_api::error::{Error, ErrorKind, Result};
+use memdir_engine::acl::Caller;
+use memdir_engine::ops::Profile;
+use memdir_engine::ops::{self, Op};
+use memdir_engine::service::Memdir;
 
 /// Which protocol the server speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub struct Options {
     /// This server's device (the caller when no token is configured) and the policy every
     /// caller acts under.
     pub device: String,
-    pub acl: Option<Arc<crate::acl::Acl>>,
+    pub acl: Option<Arc<memdir_engine::acl::Acl>>,
     pub profile: Profile,
     /// Largest request body, in bytes.
     pub body_limit: usize,
@@ -729,7 +729,7 @@ async fn read_limited(
 ) -> std::result::Result<std::result::Result<Bytes, Oversize>, ()> {
     use axum::body::HttpBody;
     let mut buf: Vec<u8> = Vec::new();
-    let mut scan: Option<crate::jsontext::Scan> = None;
+    let mut scan: Option<memdir_api::jsontext::Scan> = None;
     let mut size = 0usize;
     while let Some(frame) =
         std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
@@ -744,7 +744,7 @@ async fn read_limited(
         } else if size <= limit {
             buf.extend_from_slice(&data);
         } else if mcp {
-            let mut sc = crate::jsontext::Scan::new(&[]);
+            let mut sc = memdir_api::jsontext::Scan::new(&[]);
             sc.feed(&buf);
             sc.feed(&data);
             buf = Vec::new();
@@ -982,14 +982,14 @@ async fn read_json(req: Request, limit: usize) -> Result<Map<String, Value>> {
     }
     // An integer literal beyond 64 bits would silently become a float: refused, as on every
     // surface.
-    crate::jsontext::check_integers(&bytes)?;
+    memdir_api::jsontext::check_integers(&bytes)?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(other) => Err(Error::invalid(
             "body",
             format!(
                 "the body must be a JSON object, got {}",
-                crate::service::type_name(&other)
+                memdir_engine::service::type_name(&other)
             ),
         )),
         Err(e) => Err(Error::invalid(
@@ -1131,7 +1131,7 @@ async fn search(State(app): State<App>, req: Request) -> Response {
                 "semantic",
                 format!(
                     "semantic must be true or false, got {}",
-                    crate::service::type_name(&other)
+                    memdir_engine::service::type_name(&other)
                 ),
             ));
         }

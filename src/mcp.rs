@@ -1,7 +1,7 @@
 //! MCP over stdio, on the official `rmcp` SDK.
 //!
 //! Architecture Invariant: this is the only module that knows MCP. Its tools, their input
-//! schemas and annotations come from the operation table ([`crate::ops`]); a call runs
+//! schemas and annotations come from the operation table ([`memdir_engine::ops`]); a call runs
 //! [`ops::call`] and maps [`Error`]s to tool errors (`isError: true` with
 //! `{code, message, hints, ...}`); JSON-RPC errors are kept for unknown tools and malformed
 //! requests. Initialize does no store or index work, so it answers at once on any store size.
@@ -24,12 +24,12 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt};
 
-use crate::acl::Caller;
-use crate::error::{Error, ErrorKind, Result};
-use crate::jsontext::*;
-pub use crate::ops::Profile;
-use crate::ops::{self, Op};
-use crate::service::{self, Memdir};
+use memdir_api::error::{Error, ErrorKind, Result};
+use memdir_api::jsontext::*;
+use memdir_engine::acl::Caller;
+pub use memdir_engine::ops::Profile;
+use memdir_engine::ops::{self, Op};
+use memdir_engine::service::{self, Memdir};
 
 /// What the server tells the client at initialize.
 pub const INSTRUCTIONS: &str = "memdir is long-term memory that persists across sessions, stored as plain files on this machine.
@@ -457,7 +457,7 @@ pub fn serve_stdio(memdir: Memdir, profile: Profile, caller: Caller) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{ReadRequest, SearchRequest, VersionRef, WriteRequest};
+    use memdir_api::{ReadRequest, SearchRequest, VersionRef, WriteRequest};
 
     /// Scans `text` fed in pieces of `step` bytes, so every state crosses a boundary.
     fn scan(text: &str, step: usize) -> Scan {

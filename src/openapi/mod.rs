@@ -2,14 +2,14 @@
 //!
 //! The surface's own parts (info, security, error responses, `/health`, `/tools`) come from
 //! `base.json`; every other path, its request and response schemas (from the `api` types),
-//! examples and error statuses come from [`crate::ops`]. A test fails when the committed file
+//! examples and error statuses come from [`memdir_engine::ops`]. A test fails when the committed file
 //! differs from this output.
 
 use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use crate::ops::{self, Method, Op};
+use memdir_engine::ops::{self, Method, Op};
 
 const BASE: &str = include_str!("base.json");
 

@@ -1,31 +1,43 @@
-//! The architecture invariants of ARCHITECTURE.md, checked against the sources (in the manner
-//! of rust-analyzer's tidy test): a violation fails here with the file and line.
+//! The architecture invariants of ARCHITECTURE.md that Cargo cannot check, checked against the
+//! sources (in the manner of rust-analyzer's tidy test): a violation fails here with the file
+//! and line. The layering itself is Cargo's: each crate under `crates/` lists only the crates
+//! below it, so an import that points up does not build.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `.rs` file under `dir` (relative to `src/`), with its text.
-fn files(dir: &str) -> Vec<(String, String)> {
-    let root = src().join(dir);
-    let mut out = Vec::new();
-    let walk: Vec<PathBuf> = if root.is_file() {
-        vec![root]
+/// Every `.rs` file under `place` (a file or a folder relative to the repository root), with
+/// its text.
+fn files(place: &str) -> Vec<(String, String)> {
+    let base = root().join(place);
+    let walk: Vec<PathBuf> = if base.is_file() {
+        vec![base]
     } else {
-        walkdir::WalkDir::new(&root)
+        walkdir::WalkDir::new(&base)
             .into_iter()
             .flatten()
             .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
             .map(|e| e.into_path())
             .collect()
     };
+    let mut out = Vec::new();
     for p in walk {
-        let rel = p.strip_prefix(src()).unwrap().display().to_string();
+        let rel = p.strip_prefix(root()).unwrap().display().to_string();
         out.push((rel, std::fs::read_to_string(&p).unwrap()));
     }
-    assert!(!out.is_empty(), "no sources under src/{dir}");
+    assert!(!out.is_empty(), "no sources under {place}");
+    out
+}
+
+/// The sources of every crate: the binary's `src/` and each library's `crates/*/src/`.
+fn all_sources() -> Vec<(String, String)> {
+    let mut out = files("src");
+    for krate in ["api", "store", "index", "engine"] {
+        out.extend(files(&format!("crates/{krate}/src")));
+    }
     out
 }
 
@@ -36,131 +48,113 @@ fn code(text: &str) -> Vec<(usize, &str)> {
         .lines()
         .enumerate()
         .map(|(i, l)| (i + 1, l))
-        .filter(|(_, l)| {
-            let t = l.trim_start();
-            !(t.starts_with("//") || t.starts_with("///") || t.starts_with("//!"))
-        })
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
         .collect()
 }
 
-fn forbid(dirs: &[&str], needles: &[&str], why: &str) {
+fn violations<'a>(
+    sources: impl IntoIterator<Item = &'a (String, String)>,
+    needles: &[&str],
+) -> Vec<String> {
     let mut bad = Vec::new();
-    for d in dirs {
-        for (rel, text) in files(d) {
-            for (n, line) in code(&text) {
-                for needle in needles {
-                    if line.contains(needle) {
-                        bad.push(format!("src/{rel}:{n}: `{needle}` in {line:?}"));
-                    }
+    for (rel, text) in sources {
+        for (n, line) in code(text) {
+            for needle in needles {
+                if line.contains(needle) {
+                    bad.push(format!("{rel}:{n}: `{needle}` in {line:?}"));
                 }
             }
         }
     }
+    bad
+}
+
+fn forbid(places: &[&str], needles: &[&str], why: &str) {
+    let sources: Vec<(String, String)> = places.iter().flat_map(|p| files(p)).collect();
+    let bad = violations(&sources, needles);
     assert!(bad.is_empty(), "{why}:\n{}", bad.join("\n"));
 }
 
+/// The sources of every crate except the files named in `except` (paths from the root).
+fn all_but(except: &[&str]) -> Vec<(String, String)> {
+    all_sources()
+        .into_iter()
+        .filter(|(rel, _)| {
+            !except
+                .iter()
+                .any(|e| rel == e || rel.starts_with(&format!("{e}/")))
+        })
+        .collect()
+}
+
 #[test]
-fn the_truth_on_disk_knows_nothing_of_sqlite_tantivy_or_tokio() {
-    forbid(
-        &[
-            "store",
-            "model.rs",
-            "clock.rs",
-            "error.rs",
-            "api.rs",
-            "jsontext.rs",
-        ],
-        &["rusqlite", "tantivy", "tokio", "axum", "rmcp"],
-        "store, model, clock, error, api and jsontext must build without SQLite, tantivy or tokio",
-    );
-    forbid(
-        &["store"],
-        &[
-            "crate::ledger",
-            "crate::index",
-            "crate::search",
-            "crate::service",
-            "crate::ops",
-            "crate::api",
-            "crate::cli",
-            "crate::mcp",
-            "crate::http",
-        ],
-        "store depends on model, clock and error only",
+fn the_truth_on_disk_and_the_contract_know_nothing_of_sqlite_tantivy_or_tokio() {
+    // Cargo already refuses these imports (the crates do not list them); this also keeps the
+    // words out of their manifests, so nobody adds the dependency back by accident.
+    for manifest in ["crates/api/Cargo.toml", "crates/store/Cargo.toml"] {
+        let text = std::fs::read_to_string(root().join(manifest)).unwrap();
+        for dep in ["rusqlite", "tantivy", "tokio", "axum", "rmcp"] {
+            let listed = text.lines().any(|l| l.trim_start().starts_with(dep));
+            assert!(!listed, "{manifest} lists {dep}");
+        }
+    }
+    let text = std::fs::read_to_string(root().join("crates/index/Cargo.toml")).unwrap();
+    assert!(
+        !text.contains("rusqlite"),
+        "the index must not know the ledger"
     );
 }
 
 #[test]
 fn ledger_and_index_know_nothing_of_each_other() {
     forbid(
-        &["ledger.rs"],
-        &["tantivy", "crate::index"],
+        &["crates/engine/src/ledger.rs"],
+        &["tantivy", "memdir_index"],
         "the ledger must not know the index",
     );
     forbid(
-        &["index.rs"],
-        &["rusqlite", "crate::ledger"],
+        &["crates/index/src"],
+        &["rusqlite", "ledger"],
         "the index must not know the ledger",
     );
 }
 
 #[test]
 fn only_the_cli_prints() {
-    let mut dirs: Vec<String> = std::fs::read_dir(src())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n != "cli.rs" && n != "main.rs" && n != "store")
-        .collect();
-    dirs.sort();
-    let dirs: Vec<&str> = dirs.iter().map(String::as_str).collect();
-    forbid(
-        &dirs,
-        &["println!", "eprintln!", "print!(", "eprint!("],
-        "only the CLI prints",
-    );
     // In the store, only failpoints speak: they are test machinery that announces a crash or
     // a pause on stderr.
-    let mut bad = Vec::new();
-    for (rel, text) in files("store") {
-        if rel.ends_with("failpoint.rs") {
-            continue;
-        }
-        for (n, line) in code(&text) {
-            if line.contains("println!") || line.contains("eprintln!") {
-                bad.push(format!("src/{rel}:{n}"));
-            }
-        }
-    }
-    assert!(bad.is_empty(), "only the CLI prints: {bad:?}");
+    let sources = all_but(&[
+        "src/cli.rs",
+        "src/cli",
+        "src/main.rs",
+        "crates/store/src/failpoint.rs",
+    ]);
+    let bad = violations(&sources, &["println!", "eprintln!", "print!(", "eprint!("]);
+    assert!(bad.is_empty(), "only the CLI prints:\n{}", bad.join("\n"));
 }
 
 #[test]
-fn the_engine_knows_no_surface() {
-    forbid(
-        &[
-            "service",
-            "search.rs",
-            "index.rs",
-            "ledger.rs",
-            "store",
-            "model.rs",
-            "api.rs",
-        ],
-        &["crate::cli", "crate::mcp", "crate::http", "crate::ops"],
-        "the engine and the contract must not know the surfaces or the table",
+fn the_environment_is_read_in_one_module() {
+    let sources = all_but(&["crates/store/src/env.rs"]);
+    let bad = violations(&sources, &["env::var(", "env::var_os(", "env::vars("]);
+    assert!(
+        bad.is_empty(),
+        "only crates/store/src/env.rs reads the process environment:\n{}",
+        bad.join("\n")
     );
+}
+
+#[test]
+fn engine_messages_name_no_surfaces_words() {
     // Hints name operations as {op:NAME} and arguments as {arg:NAME}; each surface renders
     // them in its own words.
     forbid(
         &[
-            "service",
-            "search.rs",
-            "index.rs",
-            "ledger.rs",
-            "store",
-            "model.rs",
-            "error.rs",
+            "crates/engine/src/service",
+            "crates/engine/src/ledger.rs",
+            "crates/index/src",
+            "crates/store/src",
+            "crates/api/src/error.rs",
         ],
         &[
             "memory_list",
@@ -181,38 +175,32 @@ fn the_engine_knows_no_surface() {
 #[test]
 fn no_surface_goes_through_another() {
     forbid(
-        &["ops.rs", "api.rs"],
-        &["crate::cli", "crate::mcp", "crate::http"],
-        "the table knows no surface",
-    );
-    forbid(
-        &["mcp.rs"],
+        &["src/mcp.rs"],
         &["crate::http", "crate::cli"],
         "MCP reaches the engine through the table only",
     );
     forbid(
-        &["http.rs"],
+        &["src/http.rs"],
         &["crate::cli", "Server::call", "mcp::tools"],
         "REST reaches the engine through the table only",
     );
-    // Surfaces call the engine through `ops::call`; the CLI's reindex progress bar is the one
-    // documented exception.
-    for (rel, text) in [files("mcp.rs"), files("http.rs")].concat() {
-        for (n, line) in code(&text) {
-            for call in [
-                "memdir.search(",
-                "memdir.read(",
-                "memdir.write(",
-                ".ingest(",
-                "memdir.status(",
-            ] {
-                assert!(
-                    !line.contains(call),
-                    "src/{rel}:{n}: a surface calls the engine directly: {line}"
-                );
-            }
-        }
-    }
+    // Surfaces call the engine through `ops::call`.
+    let sources = [files("src/mcp.rs"), files("src/http.rs")].concat();
+    let bad = violations(
+        &sources,
+        &[
+            "memdir.search(",
+            "memdir.read(",
+            "memdir.write(",
+            ".ingest(",
+            "memdir.status(",
+        ],
+    );
+    assert!(
+        bad.is_empty(),
+        "a surface calls the engine directly:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -220,16 +208,15 @@ fn only_the_configuration_reads_the_settings_it_owns() {
     // Every setting the config file can hold is resolved once, by `config` (flags, environment,
     // file, default), and handed on; a module that read one of these variables itself would
     // ignore the file and the precedence.
-    let mut others: Vec<String> = std::fs::read_dir(src())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n != "config.rs" && n != "cli.rs" && n != "main.rs")
-        .collect();
-    others.sort();
-    let others: Vec<&str> = others.iter().map(String::as_str).collect();
-    forbid(
-        &others,
+    let sources = all_but(&[
+        "src/config.rs",
+        "src/cli.rs",
+        "src/cli",
+        "src/main.rs",
+        "crates/store/src/env.rs",
+    ]);
+    let bad = violations(
+        &sources,
         &[
             "\"MEMDIR_DIR\"",
             "\"MEMDIR_DEVICE\"",
@@ -247,11 +234,15 @@ fn only_the_configuration_reads_the_settings_it_owns() {
             "\"MEMDIR_HTTP_SESSION_IDLE_MS\"",
             "\"XDG_DATA_HOME\"",
         ],
-        "only config reads the settings of the config file",
+    );
+    assert!(
+        bad.is_empty(),
+        "only config reads the settings of the config file:\n{}",
+        bad.join("\n")
     );
     // It reads its one file and writes nothing (`config init` writes from the CLI).
     forbid(
-        &["config.rs"],
+        &["src/config.rs"],
         &[
             "fs::write",
             "create_dir",
@@ -262,4 +253,34 @@ fn only_the_configuration_reads_the_settings_it_owns() {
         ],
         "config reads the config file and writes nothing",
     );
+}
+
+#[test]
+fn every_module_says_what_it_is_for() {
+    let missing: Vec<String> = all_sources()
+        .into_iter()
+        .filter(|(_, text)| !text.trim_start().starts_with("//!"))
+        .map(|(rel, _)| rel)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "modules without a `//!` doc: {missing:?}"
+    );
+}
+
+#[test]
+fn no_test_is_ignored() {
+    let mut sources = all_sources();
+    sources.extend(files("tests"));
+    let bad: Vec<String> = sources
+        .iter()
+        .filter(|(rel, _)| !rel.ends_with("tests/it/architecture.rs"))
+        .flat_map(|(rel, text)| {
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| l.trim_start().starts_with("#[ignore"))
+                .map(move |(n, _)| format!("{rel}:{}", n + 1))
+        })
+        .collect();
+    assert!(bad.is_empty(), "ignored tests: {bad:?}");
 }

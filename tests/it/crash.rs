@@ -688,29 +688,9 @@ fn a_crash_during_recovery_is_recovered_by_the_next_open() {
     }
 }
 
-/// Names passed to `failpoint::hit("...")` and `failpoint::io("...")` in `src/`.
-fn failpoints_in_source() -> BTreeSet<String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut names = BTreeSet::new();
-    for e in walkdir::WalkDir::new(&src).into_iter().flatten() {
-        if e.path().extension().is_none_or(|x| x != "rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(e.path()).unwrap();
-        for pat in ["failpoint::hit(\"", "failpoint::io(\""] {
-            for (i, _) in text.match_indices(pat) {
-                let rest = &text[i + pat.len()..];
-                let end = rest.find('"').expect("closing quote");
-                names.insert(rest[..end].to_string());
-            }
-        }
-    }
-    names
-}
-
 #[test]
 fn every_failpoint_in_the_source_is_covered() {
-    let in_source = failpoints_in_source();
+    let in_source = crate::util::failpoints_in_source();
     let covered: BTreeSet<String> = FAILPOINTS.iter().map(|s| s.to_string()).collect();
     assert_eq!(
         in_source, covered,

@@ -207,10 +207,10 @@ fn an_old_category_version_is_forgotten_and_the_chain_still_verifies() {
 /// background thread to free, and the forget rewrites files large enough for that too.
 #[test]
 fn a_forget_in_a_long_lived_process_leaves_no_trace_when_it_answers() {
-    use memdir::api::{ForgetRequest, NewChunk, VersionRef, WriteRequest};
+    use memdir_api::{ForgetRequest, NewChunk, VersionRef, WriteRequest};
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("store");
-    let m = memdir::service::Memdir::open(&root).unwrap();
+    let m = memdir_engine::service::Memdir::open(&root).unwrap();
     // A session of about 100 KB with the secret in one chunk.
     for i in 0..200 {
         let content = if i == 57 {

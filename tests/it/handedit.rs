@@ -715,7 +715,7 @@ fn hand_changes_in_a_session_directory_listed_before_are_all_noticed() {
     // Old enough for a scan to trust the directory's stamp from here on.
     std::thread::sleep(std::time::Duration::from_millis(2300));
     env.ok(&["overview"]);
-    let (ledger, _) = memdir::ledger::Ledger::open(
+    let (ledger, _) = memdir_engine::ledger::Ledger::open(
         &env.path(".memdir/ledger.db"),
         std::time::Duration::from_secs(5),
     )
@@ -840,7 +840,7 @@ fn a_server_merging_after_a_hand_edit_builds_on_the_edit() {
     assert_eq!(read(), want);
     assert_eq!(
         std::fs::read(&file).unwrap(),
-        memdir::store::codec::to_pretty(&want)
+        memdir_store::codec::to_pretty(&want)
     );
     assert_eq!(w.new_hash, Some(hash_of_file()));
 }
@@ -852,7 +852,7 @@ fn a_server_merging_after_a_hand_edit_builds_on_the_edit() {
 /// wrote or read the file, is still the base of the next merge and a version of its own.
 #[test]
 fn a_large_category_edited_by_hand_keeping_size_and_mtime_is_the_base_of_the_next_merge() {
-    use memdir::api::HistoryRequest;
+    use memdir_api::HistoryRequest;
     use std::os::unix::fs::MetadataExt;
     let s = InProcess::new("big");
     let (dir, m, merge, read) = (&s.dir, &s.m, |data| s.merge(data), || s.read());
@@ -931,20 +931,20 @@ fn a_large_category_edited_by_hand_keeping_size_and_mtime_is_the_base_of_the_nex
 /// A store opened in this process, as a server holds it, and one category in it.
 struct InProcess {
     dir: tempfile::TempDir,
-    m: memdir::service::Memdir,
+    m: memdir_engine::service::Memdir,
     category: &'static str,
 }
 
 impl InProcess {
     fn new(category: &'static str) -> InProcess {
         let dir = tempfile::tempdir().unwrap();
-        let m = memdir::service::Memdir::open(dir.path().join("store")).unwrap();
+        let m = memdir_engine::service::Memdir::open(dir.path().join("store")).unwrap();
         InProcess { dir, m, category }
     }
 
-    fn merge(&self, data: Value) -> memdir::api::WriteResponse {
+    fn merge(&self, data: Value) -> memdir_api::WriteResponse {
         self.m
-            .write(&memdir::api::WriteRequest {
+            .write(&memdir_api::WriteRequest {
                 category: self.category.into(),
                 data,
                 merge: true,
@@ -955,7 +955,7 @@ impl InProcess {
 
     fn read(&self) -> Value {
         self.m
-            .read(&memdir::api::ReadRequest {
+            .read(&memdir_api::ReadRequest {
                 category: self.category.into(),
                 fields: None,
                 version: None,

@@ -8,6 +8,7 @@ mod cli;
 mod concurrency;
 mod config;
 mod crash;
+mod docs;
 mod embeddings;
 mod forget;
 mod format;

@@ -642,20 +642,7 @@ fn random_operations_with_a_crash_per_round_match_the_model() {
 
 #[test]
 fn the_model_test_arms_every_failpoint() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut in_source = BTreeSet::new();
-    for e in walkdir::WalkDir::new(&src).into_iter().flatten() {
-        if e.path().extension().is_none_or(|x| x != "rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(e.path()).unwrap();
-        for pat in ["failpoint::hit(\"", "failpoint::io(\""] {
-            for (i, _) in text.match_indices(pat) {
-                let rest = &text[i + pat.len()..];
-                in_source.insert(rest[..rest.find('"').unwrap()].to_string());
-            }
-        }
-    }
+    let in_source = crate::util::failpoints_in_source();
     let armed: BTreeSet<String> = FAILPOINTS
         .iter()
         .map(|(fp, _)| fp.split('=').next().unwrap().to_string())

@@ -496,3 +496,26 @@ impl Drop for Served {
         let _ = self.child.wait();
     }
 }
+
+/// Names passed to `failpoint::hit("...")` and `failpoint::io("...")` in the sources of every
+/// crate (`src/` and `crates/*/src/`).
+pub fn failpoints_in_source() -> std::collections::BTreeSet<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut names = std::collections::BTreeSet::new();
+    for dir in [root.join("src"), root.join("crates")] {
+        for e in walkdir::WalkDir::new(&dir).into_iter().flatten() {
+            if e.path().extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            for pat in ["failpoint::hit(\"", "failpoint::io(\""] {
+                for (i, _) in text.match_indices(pat) {
+                    let rest = &text[i + pat.len()..];
+                    let end = rest.find('"').expect("closing quote");
+                    names.insert(rest[..end].to_string());
+                }
+            }
+        }
+    }
+    names
+}

@@ -1,8 +1,8 @@
 //! Generators shared by the properties: text that stresses JSON escaping, JSON values,
 //! clock stamps and chunk records.
 
-use memdir::clock::{Hlc, parse_time};
-use memdir::model::ChunkRecord;
+use memdir_store::clock::{Hlc, parse_time};
+use memdir_store::model::ChunkRecord;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 

@@ -2,9 +2,9 @@
 //! (`store::parse_category`): canonical output is serde_json's own output with sorted keys,
 //! parses back to the same value, is a fixed point, and no bytes make the reader panic.
 
-use memdir::model::content_hash;
-use memdir::store::codec::{splice_pretty, to_compact, to_pretty};
-use memdir::store::parse_category;
+use memdir_store::codec::{splice_pretty, to_compact, to_pretty};
+use memdir_store::model::content_hash;
+use memdir_store::parse_category;
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -123,7 +123,7 @@ proptest! {
     fn category_reader_accepts_exactly_json_objects(bytes in category_bytes()) {
         let f = parse_category(bytes.clone());
         prop_assert_eq!(&f.hash, &content_hash(&bytes));
-        prop_assert!(memdir::model::is_content_hash(&f.hash));
+        prop_assert!(memdir_store::model::is_content_hash(&f.hash));
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(v @ Value::Object(_)) => prop_assert_eq!(f.content, Ok(v)),
             _ => prop_assert!(f.content.is_err()),
@@ -144,7 +144,7 @@ proptest! {
         let f = parse_category(text.into_bytes());
         // memdir keeps documents nested at most `MAX_DEPTH` deep (deeper ones are reported
         // malformed, so their history, one level deeper, always reads back).
-        let fits = depth <= memdir::store::codec::MAX_DEPTH && !unclosed;
+        let fits = depth <= memdir_store::codec::MAX_DEPTH && !unclosed;
         prop_assert_eq!(f.content.is_ok(), fits && objects, "{:?}", f.content.err());
         if let Ok(v) = f.content {
             prop_assert_eq!(parse_category(to_pretty(&v)).content, Ok(v));

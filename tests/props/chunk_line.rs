@@ -2,9 +2,9 @@
 //! reader (`store::segment::parse`): exact round trips, escaped input, and arbitrary or
 //! damaged bytes that must never panic or surface a chunk from an unterminated line.
 
-use memdir::model::ChunkRecord;
-use memdir::store::codec::{chunk_line, chunk_line_with, parse_chunk_line};
-use memdir::store::segment;
+use memdir_store::codec::{chunk_line, chunk_line_with, parse_chunk_line};
+use memdir_store::model::ChunkRecord;
+use memdir_store::segment;
 use proptest::prelude::*;
 
 use crate::arb;

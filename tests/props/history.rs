@@ -2,9 +2,9 @@
 //! the serde round trip through canonical JSON, and a reader that never panics on what it
 //! finds on disk.
 
-use memdir::model::{CategoryName, HistoryEntry};
-use memdir::store::codec::to_pretty;
-use memdir::store::{self, Layout};
+use memdir_store::codec::to_pretty;
+use memdir_store::model::{CategoryName, HistoryEntry};
+use memdir_store::{self as store, Layout};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -136,7 +136,7 @@ proptest! {
     fn nested_content_keeps_a_readable_history_entry(
         // memdir keeps no content nested deeper than `store::codec::MAX_DEPTH` (writes are
         // refused, hand-placed files reported), so entries are at most that deep plus one.
-        depth in prop_oneof![1usize..=memdir::store::codec::MAX_DEPTH, Just(memdir::store::codec::MAX_DEPTH)],
+        depth in prop_oneof![1usize..=memdir_store::codec::MAX_DEPTH, Just(memdir_store::codec::MAX_DEPTH)],
         e in entry(),
     ) {
         let content: Value = serde_json::from_str(&nested(depth, true)).expect("fits the parser");
@@ -178,9 +178,9 @@ fn history_ids_sort_as_time() {
 /// Expected: such a write is refused as `invalid`, or stored so that it reads back.
 #[test]
 fn a_category_nested_as_deep_as_the_parser_allows_keeps_a_readable_history() {
-    use memdir::service::{AppendRequest, WriteRequest};
+    use memdir_engine::service::{AppendRequest, WriteRequest};
     let tmp = tempfile::tempdir().unwrap();
-    let m = memdir::Memdir::open(tmp.path().join("store")).unwrap();
+    let m = memdir_engine::Memdir::open(tmp.path().join("store")).unwrap();
     let deep = |d: usize| -> Value { serde_json::from_str(&nested(d, true)).unwrap() };
     let wrote = m.write(&WriteRequest {
         category: "deep".into(),
@@ -193,14 +193,14 @@ fn a_category_nested_as_deep_as_the_parser_allows_keeps_a_readable_history() {
         ..AppendRequest::default()
     });
     if wrote.is_ok() {
-        m.read(&memdir::service::ReadRequest {
+        m.read(&memdir_engine::service::ReadRequest {
             category: "deep".into(),
             ..Default::default()
         })
         .expect("a category memdir wrote reads back");
     }
     if appended.is_ok() {
-        m.read(&memdir::service::ReadRequest {
+        m.read(&memdir_engine::service::ReadRequest {
             category: "journal".into(),
             ..Default::default()
         })

@@ -2,7 +2,7 @@
 //! round trips, stamps that sort as their values, `tick` that always moves forward to a stamp
 //! that parses, and parsers that never panic.
 
-use memdir::clock::{Hlc, parse_time, rfc3339};
+use memdir_store::clock::{Hlc, parse_time, rfc3339};
 use proptest::prelude::*;
 
 use crate::arb;
@@ -92,7 +92,7 @@ proptest! {
         // Ticking saturates at the largest stamp, which always formats and parses.
         let t = h.tick(now.ms);
         prop_assert!(t > h || h == Hlc::MAX);
-        prop_assert!(t.ms >= now.ms.min(memdir::clock::MAX_MS));
+        prop_assert!(t.ms >= now.ms.min(memdir_store::clock::MAX_MS));
         prop_assert!(t.counter <= 9999);
         prop_assert_eq!(Hlc::parse(&t.to_string()), Some(t), "{} ticked to {}", h, t);
     }

@@ -3,7 +3,7 @@
 //! never shares a file name with another accepted name, even on a case-insensitive file
 //! system.
 
-use memdir::model::{
+use memdir_store::model::{
     CategoryName, MAX_CATEGORY_NAME_CHARS, MAX_ENCODED_BYTES, MAX_SESSION_ID_CHARS, SessionId,
     decode_component, encode_component,
 };
@@ -173,7 +173,7 @@ proptest! {
     #[test]
     fn validation_never_panics(s in arb::text(40)) {
         let _ = accepted(&s);
-        let _ = memdir::model::validate_project(&s);
+        let _ = memdir_store::model::validate_project(&s);
     }
 }
 

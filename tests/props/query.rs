@@ -5,8 +5,9 @@
 
 use std::sync::LazyLock;
 
-use memdir::service::{NewChunk, SearchRequest, WriteRequest};
-use memdir::{ErrorKind, Memdir};
+use memdir_api::ErrorKind;
+use memdir_engine::Memdir;
+use memdir_engine::service::{NewChunk, SearchRequest, WriteRequest};
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -173,7 +173,7 @@ fn ties_beyond_the_pool_are_broken_by_their_key_across_segments() {
     let mut expected: Vec<(u64, String)> = (0..180)
         .map(|n| {
             let s = format!("s{n:03}");
-            (memdir::index::order_key(&[&s, &chunk_id]), s)
+            (memdir_index::index::order_key(&[&s, &chunk_id]), s)
         })
         .collect();
     expected.sort();

@@ -1,0 +1,775 @@
+//! Access control: which device may read, write, ingest and destroy what.
+//!
+//! The policy comes from the config file's `[acl]` section ([`Acl`], parsed by
+//! the binary's `config`); a [`Caller`] is one device acting under it. Every surface builds a
+//! caller (the CLI and MCP over stdio: the configured device; REST and MCP over HTTP: the
+//! device its bearer token maps to) and hands it to [`crate::ops::call`], the one place where
+//! the policy is evaluated. This module decides; it does no I/O and knows no surface.
+//!
+//! Without an `[acl]` section every device may do everything (the single-user default). With
+//! one, in this order:
+//!
+//! 1. an admin device (`admin_devices`) may do everything;
+//! 2. `meta` and `usage_stats` are reserved, and `base`, `infrastructure`, `projects`,
+//!    `workflow_global`, `nodes` and `ecosystem` need an admin: no rule grants them;
+//! 3. a registered device (`device_categories`) may write the category named after itself and
+//!    `workflow_<itself>`, a registered device named `<p>-agent` every category starting with
+//!    `<p>_`, and it may ingest into any project;
+//! 4. `[[acl.rules]]` grant a device (a name or a glob) reads, writes and ingest projects by
+//!    name or glob (`{device}` stands for the device's name), and `delete = true` the
+//!    destructive operations (delete, restore, compact);
+//! 5. anything else is denied (fail closed). Reads default to every category.
+//!
+//! A denied operation is a [`ErrorKind::Forbidden`] error that names the rule and changes
+//! nothing; a category the device may not read is absent from its lists, searches and context
+//! reads.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use memdir_api::error::{Error, ErrorKind, Result};
+
+/// Categories only an admin device may write (the earlier design's shared documents).
+pub const ADMIN_ONLY: &[&str] = &[
+    "base",
+    "infrastructure",
+    "projects",
+    "workflow_global",
+    "nodes",
+    "ecosystem",
+];
+
+/// Categories memdir keeps for itself: no device but an admin writes them.
+pub const RESERVED: &[&str] = &["meta", "usage_stats"];
+
+/// An explicit grant (`[[acl.rules]]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The device it applies to: a name or a glob.
+    pub device: String,
+    /// Categories it may read (names or globs); `None`: every one.
+    pub read: Option<Vec<String>>,
+    /// Categories it may write.
+    pub write: Vec<String>,
+    /// Projects it may ingest into; `None`: what its registration gives.
+    pub ingest: Option<Vec<String>>,
+    /// Delete, restore and compact (and the other destructive operations).
+    pub delete: bool,
+}
+
+/// The policy of the `[acl]` section.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Acl {
+    pub admin_devices: Vec<String>,
+    /// Registered devices (the earlier design's `device_categories`).
+    pub device_categories: Vec<String>,
+    pub rules: Vec<Rule>,
+}
+
+/// What a caller is to the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// No `[acl]` section: everything is allowed.
+    Open,
+    /// Everything is allowed: an admin device, or the single HTTP token.
+    Admin,
+    /// Listed in `device_categories`.
+    Registered,
+    /// Neither: only what rules grant.
+    Unknown,
+}
+
+impl Role {
+    fn label(self) -> &'static str {
+        match self {
+            Role::Open => "open",
+            Role::Admin => "admin",
+            Role::Registered => "registered",
+            Role::Unknown => "unregistered",
+        }
+    }
+}
+
+/// One device acting under a policy.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// The device's name: also the actor recorded on its writes.
+    pub device: String,
+    acl: Option<Arc<Acl>>,
+    /// Admin whatever the policy says (the single HTTP token).
+    admin: bool,
+}
+
+/// A denial: the message and the rule that decided.
+struct Denial {
+    message: String,
+    rule: String,
+}
+
+type Verdict = std::result::Result<(), Denial>;
+
+/// Whether `name` matches `pattern`, where `*` stands for any run of characters and `?` for
+/// one, and `{device}` for `device`.
+pub fn matches(pattern: &str, name: &str, device: &str) -> bool {
+    let p = pattern.replace("{device}", device);
+    glob(p.as_bytes(), name.as_bytes())
+}
+
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    // Iterative wildcard matching with backtracking to the last `*`.
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// Checks a pattern of the config file: a name or glob of name characters.
+pub fn check_pattern(p: &str) -> std::result::Result<(), String> {
+    let bare = p.replace("{device}", "d");
+    if bare.is_empty() {
+        return Err("an empty pattern matches nothing; leave it out".into());
+    }
+    if let Some(c) = bare
+        .chars()
+        .find(|c| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '*' | '?')))
+    {
+        return Err(format!(
+            "{p:?} holds {c:?}: a pattern is made of name characters, `*`, `?` and {{device}}"
+        ));
+    }
+    Ok(())
+}
+
+impl Caller {
+    /// `device` under `acl` (`None`: no `[acl]` section).
+    pub fn new(device: impl Into<String>, acl: Option<Arc<Acl>>) -> Caller {
+        Caller {
+            device: device.into(),
+            acl,
+            admin: false,
+        }
+    }
+
+    /// `device` with every right (the single HTTP token).
+    pub fn admin(device: impl Into<String>, acl: Option<Arc<Acl>>) -> Caller {
+        Caller {
+            device: device.into(),
+            acl,
+            admin: true,
+        }
+    }
+
+    /// The caller's role.
+    pub fn role(&self) -> Role {
+        match &self.acl {
+            None => Role::Open,
+            Some(_) if self.admin => Role::Admin,
+            Some(a) if a.admin_devices.iter().any(|d| d == &self.device) => Role::Admin,
+            Some(a) if a.device_categories.iter().any(|d| d == &self.device) => Role::Registered,
+            Some(_) => Role::Unknown,
+        }
+    }
+
+    fn unrestricted(&self) -> bool {
+        matches!(self.role(), Role::Open | Role::Admin)
+    }
+
+    /// The rules that apply to this device, with their index in the file.
+    fn rules(&self) -> impl Iterator<Item = (usize, &Rule)> {
+        self.acl
+            .iter()
+            .flat_map(|a| a.rules.iter().enumerate())
+            .filter(|(_, r)| matches(&r.device, &self.device, &self.device))
+    }
+
+    fn deny(&self, message: String, rule: impl Into<String>) -> Verdict {
+        Err(Denial {
+            message,
+            rule: rule.into(),
+        })
+    }
+
+    /// Whether this device may read category `name`.
+    pub fn can_read(&self, name: &str) -> bool {
+        self.read(name).is_ok()
+    }
+
+    fn read(&self, name: &str) -> Verdict {
+        if self.unrestricted() {
+            return Ok(());
+        }
+        let mut any = false;
+        for (_, r) in self.rules() {
+            any = true;
+            match &r.read {
+                None => return Ok(()),
+                Some(globs) if globs.iter().any(|g| matches(g, name, &self.device)) => {
+                    return Ok(());
+                }
+                Some(_) => {}
+            }
+        }
+        if !any {
+            return Ok(());
+        }
+        self.deny(
+            format!(
+                "device {:?} may not read category {name:?}: no `read` pattern of its [[acl.rules]] matches it",
+                self.device
+            ),
+            "acl.rules.read",
+        )
+    }
+
+    /// Whether this device reads every category (health reports name any file).
+    fn read_all(&self) -> Verdict {
+        if self.unrestricted() {
+            return Ok(());
+        }
+        let mut any = false;
+        for (_, r) in self.rules() {
+            any = true;
+            match &r.read {
+                None => return Ok(()),
+                Some(globs) if globs.iter().any(|g| g == "*") => return Ok(()),
+                Some(_) => {}
+            }
+        }
+        if !any {
+            return Ok(());
+        }
+        self.deny(
+            format!(
+                "device {:?} may read only some categories, and this report names every file of the store",
+                self.device
+            ),
+            "acl.rules.read",
+        )
+    }
+
+    fn write(&self, name: &str) -> Verdict {
+        if self.unrestricted() {
+            return Ok(());
+        }
+        let d = &self.device;
+        if RESERVED.contains(&name) {
+            return self.deny(
+                format!("device {d:?} may not write category {name:?}: it is reserved for memdir, and only an admin device writes it"),
+                "acl.reserved",
+            );
+        }
+        if ADMIN_ONLY.contains(&name) {
+            return self.deny(
+                format!("device {d:?} may not write category {name:?}: it needs an admin device, and {d:?} is not in admin_devices"),
+                "acl.admin_devices",
+            );
+        }
+        if self.role() == Role::Registered {
+            if name == d || name.strip_prefix("workflow_") == Some(d.as_str()) {
+                return Ok(());
+            }
+            if let Some(p) = d.strip_suffix("-agent")
+                && !p.is_empty()
+                && name.starts_with(&format!("{p}_"))
+            {
+                return Ok(());
+            }
+        }
+        for (_, r) in self.rules() {
+            if r.write.iter().any(|g| matches(g, name, d)) {
+                return Ok(());
+            }
+        }
+        let registered = if self.role() == Role::Registered {
+            format!(
+                "; a registered device writes only {d:?}, \"workflow_{d}\"{} and what [[acl.rules]] grant",
+                d.strip_suffix("-agent")
+                    .filter(|p| !p.is_empty())
+                    .map(|p| format!(" and \"{p}_*\""))
+                    .unwrap_or_default()
+            )
+        } else {
+            "; it is not in device_categories or admin_devices".to_string()
+        };
+        self.deny(
+            format!("device {d:?} may not write category {name:?}: no rule grants it{registered}"),
+            "acl.rules.write",
+        )
+    }
+
+    fn destroy(&self, what: &str) -> Verdict {
+        if self.unrestricted() || self.rules().any(|(_, r)| r.delete) {
+            return Ok(());
+        }
+        self.deny(
+            format!(
+                "device {:?} may not {what}: that needs an admin device or a rule with delete = true",
+                self.device
+            ),
+            "acl.rules.delete",
+        )
+    }
+
+    fn ingest(&self, project: &str) -> Verdict {
+        if self.unrestricted() {
+            return Ok(());
+        }
+        let mut listed = false;
+        for (_, r) in self.rules() {
+            if let Some(globs) = &r.ingest {
+                listed = true;
+                if globs.iter().any(|g| matches(g, project, &self.device)) {
+                    return Ok(());
+                }
+            }
+        }
+        if !listed && self.role() == Role::Registered {
+            return Ok(());
+        }
+        let shown = if project.is_empty() {
+            "without a project".to_string()
+        } else {
+            format!("into project {project:?}")
+        };
+        self.deny(
+            format!(
+                "device {:?} may not ingest {shown}: {}",
+                self.device,
+                if listed {
+                    "no `ingest` pattern of its [[acl.rules]] matches"
+                } else {
+                    "it is not a registered device (device_categories) and no rule grants it ingest"
+                }
+            ),
+            "acl.rules.ingest",
+        )
+    }
+
+    /// Checks what a request needs; `names` lists the store's categories (asked only when an
+    /// operation touches all of them).
+    pub fn admit(&self, need: &Need, names: &dyn Fn() -> Result<Vec<String>>) -> Result<()> {
+        let verdict = match need {
+            Need::Nothing => Ok(()),
+            Need::ReadAll => self.read_all(),
+            Need::Read(c) => self.read(c),
+            Need::Write(c) => self.write(c),
+            Need::Ingest(projects) => projects.iter().try_for_each(|p| self.ingest(p)),
+            Need::Privileged(what) => self.destroy(what),
+            Need::Admin { what } => {
+                if self.unrestricted() {
+                    Ok(())
+                } else {
+                    self.deny(
+                        format!(
+                            "device {:?} may not {what}: that needs an admin device",
+                            self.device
+                        ),
+                        "acl.admin_devices",
+                    )
+                }
+            }
+            Need::Destroy { what, category } => self.destroy(what).and_then(|()| match category {
+                Some(c) => self.write(c),
+                None if self.unrestricted() => Ok(()),
+                None => names()
+                    .map_err(|e| Denial {
+                        message: e.message,
+                        rule: "acl".into(),
+                    })?
+                    .iter()
+                    .try_for_each(|c| self.write(c)),
+            }),
+        };
+        verdict.map_err(|d| {
+            Error::new(ErrorKind::Forbidden, d.message)
+                .detail("device", Value::from(self.device.clone()))
+                .detail("rule", Value::from(d.rule))
+                .hint("`memdir config show` prints the access-control list in effect; an admin device may do this")
+        })
+    }
+
+    /// What `status` says about access control.
+    pub fn describe(&self) -> memdir_api::AccessInfo {
+        let role = self.role();
+        let summary = match role {
+            Role::Open => "no [acl] section: every device may do everything".to_string(),
+            Role::Admin => format!("device {:?} is an admin: it may do everything", self.device),
+            Role::Registered => format!(
+                "device {:?} is registered: it writes its own categories and what rules grant",
+                self.device
+            ),
+            Role::Unknown => format!(
+                "device {:?} is not registered: it writes and ingests only what rules grant",
+                self.device
+            ),
+        };
+        memdir_api::AccessInfo {
+            enabled: self.acl.is_some(),
+            device: self.device.clone(),
+            role: role.label().to_string(),
+            summary,
+        }
+    }
+
+    /// Whether reads are restricted at all (lists and searches need filtering).
+    pub fn restricts_reads(&self) -> bool {
+        !self.unrestricted() && self.rules().any(|(_, r)| r.read.is_some())
+    }
+}
+
+/// What an operation's request touches.
+#[derive(Debug)]
+pub enum Need<'a> {
+    /// Nothing guarded (session reads, status, maintenance of derived data).
+    Nothing,
+    /// A report that names every category.
+    ReadAll,
+    Read(&'a str),
+    Write(&'a str),
+    /// Ingest into these projects (`""`: no project).
+    Ingest(Vec<&'a str>),
+    /// An operation reserved to admins and devices with `delete = true` (import, sync, ...).
+    Privileged(&'static str),
+    /// A destructive operation on one category, or on every one.
+    Destroy {
+        what: &'static str,
+        category: Option<&'a str>,
+    },
+    /// An operation on the whole store that no rule can narrow (sync moves every category
+    /// and session both ways): admin devices only.
+    Admin {
+        what: &'static str,
+    },
+}
+
+/// A request that says what it needs.
+pub trait Guarded {
+    fn need(&self) -> Need<'_>;
+}
+
+/// A response whose hidden categories a caller must not see.
+pub trait Visible {
+    fn hide(&mut self, _caller: &Caller) {}
+}
+
+// ---------------------------------------------------------------------------------------------
+// What each operation's request needs, and what each response hides.
+// ---------------------------------------------------------------------------------------------
+
+mod requests {
+    use super::*;
+    use memdir_api::*;
+
+    macro_rules! needs {
+        ($($t:ty => |$r:ident| $need:expr;)*) => {
+            $(impl Guarded for $t {
+                #[allow(unused_variables)]
+                fn need(&self) -> Need<'_> {
+                    let $r = self;
+                    $need
+                }
+            })*
+        };
+    }
+
+    needs! {
+        Empty => |r| Need::Nothing;
+        ModelsRequest => |r| Need::Nothing;
+        SearchRequest => |r| Need::Nothing;
+        SemanticSearchRequest => |r| Need::Nothing;
+        FetchRequest => |r| Need::Nothing;
+        OverviewRequest => |r| Need::Nothing;
+        ContextRequest => |r| Need::Nothing;
+        ReadRequest => |r| Need::Read(&r.category);
+        HistoryRequest => |r| Need::Read(&r.category);
+        DiffRequest => |r| Need::Read(&r.category);
+        DeltaRequest => |r| Need::Read(&r.category);
+        WriteRequest => |r| Need::Write(&r.category);
+        AppendRequest => |r| Need::Write(&r.category);
+        DeleteRequest => |r| Need::Destroy { what: "delete categories", category: Some(&r.category) };
+        RestoreRequest => |r| Need::Destroy { what: "restore versions", category: Some(&r.category) };
+        CompactRequest => |r| Need::Destroy { what: "compact history", category: r.category.as_deref() };
+        // Importers of categories write categories the source names, unknown before it is
+        // read: only a device that may write every category imports them, and a dry run, which
+        // tells whether content is already in a category's history, needs the right to read all.
+        ImportRequest => |r| match (crate::import::CATEGORY_FORMATS.contains(&r.format.as_str()), r.dry_run) {
+            (false, true) => Need::Nothing,
+            (false, false) => Need::Privileged("import history"),
+            (true, true) => Need::ReadAll,
+            (true, false) => Need::Admin { what: "import categories from another tool" },
+        };
+        ForgetRequest => |r| match &r.category {
+            Some(c) => Need::Destroy { what: "forget versions", category: Some(c) },
+            None => Need::Privileged("forget session memory"),
+        };
+        SnapshotRequest => |r| Need::ReadAll;
+        ExportRequest => |r| Need::ReadAll;
+        RestoreSnapshotRequest => |r| Need::Admin { what: "replace the store with a snapshot" };
+        SyncRequest => |r| Need::Admin { what: "sync the store with a remote" };
+        // The sync plane's reads and writes are checked per category and project by the
+        // access the table hands the engine (`ops::with_sync_access`).
+        SyncDiffRequest => |r| Need::Nothing;
+        SyncPullRequest => |r| Need::Nothing;
+        SyncPushRequest => |r| Need::Nothing;
+        ResolveRequest => |r| Need::Write(&r.category);
+        IngestRequest => |r| Need::Ingest(match &r.chunks {
+            Some(chunks) => chunks.iter().map(|c| c.project.as_deref().unwrap_or("")).collect(),
+            None => vec![r.project.as_deref().unwrap_or("")],
+        });
+    }
+
+    macro_rules! shown_whole {
+        ($($t:ty),*) => { $(impl Visible for $t {})* };
+    }
+
+    shown_whole!(
+        FetchResponse,
+        OverviewResponse,
+        IngestResponse,
+        ReadResponse,
+        WriteResponse,
+        AppendResponse,
+        HistoryResponse,
+        DiffResponse,
+        DeleteResponse,
+        DeltaResponse,
+        CompactResponse,
+        RestoreResponse,
+        DoctorResponse,
+        VerifyResponse,
+        ReindexResponse,
+        InitResponse,
+        ImportResponse,
+        SyncResponse,
+        SyncManifestResponse,
+        SyncDiffResponse,
+        SyncPage,
+        SyncPushResponse,
+        ResolveResponse,
+        ForgetResponse,
+        SnapshotResponse,
+        RestoreSnapshotResponse,
+        ExportResponse,
+        ModelsResponse,
+        EmbedResponse
+    );
+
+    impl Visible for SearchResponse {
+        fn hide(&mut self, c: &Caller) {
+            self.results.retain(|h| match h {
+                SearchHit::Category { category, .. } => c.can_read(category),
+                SearchHit::Chunk { .. } => true,
+            });
+            self.count = self.results.len();
+        }
+    }
+
+    impl Visible for ListResponse {
+        fn hide(&mut self, c: &Caller) {
+            self.categories.retain(|s| c.can_read(&s.name));
+            self.count = self.categories.len();
+        }
+    }
+
+    impl Visible for ContextResponse {
+        fn hide(&mut self, c: &Caller) {
+            let hidden: Vec<String> = self
+                .categories
+                .keys()
+                .chain(self.errors.keys())
+                .filter(|n| !c.can_read(n))
+                .cloned()
+                .collect();
+            for n in hidden {
+                self.categories.remove(&n);
+                self.errors.remove(&n);
+                self.missing.push(n);
+            }
+            self.missing.sort();
+        }
+    }
+
+    impl Visible for StatusResponse {
+        fn hide(&mut self, c: &Caller) {
+            self.malformed.retain(|n| c.can_read(n));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl() -> Arc<Acl> {
+        Arc::new(Acl {
+            admin_devices: vec!["laptop".into()],
+            device_categories: vec!["laptop".into(), "phone".into(), "web-agent".into()],
+            rules: vec![Rule {
+                device: "phone".into(),
+                read: Some(vec!["notes_*".into(), "phone".into()]),
+                write: vec!["notes_*".into(), "workflow_{device}".into()],
+                ingest: Some(vec!["mobile".into()]),
+                delete: false,
+            }],
+        })
+    }
+
+    fn admit(c: &Caller, need: Need) -> std::result::Result<(), String> {
+        c.admit(&need, &|| Ok(vec!["a".into(), "notes_x".into()]))
+            .map_err(|e| e.details["rule"].as_str().unwrap().to_string())
+    }
+
+    #[test]
+    fn globs_match_names() {
+        assert!(matches("notes_*", "notes_a", "d"));
+        assert!(matches("*", "", "d"));
+        assert!(matches("a?c", "abc", "d"));
+        assert!(!matches("a?c", "ac", "d"));
+        assert!(matches("workflow_{device}", "workflow_phone", "phone"));
+        assert!(!matches("workflow_{device}", "workflow_laptop", "phone"));
+        assert!(matches("*_*_x", "a_b_c_x", "d"));
+        assert!(!matches("notes_*", "note", "d"));
+    }
+
+    #[test]
+    fn without_a_policy_everything_is_allowed() {
+        let c = Caller::new("anything", None);
+        assert_eq!(c.role(), Role::Open);
+        assert!(admit(&c, Need::Write("base")).is_ok());
+        assert!(
+            admit(
+                &c,
+                Need::Destroy {
+                    what: "delete",
+                    category: None
+                }
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn admins_do_everything_and_the_earlier_rules_hold_for_registered_devices() {
+        let a = acl();
+        let laptop = Caller::new("laptop", Some(a.clone()));
+        assert!(admit(&laptop, Need::Write("base")).is_ok());
+        assert!(admit(&laptop, Need::Write("meta")).is_ok());
+        let agent = Caller::new("web-agent", Some(a.clone()));
+        assert!(admit(&agent, Need::Write("web_notes")).is_ok());
+        assert!(admit(&agent, Need::Write("web-agent")).is_ok());
+        assert!(admit(&agent, Need::Write("workflow_web-agent")).is_ok());
+        assert_eq!(
+            admit(&agent, Need::Write("base")).unwrap_err(),
+            "acl.admin_devices"
+        );
+        assert_eq!(
+            admit(&agent, Need::Write("meta")).unwrap_err(),
+            "acl.reserved"
+        );
+        assert_eq!(
+            admit(&agent, Need::Write("other")).unwrap_err(),
+            "acl.rules.write"
+        );
+        assert!(admit(&agent, Need::Ingest(vec!["any", ""])).is_ok());
+        assert!(admit(&agent, Need::Read("anything")).is_ok());
+    }
+
+    #[test]
+    fn rules_grant_reads_writes_and_projects() {
+        let phone = Caller::new("phone", Some(acl()));
+        assert!(admit(&phone, Need::Write("notes_a")).is_ok());
+        assert!(admit(&phone, Need::Write("workflow_phone")).is_ok());
+        assert!(admit(&phone, Need::Read("notes_a")).is_ok());
+        assert_eq!(
+            admit(&phone, Need::Read("secret")).unwrap_err(),
+            "acl.rules.read"
+        );
+        assert_eq!(admit(&phone, Need::ReadAll).unwrap_err(), "acl.rules.read");
+        assert!(admit(&phone, Need::Ingest(vec!["mobile"])).is_ok());
+        assert_eq!(
+            admit(&phone, Need::Ingest(vec!["work"])).unwrap_err(),
+            "acl.rules.ingest"
+        );
+        assert_eq!(
+            admit(
+                &phone,
+                Need::Destroy {
+                    what: "delete",
+                    category: Some("notes_a")
+                }
+            )
+            .unwrap_err(),
+            "acl.rules.delete"
+        );
+        assert!(phone.restricts_reads());
+    }
+
+    #[test]
+    fn unknown_devices_are_denied_writes_and_ingest_but_read() {
+        let x = Caller::new("stranger", Some(acl()));
+        assert_eq!(x.role(), Role::Unknown);
+        assert_eq!(
+            admit(&x, Need::Write("stranger")).unwrap_err(),
+            "acl.rules.write"
+        );
+        assert_eq!(
+            admit(&x, Need::Ingest(vec!["p"])).unwrap_err(),
+            "acl.rules.ingest"
+        );
+        assert!(admit(&x, Need::Read("base")).is_ok());
+        let admin = Caller::admin("stranger", Some(acl()));
+        assert!(admit(&admin, Need::Write("base")).is_ok());
+    }
+
+    #[test]
+    fn destroying_everything_needs_write_on_every_category() {
+        let mut a = (*acl()).clone();
+        a.rules[0].delete = true;
+        let phone = Caller::new("phone", Some(Arc::new(a)));
+        // "a" is not writable by the phone, "notes_x" is.
+        assert_eq!(
+            admit(
+                &phone,
+                Need::Destroy {
+                    what: "compact",
+                    category: None
+                }
+            )
+            .unwrap_err(),
+            "acl.rules.write"
+        );
+        assert!(
+            admit(
+                &phone,
+                Need::Destroy {
+                    what: "delete",
+                    category: Some("notes_x")
+                }
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn patterns_are_checked() {
+        assert!(check_pattern("notes_*").is_ok());
+        assert!(check_pattern("workflow_{device}").is_ok());
+        assert!(check_pattern("").is_err());
+        assert!(check_pattern("../x").is_err());
+    }
+}

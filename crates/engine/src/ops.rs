@@ -1,0 +1,951 @@
+//! The operation table: every operation defined once.
+//!
+//! An [`Op`] names an operation on each surface (CLI subcommand, MCP tool and profile, REST
+//! method and route), points at its typed request and response in [`memdir_api`] (their doc
+//! comments are the descriptions every surface shows, their serde defaults the one default of
+//! each parameter), carries its flags (read-only, destructive, idempotent), and runs it on the
+//! engine. The MCP tool list and input schemas, the REST router and `schema/openapi.json`
+//! (`memdir openapi`) are derived from this table; the CLI parses into the same request types
+//! and calls [`call`] like every other surface.
+//!
+//! Adding an operation: one entry here, its request and response types in `api`, one engine
+//! method, its tests.
+//!
+//! Architecture Invariant: surfaces reach the engine only through [`call`] (the CLI's progress
+//! bars on `reindex` and `import` aside); no surface goes through another.
+
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde_json::{Map, Value, json};
+
+use crate::acl::{Caller, Guarded, Need, Visible};
+use crate::service::Memdir;
+use memdir_api::error::{Error, Result};
+use memdir_api::*;
+
+/// Which MCP tools `tools/list` offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Profile {
+    /// The small set agents need.
+    Default,
+    /// Every tool name of the designs memdir replaces, too.
+    Full,
+}
+
+impl Profile {
+    /// Parses `default` or `full`.
+    pub fn parse(s: &str) -> Result<Profile> {
+        match s {
+            "default" | "" => Ok(Profile::Default),
+            "full" | "compat" | "all" => Ok(Profile::Full),
+            _ => Err(Error::invalid(
+                "tools",
+                format!("tool profile must be default or full; got {s:?}"),
+            )),
+        }
+    }
+}
+
+/// An HTTP method of a REST route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Arguments in the query string.
+    Get,
+    /// Arguments in a JSON body.
+    Post,
+}
+
+/// An MCP tool.
+#[derive(Clone, Copy, Debug)]
+pub struct Tool {
+    /// The tool name.
+    pub name: &'static str,
+    /// A short human title.
+    pub title: &'static str,
+    /// The smallest profile that offers it.
+    pub profile: Profile,
+}
+
+/// A REST route.
+#[derive(Clone, Copy, Debug)]
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+    /// The OpenAPI operationId.
+    pub operation_id: &'static str,
+    /// OpenAPI tags.
+    pub tags: &'static [&'static str],
+    /// HTTP statuses this route can answer besides 200 and the guard's (401, 403).
+    pub errors: &'static [u16],
+}
+
+/// One operation.
+pub struct Op {
+    /// The canonical name.
+    pub name: &'static str,
+    /// One line: what it does.
+    pub summary: &'static str,
+    /// One paragraph for agents and people: what it does, what it returns, how to use it.
+    pub description: &'static str,
+    /// The CLI subcommand.
+    pub cli: Option<&'static str>,
+    /// The MCP tool.
+    pub mcp: Option<Tool>,
+    /// The REST route.
+    pub rest: Option<Route>,
+    /// Changes nothing.
+    pub read_only: bool,
+    /// May remove or overwrite memories.
+    pub destructive: bool,
+    /// Repeating it with the same arguments changes nothing more.
+    pub idempotent: bool,
+    /// Request examples (name, JSON), for documentation and the cross-surface tests.
+    pub examples: fn() -> Vec<(&'static str, Value)>,
+    /// The request's schema.
+    pub request: fn(&mut SchemaGenerator) -> Schema,
+    /// The response's schema.
+    pub response: fn(&mut SchemaGenerator) -> Schema,
+    /// The request's type name (its schema's name in OpenAPI).
+    pub request_name: fn() -> String,
+    /// The response's type name.
+    pub response_name: fn() -> String,
+    /// Runs the operation for a caller: JSON arguments in, JSON result out.
+    pub run: fn(&Memdir, &Caller, Value) -> Result<Value>,
+}
+
+/// Deserializes arguments into a typed request; errors name the offending field.
+pub fn from_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T> {
+    crate::service::from_args(args)
+}
+
+fn to_json<T: serde::Serialize>(v: T) -> Result<Value> {
+    serde_json::to_value(v)
+        .map_err(|e| Error::internal(format!("a response did not serialize: {e}")))
+}
+
+macro_rules! typed {
+    ($req:ty, $resp:ty, |$m:ident, $r:ident| $body:expr) => {
+        typed!($req, $resp, |$m, $r, _caller| $body)
+    };
+    ($req:ty, $resp:ty, |$m:ident, $r:ident, $c:ident| $body:expr) => {
+        (
+            (|g: &mut SchemaGenerator| g.subschema_for::<$req>())
+                as fn(&mut SchemaGenerator) -> Schema,
+            (|g: &mut SchemaGenerator| g.subschema_for::<$resp>())
+                as fn(&mut SchemaGenerator) -> Schema,
+            (|| <$req as JsonSchema>::schema_name().into_owned()) as fn() -> String,
+            (|| <$resp as JsonSchema>::schema_name().into_owned()) as fn() -> String,
+            (|$m: &Memdir, $c: &Caller, args: Value| -> Result<Value> {
+                let $r: $req = from_args(args)?;
+                // Access control, before anything runs: the one place it is evaluated.
+                $c.admit(&Guarded::need(&$r), &|| category_names($m))?;
+                let mut out: $resp = $body?;
+                Visible::hide(&mut out, $c);
+                to_json::<$resp>(out)
+            }) as fn(&Memdir, &Caller, Value) -> Result<Value>,
+        )
+    };
+}
+
+/// Every category of the store, by name.
+fn category_names(m: &Memdir) -> Result<Vec<String>> {
+    Ok(m.list()?.categories.into_iter().map(|c| c.name).collect())
+}
+
+/// The categories `c` may not read (none unless its reads are restricted).
+fn hidden(m: &Memdir, c: &Caller) -> Result<Vec<String>> {
+    if !c.restricts_reads() {
+        return Ok(Vec::new());
+    }
+    Ok(category_names(m)?
+        .into_iter()
+        .filter(|n| !c.can_read(n))
+        .collect())
+}
+
+/// The bearer token of a sync's HTTP remote: the variable the request or the config names.
+pub fn sync_token(m: &Memdir, r: &SyncRequest) -> Result<Option<String>> {
+    let configured = Some(m.settings().sync_token_env.clone()).filter(|e| !e.is_empty());
+    match r.token_env.clone().or(configured) {
+        None => Ok(None),
+        Some(name) => memdir_store::env::process(&name).map(Some).ok_or_else(|| {
+            Error::invalid(
+                "token_env",
+                format!("the environment variable {name:?} that should hold the remote's token is not set"),
+            )
+        }),
+    }
+}
+
+/// What `c` may touch through the sync plane: the policy decides here, the engine asks.
+fn with_sync_access<R>(
+    m: &Memdir,
+    c: &Caller,
+    f: impl FnOnce(&crate::service::SyncAccess<'_>) -> Result<R>,
+) -> Result<R> {
+    let read = |n: &str| c.can_read(n);
+    let write = |n: &str| c.admit(&Need::Write(n), &|| category_names(m));
+    let ingest = |ps: &[&str]| c.admit(&Need::Ingest(ps.to_vec()), &|| category_names(m));
+    let forget = || {
+        c.admit(&Need::Privileged("forget session memory"), &|| {
+            category_names(m)
+        })
+    };
+    f(&crate::service::SyncAccess {
+        read: &read,
+        write: &write,
+        ingest: &ingest,
+        forget: &forget,
+    })
+}
+
+macro_rules! op {
+    (
+        name: $name:literal,
+        summary: $summary:literal,
+        description: $desc:literal,
+        cli: $cli:expr,
+        mcp: $mcp:expr,
+        rest: $rest:expr,
+        flags: ($ro:expr, $destr:expr, $idem:expr),
+        examples: $ex:expr,
+        typed: $typed:expr $(,)?
+    ) => {{
+        let (request, response, request_name, response_name, run) = $typed;
+        Op {
+            name: $name,
+            summary: $summary,
+            description: $desc,
+            cli: $cli,
+            mcp: $mcp,
+            rest: $rest,
+            read_only: $ro,
+            destructive: $destr,
+            idempotent: $idem,
+            examples: $ex,
+            request,
+            response,
+            request_name,
+            response_name,
+            run,
+        }
+    }};
+}
+
+const fn tool(name: &'static str, title: &'static str, profile: Profile) -> Option<Tool> {
+    Some(Tool {
+        name,
+        title,
+        profile,
+    })
+}
+
+const fn post(
+    path: &'static str,
+    operation_id: &'static str,
+    tags: &'static [&'static str],
+    errors: &'static [u16],
+) -> Option<Route> {
+    Some(Route {
+        method: Method::Post,
+        path,
+        operation_id,
+        tags,
+        errors,
+    })
+}
+
+const fn get(
+    path: &'static str,
+    operation_id: &'static str,
+    tags: &'static [&'static str],
+    errors: &'static [u16],
+) -> Option<Route> {
+    Some(Route {
+        method: Method::Get,
+        path,
+        operation_id,
+        tags,
+        errors,
+    })
+}
+
+fn no_examples() -> Vec<(&'static str, Value)> {
+    vec![("empty", json!({}))]
+}
+
+/// Every operation, in the order surfaces list them.
+pub fn table() -> &'static [Op] {
+    static TABLE: std::sync::OnceLock<Vec<Op>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(build)
+}
+
+fn build() -> Vec<Op> {
+    vec![
+        op! {
+            name: "search",
+            summary: "Search sessions and categories",
+            description: "Search past sessions and categories. Returns {results, engine}; each chunk hit has session_id, position, content, score and context (its neighbouring chunks).",
+            cli: Some("search"),
+            mcp: tool("memory_search", "Search memory", Profile::Default),
+            rest: post("/search", "search", &["sessions", "categories"], &[400, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("keyword", json!({"query": "connection pool timeout", "limit": 5}))],
+            typed: typed!(SearchRequest, SearchResponse, |m, r, c| m.search_hiding(&r, hidden(m, c)?)),
+        },
+        op! {
+            name: "fetch",
+            summary: "Read a session page by page",
+            description: "Read one session's chunks in order, a page at a time. Use next_position from the result to continue.",
+            cli: Some("fetch"),
+            mcp: tool("memory_fetch", "Read a session", Profile::Default),
+            rest: post("/fetch", "fetch", &["sessions"], &[400, 404, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"session_id": "demo-session", "position": 0, "limit": 20}))],
+            typed: typed!(FetchRequest, FetchResponse, |m, r| m.fetch(&r)),
+        },
+        op! {
+            name: "overview",
+            summary: "List sessions, newest first",
+            description: "The session catalog, newest first: id, title, project, message_count, start_time, last_active.",
+            cli: Some("overview"),
+            mcp: tool("memory_overview", "List sessions", Profile::Default),
+            rest: get("/overview", "overview", &["sessions"], &[400, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"days": 30, "project": "web", "offset": 0, "limit": 20}))],
+            typed: typed!(OverviewRequest, OverviewResponse, |m, r| m.overview(&r)),
+        },
+        op! {
+            name: "ingest",
+            summary: "Save chunks to session memory",
+            description: "Save a chunk (a message, note or paragraph) to a session: {session_id, content}. For many at once pass chunks: [{session_id, content, ...}] instead, saved all or nothing. Returns the position of each.",
+            cli: Some("ingest"),
+            mcp: tool("memory_ingest", "Save to session memory", Profile::Default),
+            rest: post("/ingest", "ingest", &["sessions"], &[400, 413, 500, 503]),
+            flags: (false, false, false),
+            examples: || vec![
+                ("single", json!({"session_id": "demo-session", "content": "The connection pool timeout is 30 seconds.", "project": "web", "metadata": {"role": "user", "title": "Pool settings"}})),
+                ("batch", json!({"chunks": [{"session_id": "demo-session", "content": "We raised it to 60 seconds."}, {"session_id": "other-session", "content": "Editor: helix."}]})),
+            ],
+            typed: typed!(IngestRequest, IngestResponse, |m, r| m.ingest_request(r)),
+        },
+        op! {
+            name: "read",
+            summary: "Read a category (or an old version of it)",
+            description: "Read a category by its name (not a key inside it). Returns {data, meta: {hash, version, updated_at, updated_by, size_bytes}}.",
+            cli: Some("read"),
+            mcp: tool("memory_read", "Read a category", Profile::Default),
+            rest: post("/api/v1/read", "readCategory", &["categories"], &[400, 404, 413, 422, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"category": "base"}))],
+            typed: typed!(ReadRequest, ReadResponse, |m, r| m.read(&r)),
+        },
+        op! {
+            name: "write",
+            summary: "Create, replace or merge a category",
+            description: "Create or change a category. merge: true updates only the given top-level keys (null deletes a key); otherwise data replaces the whole category. Pass expected_hash from the last read to fail instead of overwriting a concurrent change (\"absent\": create only).",
+            cli: Some("write"),
+            mcp: tool("memory_write", "Write a category", Profile::Default),
+            rest: post("/api/v1/write", "writeCategory", &["categories"], &[400, 409, 413, 422, 500, 503]),
+            flags: (false, true, true),
+            examples: || vec![("example", json!({"category": "base", "data": {"name": "Ada", "editor": "helix"}, "merge": true, "reason": "editor preference"}))],
+            typed: typed!(WriteRequest, WriteResponse, |m, r| m.write(&r)),
+        },
+        op! {
+            name: "append",
+            summary: "Append an entry to a log category",
+            description: "Append an entry to a log category (created if missing), keeping the newest max_entries (default 200) and entries within max_age_days of the newest.",
+            cli: Some("append"),
+            mcp: tool("memory_append", "Append to a log", Profile::Default),
+            rest: post("/api/v1/append", "appendLog", &["categories"], &[400, 409, 413, 422, 500, 503]),
+            flags: (false, false, false),
+            examples: || vec![("example", json!({"category": "journal", "data": {"event": "deployed v2"}, "max_entries": 200}))],
+            typed: typed!(AppendRequest, AppendResponse, |m, r| m.append(&r)),
+        },
+        op! {
+            name: "list",
+            summary: "List categories",
+            description: "Every category with kind, hash, version, size, updated_at and updated_by.",
+            cli: Some("list"),
+            mcp: tool("memory_list", "List categories", Profile::Default),
+            rest: get("/api/v1/list", "listCategories", &["categories"], &[500, 503]),
+            flags: (true, false, true),
+            examples: no_examples,
+            typed: typed!(Empty, ListResponse, |m, _r| m.list()),
+        },
+        op! {
+            name: "history",
+            summary: "Versions of a category",
+            description: "Versions of a category, newest first (version, id, hash, op, actor, reason, timestamp). With diff_from and/or diff_to, also a unified diff between two versions.",
+            cli: Some("history"),
+            mcp: tool("memory_history", "Category history", Profile::Default),
+            rest: post("/api/v1/history", "categoryHistory", &["categories"], &[400, 404, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"category": "base", "limit": 20}))],
+            typed: typed!(HistoryRequest, HistoryResponse, |m, r| m.history(&r)),
+        },
+        op! {
+            name: "diff",
+            summary: "Unified diff between two versions",
+            description: "A unified diff between two versions of a category. Defaults: to is the newest version, from its parent.",
+            cli: Some("diff"),
+            mcp: None,
+            rest: post("/api/v1/diff", "diffCategory", &["categories"], &[400, 404, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"category": "base", "from": "1", "to": "2"}))],
+            typed: typed!(DiffRequest, DiffResponse, |m, r| m.diff(&r)),
+        },
+        op! {
+            name: "delete",
+            summary: "Delete a category (history is kept)",
+            description: "Delete a category. Its history is kept and restore can bring it back.",
+            cli: Some("delete"),
+            mcp: tool("memory_delete", "Delete a category", Profile::Default),
+            rest: post("/api/v1/delete", "deleteCategory", &["categories"], &[400, 404, 409, 413, 500, 503]),
+            flags: (false, true, false),
+            examples: || vec![("example", json!({"category": "scratch", "reason": "no longer needed"}))],
+            typed: typed!(DeleteRequest, DeleteResponse, |m, r| m.delete(&r)),
+        },
+        op! {
+            name: "status",
+            summary: "Counts, sizes and health of the store",
+            description: "Counts of sessions, chunks and categories, sizes, and the health of store and index.",
+            cli: Some("status"),
+            mcp: tool("memory_status", "Memory status", Profile::Default),
+            rest: get("/status", "status", &["meta"], &[500, 503]),
+            flags: (true, false, true),
+            examples: no_examples,
+            typed: typed!(Empty, StatusResponse, |m, _r, c| m.status().map(|mut s| {
+                s.access = Some(c.describe());
+                s
+            })),
+        },
+        op! {
+            name: "search_semantic",
+            summary: "Search by meaning",
+            description: "Search by meaning. Without a working embeddings provider this is keyword search, reported as engine keyword-fallback with the reason.",
+            cli: None,
+            mcp: tool("memory_search_semantic", "Semantic search", Profile::Full),
+            rest: None,
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"query": "what editor do I use", "limit": 3}))],
+            typed: typed!(SemanticSearchRequest, SearchResponse, |m, r, c| m.search_semantic(&r, hidden(m, c)?)),
+        },
+        op! {
+            name: "context",
+            summary: "Read several categories at once",
+            description: "Read several categories at once, for session warm-up. Missing ones are listed, not errors.",
+            cli: Some("context"),
+            mcp: tool("memory_context", "Read several categories", Profile::Full),
+            rest: post("/api/v1/context", "readCategories", &["categories"], &[400, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"categories": ["base", "projects"]}))],
+            typed: typed!(ContextRequest, ContextResponse, |m, r, c| m.context_hiding(&r, &hidden(m, c)?)),
+        },
+        op! {
+            name: "delta",
+            summary: "Whether a category changed since a hash",
+            description: "Whether a category changed since a hash: unchanged, changed (with data) or deleted.",
+            cli: Some("delta"),
+            mcp: tool("memory_delta", "Changed since", Profile::Full),
+            rest: post("/api/v1/delta", "categoryDelta", &["categories"], &[400, 404, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"category": "base", "since_hash": "0000"}))],
+            typed: typed!(DeltaRequest, DeltaResponse, |m, r| m.delta(&r)),
+        },
+        op! {
+            name: "compact",
+            summary: "Trim history",
+            description: "Trim history to the newest keep_versions versions per category (current versions and delete tombstones stay).",
+            cli: Some("compact"),
+            mcp: tool("memory_compact", "Compact history", Profile::Full),
+            rest: None,
+            flags: (false, true, true),
+            examples: || vec![("example", json!({"category": "base", "keep_versions": 5}))],
+            typed: typed!(CompactRequest, CompactResponse, |m, r| m.compact(&r)),
+        },
+        op! {
+            name: "restore",
+            summary: "Restore an old version as a new version",
+            description: "Restore an old version of a category (also after a delete) as a new version. Restoring over a malformed file needs expected_hash (the file's current_hash).",
+            cli: Some("restore"),
+            mcp: tool("memory_restore", "Restore a version", Profile::Full),
+            rest: post("/api/v1/restore", "restoreCategory", &["categories"], &[400, 404, 409, 413, 422, 500, 503]),
+            flags: (false, false, false),
+            examples: || vec![("example", json!({"category": "base", "version": "1", "reason": "undo"}))],
+            typed: typed!(RestoreRequest, RestoreResponse, |m, r| m.restore(&r)),
+        },
+        op! {
+            name: "forget",
+            summary: "Forget chunks or an old category version",
+            description: "Replace chunks by tombstones (session_id with chunk_ids, a whole session, or the hits of query) or remove an old category version's content (category with version); positions and the version chain stay. dry_run lists what would go.",
+            cli: Some("forget"),
+            mcp: tool("memory_forget", "Forget memories", Profile::Full),
+            rest: post("/api/v1/forget", "forget", &["sessions", "categories"], &[400, 404, 409, 413, 500, 503]),
+            flags: (false, true, true),
+            examples: || vec![("dry_run", json!({"query": "connection pool", "dry_run": true}))],
+            typed: typed!(ForgetRequest, ForgetResponse, |m, r| m.forget(&r)),
+        },
+        op! {
+            name: "doctor",
+            summary: "Health report",
+            description: "Paths, configuration source, and a full check of files, history, ledger and index.",
+            cli: None,
+            mcp: tool("memory_doctor", "Health report", Profile::Full),
+            rest: None,
+            flags: (true, false, true),
+            examples: no_examples,
+            typed: typed!(Empty, DoctorResponse, |m, _r, c| {
+                c.admit(&Need::ReadAll, &|| category_names(m))?;
+                m.doctor().map(|mut d| {
+                    d.status.access = Some(c.describe());
+                    d
+                })
+            }),
+        },
+        op! {
+            name: "verify_store",
+            summary: "Check that files, history, ledger and index agree",
+            description: "A read-only check of every file, the history, the ledger and the index. Exits 1 (CLI) when it finds a problem.",
+            cli: Some("verify-store"),
+            mcp: None,
+            rest: get("/api/v1/verify", "verifyStore", &["meta"], &[500, 503]),
+            flags: (true, false, true),
+            examples: no_examples,
+            typed: typed!(Empty, VerifyResponse, |m, _r, c| {
+                c.admit(&Need::ReadAll, &|| category_names(m))?;
+                m.verify()
+            }),
+        },
+        op! {
+            name: "reindex",
+            summary: "Rebuild the search index from the files",
+            description: "Rebuild the search index from the files; rebuilds from nothing when the index cannot be read.",
+            cli: Some("reindex"),
+            mcp: None,
+            rest: None,
+            flags: (false, false, true),
+            examples: no_examples,
+            typed: typed!(Empty, ReindexResponse, |m, _r| m.reindex(None)),
+        },
+        op! {
+            name: "import",
+            summary: "Import another tool's history",
+            description: "Import another tool's history (jsonl: memdir chunk lines; claude-code; codex; opencode; local-memory; mcp-memory-rs and mcp-memory-jsonl, which become categories) from a file or directory (default: where the tool keeps it). Every chunk carries a source_id and a category version already in history is not added again, so running it again adds only what is new. dry_run counts without writing.",
+            cli: Some("import"),
+            mcp: None,
+            rest: None,
+            flags: (false, false, true),
+            examples: || vec![("dry-run", json!({"format": "jsonl", "path": "-", "dry_run": true}))],
+            typed: typed!(ImportRequest, ImportResponse, |m, r| crate::import::run(m, &r, &memdir_store::env::process, None)),
+        },
+        op! {
+            name: "sync",
+            summary: "Sync with the git remote",
+            description: "Commit local changes, fetch, merge with memdir's rules (concurrent versions resolved by the conflict strategy, losers kept in history and conflict records), then push. Offline, commits locally and reports the push as pending.",
+            cli: Some("sync"),
+            mcp: tool("memory_sync", "Sync with a remote", Profile::Full),
+            rest: post("/api/v1/sync", "sync", &["sync"], &[400, 404, 409, 413, 422, 500, 503]),
+            flags: (false, true, false),
+            // An HTTP remote that cannot be reached: the report says so and that the push is
+            // pending.
+            examples: || vec![("offline", json!({"remote": "http://127.0.0.1:9"}))],
+            typed: typed!(SyncRequest, SyncResponse, |m, r| {
+                m.sync_with(&r, sync_token(m, &r)?, None)
+            }),
+        },
+        op! {
+            name: "sync_manifest",
+            summary: "The hash tree of the files a sync exchanges",
+            description: "The root and per-bucket BLAKE3 hashes of the history entries, conflict records and session segments this device may read. Equal roots on two stores: nothing to sync. Used by `sync` against an HTTP remote.",
+            cli: None,
+            mcp: tool("sync_manifest", "Sync manifest", Profile::Full),
+            rest: get("/api/v1/sync/manifest", "syncManifest", &["sync"], &[400, 500, 503]),
+            flags: (true, false, true),
+            examples: no_examples,
+            typed: typed!(Empty, SyncManifestResponse, |m, _r, c| {
+                with_sync_access(m, c, |a| m.sync_manifest(a))
+            }),
+        },
+        op! {
+            name: "sync_diff",
+            summary: "What each side of a sync lacks",
+            description: "Given the caller's files in the buckets whose hashes differ from sync_manifest's, lists what this store lacks (push) and what the caller lacks (pull): whole files, or segment tails from a byte offset. A file the caller would push into a category it may not write refuses the whole diff.",
+            cli: None,
+            mcp: tool("sync_diff", "Sync diff", Profile::Full),
+            rest: post("/api/v1/sync/diff", "syncDiff", &["sync"], &[400, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("nothing", json!({"buckets": {}}))],
+            typed: typed!(SyncDiffRequest, SyncDiffResponse, |m, r, c| {
+                with_sync_access(m, c, |a| m.sync_diff(&r, a))
+            }),
+        },
+        op! {
+            name: "sync_pull",
+            summary: "A page of files for a sync",
+            description: "Sends the files and segment tails asked for (as sync_diff listed them under pull), at most max_bytes of data per page, each with its BLAKE3 hash; what did not fit is listed under rest.",
+            cli: None,
+            mcp: tool("sync_pull", "Sync pull", Profile::Full),
+            rest: post("/api/v1/sync/pull", "syncPull", &["sync"], &[400, 404, 413, 422, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("nothing", json!({"want": []}))],
+            typed: typed!(SyncPullRequest, SyncPage, |m, r, c| {
+                with_sync_access(m, c, |a| m.sync_pull(&r, a))
+            }),
+        },
+        op! {
+            name: "sync_push",
+            summary: "Apply a page of files from a sync",
+            description: "Checks every item of the page (BLAKE3 hash, path, content, access) and applies all of them as one transaction, or none: new history entries and conflict records, segment tails; categories whose history grew are derived by the same merge as git sync.",
+            cli: None,
+            mcp: tool("sync_push", "Sync push", Profile::Full),
+            rest: post("/api/v1/sync/push", "syncPush", &["sync"], &[400, 409, 413, 422, 500, 503]),
+            flags: (false, false, true),
+            examples: || vec![("nothing", json!({"items": []}))],
+            typed: typed!(SyncPushRequest, SyncPushResponse, |m, r, c| {
+                with_sync_access(m, c, |a| m.sync_push(&r, a))
+            }),
+        },
+        op! {
+            name: "resolve",
+            summary: "Resolve a sync conflict",
+            description: "Write the resolved content of a category a sync left in conflict: pick one of its versions, or give the data. Closes its open conflicts.",
+            cli: Some("resolve"),
+            mcp: None,
+            rest: None,
+            flags: (false, false, false),
+            examples: || vec![("pick", json!({"category": "base", "pick": "1"}))],
+            typed: typed!(ResolveRequest, ResolveResponse, |m, r| m.resolve(&r)),
+        },
+        op! {
+            name: "snapshot",
+            summary: "Write a verified copy of the store",
+            description: "Copy every file of the store (not the derived ledger and index) to dest, a new or empty directory, under the store lock, with a manifest of blake3 hashes checked before it answers.",
+            cli: Some("snapshot"),
+            mcp: None,
+            rest: None,
+            flags: (true, false, false),
+            examples: || vec![("example", json!({"dest": "/backups/memdir-2026-11-30"}))],
+            typed: typed!(SnapshotRequest, SnapshotResponse, |m, r| m.take_snapshot(&r)),
+        },
+        op! {
+            name: "restore_snapshot",
+            summary: "Replace the store by a snapshot",
+            description: "Check a snapshot against its manifest, then swap it in as the store; the previous store is moved aside (parked), not deleted.",
+            cli: Some("restore-snapshot"),
+            mcp: None,
+            rest: None,
+            flags: (false, true, false),
+            examples: || vec![("example", json!({"src": "/backups/memdir-2026-11-30"}))],
+            typed: typed!(RestoreSnapshotRequest, RestoreSnapshotResponse, |m, r| m.restore_snapshot(&r)),
+        },
+        op! {
+            name: "export",
+            summary: "Export sessions and categories as jsonl or markdown",
+            description: "Export sessions as jsonl (chunk lines that ingest --jsonl loads) or sessions and categories as markdown, optionally for one project and from a time on.",
+            cli: Some("export"),
+            mcp: None,
+            rest: None,
+            flags: (true, false, true),
+            examples: || vec![("markdown", json!({"format": "markdown", "project": "web", "since": "2026-11-01"}))],
+            typed: typed!(ExportRequest, ExportResponse, |m, r| m.export(&r)),
+        },
+        op! {
+            name: "embed",
+            summary: "Embed every text not embedded yet",
+            description: "Embed every indexed chunk and category that has no vector yet with the configured provider (searches and servers do this a little at a time).",
+            cli: Some("embed"),
+            mcp: None,
+            rest: None,
+            flags: (false, false, true),
+            examples: no_examples,
+            typed: typed!(Empty, EmbedResponse, |m, _r| m.embed()),
+        },
+        op! {
+            name: "models",
+            summary: "List or fetch embedding models",
+            description: "Show the configured embeddings provider and the models in the model cache; with fetch, download a model from Hugging Face into the cache.",
+            cli: Some("models"),
+            mcp: None,
+            rest: None,
+            flags: (true, false, true),
+            examples: no_examples,
+            typed: typed!(ModelsRequest, ModelsResponse, |m, r| m.models(&r)),
+        },
+        op! {
+            name: "init",
+            summary: "Create the memory directory",
+            description: "Create the memory directory with its format file, .gitignore and .gitattributes.",
+            cli: Some("init"),
+            mcp: None,
+            rest: None,
+            flags: (false, false, true),
+            examples: no_examples,
+            typed: typed!(Empty, InitResponse, |m, _r| m.init()),
+        },
+    ]
+}
+
+/// The operation named `name`.
+pub fn find(name: &str) -> Option<&'static Op> {
+    table().iter().find(|o| o.name == name)
+}
+
+/// The operation behind MCP tool `tool`, if the profile offers it.
+pub fn find_tool(tool: &str, profile: Profile) -> Option<&'static Op> {
+    table().iter().find(|o| {
+        o.mcp
+            .is_some_and(|t| t.name == tool && t.profile <= profile)
+    })
+}
+
+/// Runs `op` for `caller` with JSON arguments (`null` or absent means none): access control
+/// first, then the operation, with the caller's device as the actor of its writes.
+pub fn call(memdir: &Memdir, caller: &Caller, op: &Op, args: Value) -> Result<Value> {
+    let args = if args.is_null() {
+        Value::Object(Map::new())
+    } else {
+        args
+    };
+    if !args.is_object() {
+        return Err(Error::invalid(
+            "arguments",
+            format!(
+                "arguments must be a JSON object, got {}",
+                crate::service::type_name(&args)
+            ),
+        ));
+    }
+    crate::service::as_actor(&caller.device, || (op.run)(memdir, caller, args))
+}
+
+/// Settings for tool input schemas: everything inline.
+fn generator() -> SchemaGenerator {
+    let mut s = SchemaSettings::draft2020_12();
+    s.inline_subschemas = true;
+    SchemaGenerator::new(s)
+}
+
+/// The strict JSON Schema of an operation's input, as MCP tools carry it: an object whose
+/// every property has a type and a description, with no union types (`anyOf`, `oneOf`, type
+/// arrays), which strict validators and some model providers refuse.
+pub fn input_schema(op: &Op) -> Map<String, Value> {
+    let mut g = generator();
+    let schema = (op.request)(&mut g);
+    let mut v = schema.to_value();
+    strict(&mut v);
+    if let Value::Object(m) = &mut v {
+        m.remove("$schema");
+        m.remove("title");
+        m.remove("description");
+        m.entry("properties").or_insert_with(|| json!({}));
+        m.insert("type".into(), json!("object"));
+        m.insert("additionalProperties".into(), json!(false));
+        return m.clone();
+    }
+    Map::new()
+}
+
+/// Rewrites a schema without union types: `Option<T>` becomes T (absence is optionality),
+/// and integer formats go (strict clients reject `uint`).
+pub fn strict(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::Array(types)) = m.get("type").cloned() {
+                let non_null: Vec<_> = types.into_iter().filter(|t| t != "null").collect();
+                if non_null.len() == 1 {
+                    m.insert("type".into(), non_null[0].clone());
+                }
+            }
+            for key in ["anyOf", "oneOf"] {
+                if let Some(Value::Array(alts)) = m.get(key).cloned() {
+                    let non_null: Vec<_> = alts
+                        .into_iter()
+                        .filter(|a| a.get("type") != Some(&json!("null")))
+                        .collect();
+                    if non_null.len() == 1 {
+                        m.remove(key);
+                        if let Value::Object(inner) = &non_null[0] {
+                            for (k, x) in inner {
+                                m.entry(k.clone()).or_insert(x.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            if m.get("type") == Some(&json!("integer")) {
+                m.remove("format");
+            }
+            if m.get("type") == Some(&json!("number")) {
+                m.remove("format");
+            }
+            // A default of null says nothing.
+            if m.get("default") == Some(&Value::Null) {
+                m.remove("default");
+            }
+            for (_, x) in m.iter_mut() {
+                strict(x);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(strict),
+        _ => {}
+    }
+}
+
+/// The MCP tools of a profile, in table order: (op, tool).
+pub fn tools(profile: Profile) -> Vec<(&'static Op, Tool)> {
+    table()
+        .iter()
+        .filter_map(|o| o.mcp.filter(|t| t.profile <= profile).map(|t| (o, t)))
+        .collect()
+}
+
+/// A surface, for rendering hints in its own vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surface {
+    Cli,
+    Mcp,
+    Rest,
+}
+
+/// How a surface names an operation: the CLI its command, MCP its tool, REST its route; an
+/// operation a surface lacks is named as the CLI runs it.
+pub fn op_name(name: &str, surface: Surface) -> String {
+    let Some(op) = find(name) else {
+        return name.to_string();
+    };
+    let cli = || op.cli.map(|c| format!("`memdir {c}`"));
+    match surface {
+        Surface::Cli => cli(),
+        Surface::Mcp => op.mcp.map(|t| t.name.to_string()).or_else(cli),
+        Surface::Rest => op
+            .rest
+            .map(|r| {
+                let m = match r.method {
+                    Method::Get => "GET",
+                    Method::Post => "POST",
+                };
+                format!("{m} {}", r.path)
+            })
+            .or_else(cli),
+    }
+    .unwrap_or_else(|| name.to_string())
+}
+
+/// How a surface names an argument: the CLI as a flag, the others as the JSON field.
+pub fn arg_name(name: &str, surface: Surface) -> String {
+    match surface {
+        Surface::Cli => format!("--{}", name.replace('_', "-")),
+        Surface::Mcp | Surface::Rest => name.to_string(),
+    }
+}
+
+/// Renders the engine's `{op:NAME}` and `{arg:NAME}` references in a text for a surface.
+pub fn render(text: &str, surface: Surface) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let token = tail.find('}').map(|j| &tail[1..j]);
+        match token.and_then(|t| t.split_once(':')) {
+            Some(("op", n)) if find(n).is_some() => {
+                out.push_str(&op_name(n, surface));
+                rest = &tail[n.len() + 5..];
+            }
+            Some(("arg", n)) if n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') => {
+                out.push_str(&arg_name(n, surface));
+                rest = &tail[n.len() + 6..];
+            }
+            _ => {
+                out.push('{');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// An error with its message and hints rendered for a surface.
+pub fn for_surface(mut e: Error, surface: Surface) -> Error {
+    e.message = render(&e.message, surface);
+    for h in &mut e.hints {
+        *h = render(h, surface);
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_name_things_in_each_surface_vocabulary() {
+        let t =
+            "{op:history} lists versions; pass {arg:expected_hash}; {op:reindex}; {x} {op:nope}";
+        assert_eq!(
+            render(t, Surface::Cli),
+            "`memdir history` lists versions; pass --expected-hash; `memdir reindex`; {x} {op:nope}"
+        );
+        assert_eq!(
+            render(t, Surface::Mcp),
+            "memory_history lists versions; pass expected_hash; `memdir reindex`; {x} {op:nope}"
+        );
+        assert_eq!(
+            render(t, Surface::Rest),
+            "POST /api/v1/history lists versions; pass expected_hash; `memdir reindex`; {x} {op:nope}"
+        );
+    }
+
+    #[test]
+    fn every_tool_schema_is_strict_and_described() {
+        fn walk(v: &Value, at: &str) {
+            if let Value::Object(m) = v {
+                for bad in ["anyOf", "oneOf", "allOf", "$ref"] {
+                    assert!(!m.contains_key(bad), "{at}: {bad}");
+                }
+                if let Some(t) = m.get("type") {
+                    assert!(t.is_string(), "{at}: type {t}");
+                }
+                if let Some(Value::Object(props)) = m.get("properties") {
+                    for (k, p) in props {
+                        assert!(
+                            p.get("description")
+                                .and_then(Value::as_str)
+                                .is_some_and(|d| !d.is_empty()),
+                            "{at}.{k} has no description"
+                        );
+                        assert!(p.get("type").is_some(), "{at}.{k} has no type");
+                        walk(p, &format!("{at}.{k}"));
+                    }
+                }
+                if let Some(items) = m.get("items") {
+                    walk(items, &format!("{at}[]"));
+                }
+            }
+        }
+        for (op, t) in tools(Profile::Full) {
+            let s = Value::Object(input_schema(op));
+            walk(&s, t.name);
+        }
+    }
+
+    #[test]
+    fn names_are_unique_on_every_surface() {
+        let mut seen = std::collections::BTreeSet::new();
+        for op in table() {
+            assert!(seen.insert(format!("op {}", op.name)));
+            if let Some(c) = op.cli {
+                assert!(seen.insert(format!("cli {c}")), "cli {c}");
+            }
+            if let Some(t) = op.mcp {
+                assert!(seen.insert(format!("mcp {}", t.name)), "mcp {}", t.name);
+            }
+            if let Some(r) = op.rest {
+                assert!(seen.insert(format!("rest {}", r.path)), "rest {}", r.path);
+                assert!(seen.insert(format!("operationId {}", r.operation_id)));
+            }
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! The query side: plans a search request and answers it from the derived index, after
+//! bringing that index up to date (adoption of hand edits, then the indexer's catch-up).
+
+use std::sync::MutexGuard;
+use std::time::Instant;
+
+use super::{Memdir, check_limit};
+use memdir_api::error::{Error, Result};
+use memdir_api::*;
+use memdir_index::index::SearchIndex;
+use memdir_index::search::{self, Filters, Kind, Mode};
+use memdir_store::clock;
+
+/// The search plan of a request.
+trait Plan {
+    fn plan(&self) -> Result<search::Request>;
+}
+
+impl Plan for SearchRequest {
+    fn plan(&self) -> Result<search::Request> {
+        check_limit("limit", self.limit)?;
+        memdir_index::budget::check(self.max_tokens)?;
+        let context = self.context.unwrap_or(search::DEFAULT_CONTEXT);
+        if context > search::MAX_CONTEXT {
+            return Err(Error::invalid(
+                "context",
+                format!(
+                    "context must be between 0 and {}; got {context}",
+                    search::MAX_CONTEXT
+                ),
+            ));
+        }
+        let time = |field: &str, v: &Option<String>| -> Result<Option<i64>> {
+            match v.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+                None => Ok(None),
+                Some(s) => clock::parse_time(s).map(Some).ok_or_else(|| {
+                    Error::invalid(field, format!("{field} {s:?} is not a time: use RFC 3339 (2026-11-29T10:00:00Z), a date (2026-11-29) or epoch milliseconds"))
+                }),
+            }
+        };
+        let nonempty = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+        let mut until = time("until", &self.until)?;
+        if let (Some(u), Some(s)) = (until, self.until.as_deref())
+            && s.trim().len() == 10
+        {
+            // A bare date as upper bound means the whole of that day.
+            until = Some(u + 86_400_000 - 1);
+        }
+        Ok(search::Request {
+            query: self.query.clone(),
+            mode: match self.mode.as_deref() {
+                None | Some("") => Mode::Auto,
+                Some(m) => Mode::parse(m)?,
+            },
+            limit: self.limit,
+            filters: Filters {
+                project: nonempty(&self.project),
+                session_id: nonempty(&self.session_id),
+                category: nonempty(&self.category),
+                kind: nonempty(&self.kind).map(|k| Kind::parse(&k)).transpose()?,
+                since: time("since", &self.since)?,
+                until,
+                hidden_categories: Vec::new(),
+            },
+            context,
+            max_chars: if self.full {
+                None
+            } else {
+                Some(search::DEFAULT_MAX_CHARS)
+            },
+            context_weight: self.context_weight.unwrap_or(search::CONTEXT_WEIGHT),
+            neighbour_share: search::NEIGHBOUR_SHARE,
+            session_share: search::SESSION_SHARE,
+            explain: self.explain,
+        })
+    }
+}
+
+impl Memdir {
+    pub(crate) fn index_guard(
+        &self,
+    ) -> Result<MutexGuard<'_, Option<std::sync::Arc<SearchIndex>>>> {
+        let mut g = self
+            .index
+            .lock()
+            .map_err(|_| Error::internal("a previous search panicked"))?;
+        let cfg = self.settings.analyzer.clone();
+        let stale = g.as_ref().is_some_and(|i| !i.present() || i.cfg != cfg);
+        if g.is_none() || stale {
+            *g = None;
+            *g = Some(std::sync::Arc::new(if self.read_only().is_some() {
+                SearchIndex::open_ram(cfg)?
+            } else {
+                SearchIndex::open_with(
+                    &self.layout().index_dir(),
+                    cfg,
+                    self.settings.index_tail_in_memory,
+                )?
+            }));
+        }
+        Ok(g)
+    }
+
+    /// Writes what a server's index keeps in memory (`index::Overlay`) to disk, best effort
+    /// (a server stopping: the next process then need not index it again; if it cannot, that
+    /// process does, from the feed).
+    pub fn land_index(&self) {
+        if let Ok(g) = self.index.lock()
+            && let Some(idx) = g.as_deref()
+        {
+            let _ = idx.land_kept(self.settings.lock_timeout);
+        }
+    }
+
+    /// Searches session chunks and categories.
+    pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
+        self.search_hiding(req, Vec::new())
+    }
+
+    /// Searches, leaving out the categories named in `hidden` (those a caller may not read):
+    /// they are filtered inside the query, so they take no place among the hits.
+    pub fn search_hiding(
+        &self,
+        req: &SearchRequest,
+        hidden: Vec<String>,
+    ) -> Result<SearchResponse> {
+        self.search_tuned(req, |plan| plan.filters.hidden_categories = hidden)
+    }
+
+    /// Searches with the plan adjusted by `tune` (the benchmark measures ranking levers so).
+    pub fn search_tuned(
+        &self,
+        req: &SearchRequest,
+        tune: impl FnOnce(&mut search::Request),
+    ) -> Result<SearchResponse> {
+        let mut plan = req.plan()?;
+        tune(&mut plan);
+        let mode = plan.mode;
+        if !self.layout().exists() || plan.query.trim().is_empty() {
+            if plan.query.chars().count() > search::MAX_QUERY_CHARS {
+                return Err(Error::too_large(
+                    "query",
+                    plan.query.chars().count(),
+                    search::MAX_QUERY_CHARS,
+                    "characters",
+                ));
+            }
+            return Ok(SearchResponse {
+                results: Vec::new(),
+                engine: "empty".into(),
+                count: 0,
+                query: plan.query,
+                mode: None,
+                notes: None,
+                note: None,
+                omitted: None,
+                coverage: None,
+            });
+        }
+        match self.refresh_index() {
+            // The index cannot be written here (permissions, a full disk): serve from the
+            // files with an index in memory.
+            Err(e) if e.write_denied() && self.read_only().is_none() => {
+                self.enter_read_only(&e)?;
+                self.refresh_index()?;
+            }
+            r => r?,
+        }
+        // The index mutex is held only to take the handle: the query runs beside catch-ups
+        // (other searches' commits), on searchers taken once (`search::View`).
+        let idx = self
+            .index_guard()?
+            .as_ref()
+            .expect("invariant: index_guard opens the index")
+            .clone();
+        let view = search::View::of(&idx);
+        let (outcome, note, coverage) = self.dispatch(&view, &plan)?;
+        let mut resp = SearchResponse {
+            count: outcome.results.len(),
+            results: outcome.results,
+            engine: outcome.engine.into(),
+            query: plan.query,
+            mode: Some(format!("{mode:?}").to_lowercase()),
+            notes: (!outcome.notes.is_empty()).then_some(outcome.notes),
+            note,
+            coverage,
+            omitted: None,
+        };
+        if let Some(max) = req.max_tokens {
+            memdir_index::budget::fit_search(&mut resp, max);
+        }
+        Ok(resp)
+    }
+
+    /// Chooses the engine: `semantic` and `hybrid` (and `auto` for a natural-language query
+    /// when embeddings are configured) go to the vectors; when they cannot answer, keywords
+    /// do, with the reason and the coverage.
+    fn dispatch(
+        &self,
+        idx: &search::View<'_>,
+        plan: &search::Request,
+    ) -> Result<(search::Outcome, Option<String>, Option<String>)> {
+        let configured = self.settings.embeddings.is_some();
+        let hybrid = match plan.mode {
+            Mode::Semantic => false,
+            Mode::Hybrid => true,
+            Mode::Auto if configured && plan.mode.wants_hybrid(&plan.query) => true,
+            _ => return Ok((search::run(idx, plan)?, None, None)),
+        };
+        match self.dense_hits(idx, plan.query.trim(), &plan.filters) {
+            Ok((dense, cov)) => Ok((
+                search::run_dense(idx, plan, &dense, hybrid)?,
+                None,
+                Some(cov.label()),
+            )),
+            Err(fb) => {
+                let mut keyword = plan.clone();
+                if keyword.mode != Mode::Auto {
+                    keyword.mode = Mode::Bm25;
+                }
+                let mut outcome = search::run(idx, &keyword)?;
+                outcome.engine = "keyword-fallback";
+                Ok((outcome, Some(fb.reason), fb.coverage.map(|c| c.label())))
+            }
+        }
+    }
+
+    /// Searches by meaning: the nearest vectors. Without an embeddings provider, or while it
+    /// fails or has not embedded everything, BM25 answers and the response says why (engine
+    /// `keyword-fallback`, `note`, `coverage`).
+    pub fn search_semantic(
+        &self,
+        req: &SemanticSearchRequest,
+        hidden: Vec<String>,
+    ) -> Result<SearchResponse> {
+        let mut r = SearchRequest::new(&req.query);
+        r.limit = req.limit;
+        r.mode = Some("semantic".into());
+        self.search_hiding(&r, hidden)
+    }
+
+    /// Brings the index up to date with the files: adopts external changes (throttled), then
+    /// catches up from the change feed.
+    pub fn refresh_index(&self) -> Result<()> {
+        {
+            let mut guard = self.inner()?;
+            let Some(inner) = guard.as_mut() else {
+                return Ok(());
+            };
+            let due = {
+                let last = self
+                    .last_scan
+                    .lock()
+                    .map_err(|_| Error::internal("scan clock poisoned"))?;
+                last.is_none_or(|t| t.elapsed() >= self.settings.scan_interval)
+            };
+            if due {
+                self.scan(inner)?;
+                *self
+                    .last_scan
+                    .lock()
+                    .map_err(|_| Error::internal("scan clock poisoned"))? = Some(Instant::now());
+            }
+        }
+        // What this search must see: every write acknowledged before it arrived. Writes
+        // acknowledged while it waits for another search's catch-up are not waited for.
+        let marks = self.change_marks()?;
+        for _ in 0..3 {
+            if self.catch_up_to(false, None, marks.as_ref())? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the time of a full scan done by `open`.
+    pub(crate) fn note_scanned(&self) {
+        if let Ok(mut l) = self.last_scan.lock() {
+            *l = Some(Instant::now());
+        }
+    }
+}

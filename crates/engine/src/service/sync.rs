@@ -1,0 +1,1337 @@
+//! Sync over git: commit local changes, fetch, merge with memdir's rules, push.
+//!
+//! memdir merges trees itself instead of calling `git merge`: it lists what changed on each
+//! side since the merge base (`git diff-tree`), takes every path only the remote changed,
+//! decides the rest with [`merge::merge_path`], derives each touched category's file from its
+//! merged history ([`merge::heads`], [`merge::resolve`]), writes all of it through the staged
+//! commit protocol (`txn::commit`), and records the result with `commit-tree` and a
+//! compare-and-swap `update-ref`. No `MERGE_HEAD`, no index stages, no conflict markers, and a
+//! crash at any point leaves either the old commit or files that the next sync commits and
+//! merges again to the same result. Nothing here rebases, amends, resets or force-pushes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::adoption::Sync;
+use super::{Inner, Memdir};
+use crate::sync::git::{EMPTY_TREE, Git, GitError};
+use crate::sync::merge::{self, PathKind, PathMerge, Strategy};
+use memdir_api::error::{Error, ErrorKind, Result};
+use memdir_api::{
+    LastSync, OpenConflict, Problem, ResolveRequest, ResolveResponse, SyncRequest, SyncResponse,
+};
+use memdir_store::lock::WriteLock;
+use memdir_store::model::{CategoryName, HistoryEntry, VersionOp, decode_component};
+use memdir_store::{self as store, Layout, codec, fsx, txn};
+
+/// The file under `.memdir/` naming the categories a sync has yet to settle.
+const SETTLE_NOTE: &str = "settle-pending.json";
+
+/// What a sync needs to settle categories after a crash: the same inputs it had.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PendingSettle {
+    categories: Vec<String>,
+    strategy: String,
+    local_heads: Vec<String>,
+    seed: String,
+}
+
+/// The top-level paths a sync commits; nothing else in the work tree is memdir's.
+const TRACKED: [&str; 7] = [
+    ".gitignore",
+    "categories",
+    "history",
+    "sessions",
+    "conflicts",
+    "memdir.json",
+    ".gitattributes",
+];
+
+/// Rounds of fetch-merge-push before a sync gives up on a remote that keeps moving.
+const MAX_ROUNDS: usize = 5;
+
+/// The record of the last sync, under `.memdir/`.
+const LAST_SYNC: &str = "last-sync.json";
+
+fn git_err(e: GitError) -> Error {
+    Error::new(ErrorKind::Unavailable, e.to_string())
+        .detail("command", Value::from(format!("git {}", e.command)))
+        .detail("stderr", Value::from(e.stderr))
+}
+
+fn problem(kind: &str, path: &str, message: impl Into<String>) -> Problem {
+    Problem {
+        kind: kind.to_string(),
+        path: path.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Paths under `dirs` that differ from HEAD in the work tree (untracked ones included).
+fn changed_paths(git: &Git, dirs: &[&str]) -> Result<Vec<String>> {
+    let mut args = vec!["status", "--porcelain", "-z", "--untracked-files=all", "--"];
+    args.extend(dirs);
+    let out = git.run(&args).map_err(git_err)?;
+    let mut paths = Vec::new();
+    let mut tokens = crate::sync::git::split_z(&out.stdout).into_iter();
+    while let Some(t) = tokens.next() {
+        if t.len() < 4 {
+            continue;
+        }
+        let (xy, path) = t.split_at(3);
+        // A rename or copy names its source next; the source is not in the work tree.
+        if xy.starts_with('R') || xy.starts_with('C') {
+            tokens.next();
+        }
+        paths.push(path.to_string());
+    }
+    Ok(paths)
+}
+
+/// The category named by a `categories/<stem>.json` or `history/<stem>/...` path.
+fn category_of(rel: &str) -> Option<CategoryName> {
+    let stem = match PathKind::of(rel) {
+        PathKind::Category => rel
+            .strip_prefix("categories/")?
+            .strip_suffix(".json")
+            .filter(|s| !s.contains('/'))?,
+        PathKind::History | PathKind::Conflict => rel.split('/').nth(1)?,
+        _ => return None,
+    };
+    CategoryName::new(&decode_component(stem)?).ok()
+}
+
+impl Memdir {
+    /// The lock that admits one sync of the store at a time, without waiting.
+    fn sync_lock(&self) -> Result<WriteLock> {
+        self.lock_now(
+            "sync.lock",
+            "another sync of this memory directory is running",
+        )
+        .map_err(|e| e.hint("retry when it has finished"))
+    }
+
+    /// The lock a server's periodic syncer holds for as long as it runs: one syncer per
+    /// memory directory. `busy` while another server holds it.
+    pub fn syncer_lock(&self) -> Result<WriteLock> {
+        self.lock_now(
+            "syncer.lock",
+            "another server syncs this memory directory periodically",
+        )
+    }
+
+    /// `.memdir/<file>` locked without waiting, or `busy` saying `held`.
+    fn lock_now(&self, file: &str, held: &str) -> Result<WriteLock> {
+        WriteLock::acquire(
+            &self.layout().meta_dir().join(file),
+            std::time::Duration::from_millis(0),
+        )
+        .map_err(|_| Error::new(ErrorKind::Busy, held))
+    }
+
+    /// `memdir sync`: see the module documentation.
+    pub fn sync(&self, req: &SyncRequest) -> Result<SyncResponse> {
+        self.sync_with(req, None, None)
+    }
+
+    /// `memdir sync` with the bearer token of an HTTP remote (read by the caller from the
+    /// variable `token_env` names), reporting `(done, total)` steps to `progress`: an HTTP
+    /// sync counts the files and tails it moves, a git sync its stages (commit, fetch, merge,
+    /// push) per round.
+    pub fn sync_with(
+        &self,
+        req: &SyncRequest,
+        token: Option<String>,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> Result<SyncResponse> {
+        self.sync_recorded(req, token, progress, "command")
+    }
+
+    /// A sync whose outcome is kept in `.memdir/last-sync.json` for `status` (`by`: what ran
+    /// it). A sync refused before it started (another one running, a bad request) is not an
+    /// outcome and leaves the record as it was.
+    pub fn sync_recorded(
+        &self,
+        req: &SyncRequest,
+        token: Option<String>,
+        progress: Option<&dyn Fn(u64, u64)>,
+        by: &str,
+    ) -> Result<SyncResponse> {
+        let mut req = req.clone();
+        if req.remote.is_none() && !self.settings().sync_remote.is_empty() {
+            req.remote = Some(self.settings().sync_remote.clone());
+        }
+        let result = self.sync_run(&req, token, progress.unwrap_or(&|_, _| {}));
+        let record = match &result {
+            Ok(r) => Some(LastSync {
+                at: memdir_store::clock::rfc3339(memdir_store::clock::now_ms()),
+                remote: r.remote.clone(),
+                pushed: r.pushed,
+                push_pending: r.push_pending,
+                error: r.offline.clone(),
+                reported: r.reported.len(),
+                by: by.to_string(),
+            }),
+            Err(e) if !matches!(e.kind, ErrorKind::Busy | ErrorKind::Invalid) => Some(LastSync {
+                at: memdir_store::clock::rfc3339(memdir_store::clock::now_ms()),
+                remote: req.remote.clone().unwrap_or_else(|| "origin".into()),
+                pushed: false,
+                push_pending: true,
+                error: Some(e.message.clone()),
+                reported: 0,
+                by: by.to_string(),
+            }),
+            Err(_) => None,
+        };
+        if let Some(rec) = record
+            && self.layout().exists()
+        {
+            // Derived and advisory: a failure to record never fails the sync.
+            let path = self.layout().meta_dir().join(LAST_SYNC);
+            let tmp = path.with_extension(format!("json.{}", std::process::id()));
+            if let Ok(bytes) = serde_json::to_vec(&rec)
+                && txn::write_synced(&tmp, &bytes).is_ok()
+                && std::fs::rename(&tmp, &path).is_err()
+            {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        result
+    }
+
+    /// How the last sync ended, if one is recorded.
+    pub fn last_sync(&self) -> Option<LastSync> {
+        let path = self.layout().meta_dir().join(LAST_SYNC);
+        let bytes = fsx::read(&path, 64 * 1024).ok().flatten()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn sync_run(
+        &self,
+        req: &SyncRequest,
+        token: Option<String>,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<SyncResponse> {
+        if let Some(url) = req
+            .remote
+            .as_deref()
+            .filter(|r| crate::sync::http::is_url(r))
+        {
+            let strategy = self.sync_strategy(req.strategy.as_deref())?;
+            drop(self.inner_for_write()?);
+            let _sync_lock = self.sync_lock()?;
+            return self.sync_http(url, token, strategy, progress);
+        }
+        if !Git::available() {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                "git was not found on PATH; sync drives the git command-line program",
+            )
+            .hint("install git, then retry"));
+        }
+        let strategy_name = req
+            .strategy
+            .clone()
+            .unwrap_or_else(|| self.settings().conflict_strategy.clone());
+        let strategy = Strategy::parse(&strategy_name).ok_or_else(|| {
+            Error::invalid(
+                "strategy",
+                format!(
+                    "unknown conflict strategy {strategy_name:?}; one of: last_write_wins, merge, manual, local_wins, remote_wins"
+                ),
+            )
+        })?;
+        let remote = req.remote.clone().unwrap_or_else(|| "origin".to_string());
+        if remote.is_empty()
+            || remote.starts_with('-')
+            || !remote
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(Error::invalid(
+                "remote",
+                format!("{remote:?} is not a git remote name"),
+            ));
+        }
+        if let Some(url) = &req.init
+            && (url.is_empty() || url.starts_with('-'))
+        {
+            return Err(Error::invalid(
+                "init",
+                format!("{url:?} is not a remote URL"),
+            ));
+        }
+        // The skeleton (format file, .gitignore, .gitattributes) before git sees the directory.
+        drop(self.inner_for_write()?);
+        let layout = self.layout().clone();
+        let git = Git::new(&layout.root);
+        let _sync_lock = self.sync_lock()?;
+        let mut resp = SyncResponse {
+            remote: remote.clone(),
+            strategy: strategy.as_str().to_string(),
+            ..Default::default()
+        };
+        self.prepare_repo(&git, req.init.as_deref(), &remote, &mut resp)?;
+        let branch = match git.raw(&["symbolic-ref", "--short", "-q", "HEAD"], None) {
+            Ok(o) if o.status == Some(0) && !o.text().is_empty() => o.text(),
+            _ => "main".to_string(),
+        };
+        resp.branch = branch.clone();
+        let tracking = format!("refs/remotes/{remote}/{branch}");
+        // A marker for the span in which memdir's own git calls may hold git's index lock.
+        let running = layout.meta_dir().join("sync-running");
+        txn::write_synced(&running, std::process::id().to_string().as_bytes())?;
+        let mut purge = false;
+        let result = (|| -> Result<()> {
+            for round in 1..=MAX_ROUNDS {
+                resp.rounds = round;
+                let stage = |k: u64| progress(4 * (round as u64 - 1) + k, 4 * round as u64);
+                stage(0);
+                resp.committed += self.with_write(|inner, lock| {
+                    self.commit_local(inner, lock, &git, &mut resp.reported)
+                })? as usize;
+                stage(1);
+                let before = git.rev(&tracking).map_err(git_err)?;
+                let fetch = git
+                    .raw(
+                        &[
+                            "fetch",
+                            "--no-tags",
+                            "--quiet",
+                            &remote,
+                            &format!("+refs/heads/{branch}:{tracking}"),
+                        ],
+                        None,
+                    )
+                    .map_err(git_err)?;
+                if fetch.status != Some(0) {
+                    // A remote without the branch yet (an empty repository) is not offline.
+                    let empty = fetch.stderr.contains("couldn't find remote ref");
+                    if !empty {
+                        resp.offline = Some(fetch.stderr.trim().to_string());
+                        resp.push_pending = git.rev("HEAD").map_err(git_err)?.is_some();
+                        return Ok(());
+                    }
+                }
+                stage(2);
+                let fetched = git.rev(&tracking).map_err(git_err)?;
+                if let (Some(old), Some(new)) = (&before, &fetched)
+                    && old != new
+                    && !git.is_ancestor(old, new).unwrap_or(false)
+                {
+                    // Someone rewrote the remote's branch (a force-push). Nothing is lost here:
+                    // this replica's commits hold everything it had, and the merge below brings
+                    // them back to the remote.
+                    resp.reported.push(problem(
+                        "remote_rewritten",
+                        &tracking,
+                        format!(
+                            "the remote's {branch} no longer contains {old:.12}, which this replica fetched before (a force-push?); everything of it that this replica holds is merged back and pushed"
+                        ),
+                    ));
+                }
+                let current = git.rev("HEAD").map_err(git_err)?;
+                if let Some(theirs) = fetched
+                    && !current.as_ref().is_some_and(|h| {
+                        h == &theirs || git.is_ancestor(&theirs, h).unwrap_or(false)
+                    })
+                {
+                    let merged = self.with_write(|inner, lock| {
+                        resp.committed +=
+                            self.commit_local(inner, lock, &git, &mut resp.reported)? as usize;
+                        self.merge_remote(inner, lock, &git, &theirs, strategy, &mut resp)
+                    })?;
+                    resp.merged |= merged.merged;
+                    purge |= merged.forgotten;
+                }
+                stage(3);
+                let Some(head) = git.rev("HEAD").map_err(git_err)? else {
+                    return Ok(());
+                };
+                if git.rev(&tracking).map_err(git_err)?.as_deref() == Some(head.as_str()) {
+                    resp.pushed = true;
+                    return Ok(());
+                }
+                let push = git
+                    .raw(
+                        &[
+                            "push",
+                            "--quiet",
+                            &remote,
+                            &format!("HEAD:refs/heads/{branch}"),
+                        ],
+                        None,
+                    )
+                    .map_err(git_err)?;
+                if push.status == Some(0) {
+                    let _ = git.raw(&["update-ref", &tracking, &head], None);
+                    resp.pushed = true;
+                    return Ok(());
+                }
+                let rejected = ["non-fast-forward", "fetch first", "rejected"]
+                    .iter()
+                    .any(|w| push.stderr.contains(w));
+                if !rejected {
+                    resp.offline = Some(push.stderr.trim().to_string());
+                    resp.push_pending = true;
+                    return Ok(());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(
+                    20 * round as u64 + (std::process::id() as u64 % 50),
+                ));
+            }
+            resp.push_pending = true;
+            resp.offline = Some(format!(
+                "the remote moved during each of {MAX_ROUNDS} rounds; sync again"
+            ));
+            Ok(())
+        })();
+        let _ = std::fs::remove_file(&running);
+        result?;
+        if purge {
+            self.purge_derived()?;
+        }
+        resp.head = git.rev("HEAD").map_err(git_err)?;
+        Ok(resp)
+    }
+
+    /// Makes the directory a git work tree when asked, and checks what every run needs.
+    fn prepare_repo(
+        &self,
+        git: &Git,
+        init: Option<&str>,
+        remote: &str,
+        resp: &mut SyncResponse,
+    ) -> Result<()> {
+        let root = &self.layout().root;
+        let dot_git = root.join(".git");
+        if let Some(url) = init {
+            if std::fs::symlink_metadata(&dot_git).is_err() {
+                git.run(&["init", "--quiet", "--initial-branch=main"])
+                    .map_err(git_err)?;
+            }
+            match git
+                .raw(&["remote", "get-url", remote], None)
+                .map_err(git_err)?
+            {
+                o if o.status == Some(0) => {
+                    if o.text() != url {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            format!(
+                                "remote {remote:?} already points at {}; not changing it",
+                                o.text()
+                            ),
+                        )
+                        .field("init"));
+                    }
+                }
+                _ => {
+                    git.run(&["remote", "add", remote, url]).map_err(git_err)?;
+                }
+            }
+        }
+        if !dot_git.is_dir() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("{} is not a git work tree", root.display()),
+            )
+            .hint("sync once with {arg:init} set to the remote's URL (a bare repository path, ssh or https)"));
+        }
+        // The store must be the repository's top level: memdir never commits a project's files.
+        let top = git
+            .run(&["rev-parse", "--show-toplevel"])
+            .map_err(git_err)?
+            .text();
+        let same = std::fs::canonicalize(&top).ok() == std::fs::canonicalize(root).ok();
+        if !same {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "the memory directory is inside the git work tree {top}, not its top level"
+                ),
+            ));
+        }
+        if git.git_dir().join("MERGE_HEAD").exists() {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                "a git merge is in progress in the memory directory (memdir never starts one)",
+            )
+            .hint("finish or abort it with git (git merge --abort), then sync again"));
+        }
+        // git's index lock: one left by an interrupted sync (its marker is still there, and
+        // no other sync runs, since this one holds the sync lock) is stale once it stops
+        // changing; any other is someone's running git.
+        let index_lock = git.git_dir().join("index.lock");
+        let marker = self.layout().meta_dir().join("sync-running");
+        for _ in 0..40 {
+            if !index_lock.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if index_lock.exists() {
+            let age = std::fs::metadata(&index_lock)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .unwrap_or_default();
+            if marker.exists() && age >= std::time::Duration::from_secs(1) {
+                std::fs::remove_file(&index_lock).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Unavailable,
+                        format!("cannot remove the stale {}: {e}", index_lock.display()),
+                    )
+                })?;
+                resp.reported.push(problem(
+                    "stale_lock",
+                    ".git/index.lock",
+                    "removed: left by a sync that was interrupted",
+                ));
+            } else {
+                return Err(Error::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "{} exists: another git process is working in the memory directory",
+                        index_lock.display()
+                    ),
+                )
+                .hint("retry when it has finished; if no git process runs, remove the file"));
+            }
+        }
+        if git
+            .raw(&["remote", "get-url", remote], None)
+            .map_err(git_err)?
+            .status
+            != Some(0)
+        {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("the memory directory's repository has no remote {remote:?}"),
+            )
+            .field("remote")
+            .hint("sync with {arg:init} set to the remote's URL"));
+        }
+        Ok(())
+    }
+
+    /// Adopts hand edits and stages every memdir path, leaving out files that do not parse;
+    /// commits when anything changed. Caller holds the lock. Returns whether it committed.
+    fn commit_local(
+        &self,
+        inner: &mut Inner,
+        lock: &WriteLock,
+        git: &Git,
+        reported: &mut Vec<Problem>,
+    ) -> Result<bool> {
+        let layout = self.layout().clone();
+        let mut names = store::list_category_files(&layout)?.0;
+        names.extend(store::list_history_names(&layout)?);
+        names.sort();
+        names.dedup();
+        for name in &names {
+            // Adoption makes a hand edit a version of its own before it is committed.
+            let _ = self.sync_category(inner, name, Some(lock), Sync::Fast)?;
+        }
+        // Only what git sees changed can need leaving out: check those files parse.
+        let mut excluded = Vec::new();
+        for rel in changed_paths(git, &["categories", "history"])? {
+            let why = match PathKind::of(&rel) {
+                PathKind::Category => {
+                    match fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE)? {
+                        Some(b) => store::parse_category(b).content.err(),
+                        None => None,
+                    }
+                }
+                PathKind::History => {
+                    match fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE)? {
+                        Some(b) => store::read_history_bytes(&b).err(),
+                        None => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some(why) = why {
+                if !reported.iter().any(|p| p.path == rel) {
+                    reported.push(problem(
+                        "not_committed",
+                        &rel,
+                        format!("does not parse ({why}); left out of the commit until it is fixed"),
+                    ));
+                }
+                excluded.push(rel);
+            }
+        }
+        self.sync_sessions(inner, Some(lock))?;
+        let mut args: Vec<String> = vec!["add".into(), "-A".into(), "--".into()];
+        args.extend(
+            TRACKED
+                .iter()
+                .filter(|p| layout.root.join(p).exists())
+                .map(|p| p.to_string()),
+        );
+        if args.len() == 3 {
+            return Ok(false);
+        }
+        args.extend(excluded.iter().map(|p| format!(":(exclude){p}")));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        git.run(&args).map_err(git_err)?;
+        let tree = git.run(&["write-tree"]).map_err(git_err)?.text();
+        let head = git.rev("HEAD").map_err(git_err)?;
+        let head_tree = match &head {
+            Some(h) => git
+                .run(&["rev-parse", &format!("{h}^{{tree}}")])
+                .map_err(git_err)?
+                .text(),
+            None => EMPTY_TREE.to_string(),
+        };
+        if tree == head_tree {
+            return Ok(false);
+        }
+        let replica = self.replica(lock)?;
+        let msg = format!(
+            "memdir: {replica}\n\nMemdir-Replica: {replica}\nMemdir-Actor: {}\n",
+            self.actor()
+        );
+        let parents: Vec<String> = head.iter().cloned().collect();
+        self.record_commit(git, &tree, &parents, &msg, head.as_deref())?;
+        Ok(true)
+    }
+
+    /// `commit-tree` and a compare-and-swap `update-ref` of HEAD.
+    fn record_commit(
+        &self,
+        git: &Git,
+        tree: &str,
+        parents: &[String],
+        msg: &str,
+        old: Option<&str>,
+    ) -> Result<String> {
+        let mut args = vec!["commit-tree".to_string(), tree.to_string()];
+        for p in parents {
+            args.push("-p".into());
+            args.push(p.clone());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ident = self.identity(git);
+        let mut env_git = Git::new(&git.root);
+        for kv in ident {
+            env_git.add_config(kv);
+        }
+        let commit = env_git
+            .run_with(&args, Some(msg.as_bytes()))
+            .map_err(git_err)?
+            .text();
+        self.move_head(git, &commit, old)?;
+        Ok(commit)
+    }
+
+    fn move_head(&self, git: &Git, new: &str, old: Option<&str>) -> Result<()> {
+        let zero = "0000000000000000000000000000000000000000";
+        git.run(&[
+            "update-ref",
+            "-m",
+            "memdir sync",
+            "HEAD",
+            new,
+            old.unwrap_or(zero),
+        ])
+        .map_err(git_err)?;
+        Ok(())
+    }
+
+    /// A fallback identity for memdir's commits when git has none configured.
+    fn identity(&self, git: &Git) -> Vec<String> {
+        let has = |k: &str| {
+            git.raw(&["config", "--get", k], None)
+                .is_ok_and(|o| o.status == Some(0) && !o.text().is_empty())
+        };
+        let mut out = Vec::new();
+        if !has("user.name") {
+            out.push(format!("user.name=memdir ({})", self.actor()));
+        }
+        if !has("user.email") {
+            out.push("user.email=memdir@localhost".to_string());
+        }
+        out
+    }
+
+    /// Merges the remote commit `theirs` into HEAD by memdir's rules. Caller holds the lock
+    /// and has just committed local changes. Returns whether anything was merged.
+    fn merge_remote(
+        &self,
+        inner: &mut Inner,
+        lock: &WriteLock,
+        git: &Git,
+        theirs: &str,
+        strategy: Strategy,
+        resp: &mut SyncResponse,
+    ) -> Result<Merge> {
+        let layout = self.layout().clone();
+        let head = git.rev("HEAD").map_err(git_err)?;
+        if let Some(h) = &head
+            && (h == theirs || git.is_ancestor(theirs, h).map_err(git_err)?)
+        {
+            return Ok(Merge::default());
+        }
+        let base = match &head {
+            None => EMPTY_TREE.to_string(),
+            Some(h) => match git.raw(&["merge-base", h, theirs], None).map_err(git_err)? {
+                o if o.status == Some(0) => o.text(),
+                _ => EMPTY_TREE.to_string(),
+            },
+        };
+        let theirs_changed = git.changed(&base, theirs).map_err(git_err)?;
+        let ours_changed: BTreeSet<String> = match &head {
+            Some(h) => git
+                .changed(&base, h)
+                .map_err(git_err)?
+                .into_iter()
+                .collect(),
+            None => BTreeSet::new(),
+        };
+        let mut touched: BTreeSet<CategoryName> = BTreeSet::new();
+        // Category files only the remote changed: a hand edit committed there with plain
+        // git has no history entry, and is adopted here instead of being derived away.
+        let mut their_files: Vec<String> = Vec::new();
+        let mut take: Vec<String> = Vec::new();
+        let mut both: Vec<String> = Vec::new();
+        for rel in theirs_changed {
+            if !TRACKED
+                .iter()
+                .any(|t| rel == *t || rel.starts_with(&format!("{t}/")))
+            {
+                // Not memdir's: never taken into the memory directory.
+                resp.reported.push(problem(
+                    "ignored",
+                    &rel,
+                    "the remote holds a file outside memdir's layout; not taken",
+                ));
+                continue;
+            }
+            if let Some(n) = category_of(&rel) {
+                touched.insert(n);
+            }
+            if PathKind::of(&rel) == PathKind::Category {
+                if !ours_changed.contains(&rel) {
+                    their_files.push(rel);
+                }
+                continue;
+            }
+            if ours_changed.contains(&rel) {
+                both.push(rel);
+            } else {
+                take.push(rel);
+            }
+        }
+        // The heads this replica had before the merge (for local_wins and remote_wins).
+        let local_heads = self.head_ids(&touched)?;
+        let mut writes: Vec<txn::FileWrite> = Vec::new();
+        let taken = git.blobs(theirs, &take).map_err(git_err)?;
+        for (rel, bytes) in take.iter().zip(taken) {
+            writes.push(txn::FileWrite {
+                rel: rel.into(),
+                bytes,
+                hash: None,
+            });
+        }
+        if !both.is_empty() {
+            let bases = if base == EMPTY_TREE {
+                vec![None; both.len()]
+            } else {
+                git.blobs(&base, &both).map_err(git_err)?
+            };
+            let others = git.blobs(theirs, &both).map_err(git_err)?;
+            for ((rel, b), t) in both.iter().zip(bases).zip(others) {
+                let ours = fsx::read(&layout.root.join(rel), fsx::MAX_SEGMENT_FILE)?;
+                match merge::merge_path(
+                    PathKind::of(rel),
+                    b.as_deref(),
+                    ours.as_deref(),
+                    t.as_deref(),
+                ) {
+                    PathMerge::Ours => {}
+                    PathMerge::Theirs => writes.push(txn::FileWrite {
+                        rel: rel.into(),
+                        bytes: t,
+                        hash: None,
+                    }),
+                    PathMerge::Merged(bytes) => writes.push(txn::FileWrite {
+                        rel: rel.into(),
+                        bytes: Some(bytes),
+                        hash: None,
+                    }),
+                    PathMerge::Picked(bytes, why) => {
+                        resp.reported.push(problem("merged_by_rule", rel, why));
+                        if bytes != ours {
+                            writes.push(txn::FileWrite {
+                                rel: rel.into(),
+                                bytes,
+                                hash: None,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        resp.files_received += writes.len();
+        // A chunk forgotten elsewhere arrives as a tombstone: its text must leave the index
+        // and the ledger's log here too, as after a local forget.
+        let mut forgotten = false;
+        for w in &writes {
+            let rel = w.rel.to_string_lossy();
+            if PathKind::of(&rel) == PathKind::Segment
+                && let Some(new) = &w.bytes
+            {
+                let old = fsx::read(&layout.root.join(&w.rel), fsx::MAX_SEGMENT_FILE)?;
+                if tombstones(new) > old.as_deref().map(tombstones).unwrap_or(0) {
+                    forgotten = true;
+                }
+            }
+        }
+        // A version forgotten or compacted away on the other side: the versions here written
+        // as patches of it are written whole in the same transaction.
+        store::history::keep_chains(&layout.root, &mut writes)?;
+        if !writes.is_empty() {
+            let txid = format!(
+                "sync-{}",
+                &memdir_store::model::content_hash(theirs.as_bytes())[..12]
+            );
+            if !touched.is_empty() {
+                writes.push(self.settle_note(&touched, strategy, &local_heads, theirs));
+            }
+            txn::commit(&layout.root, &layout.staging(), &txid, &writes)?;
+            store::failpoint::hit("sync.before_settle");
+            self.whole_unresolvable_patches(git, theirs, &writes)?;
+        }
+        // Categories: the file follows from the merged history.
+        let mut index_only: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+        let their_bytes: BTreeMap<String, Option<Vec<u8>>> = their_files
+            .iter()
+            .cloned()
+            .zip(git.blobs(theirs, &their_files).map_err(git_err)?)
+            .collect();
+        for name in &touched {
+            let entries = self.history_entries(name)?;
+            let rel = Layout::category_rel(name);
+            let rel_s = rel.to_string_lossy().into_owned();
+            if let Some(Some(bytes)) = their_bytes.get(&rel_s)
+                && store::parse_category(bytes.clone()).content.is_ok()
+            {
+                let hash = memdir_store::model::content_hash(bytes);
+                if !entries
+                    .iter()
+                    .any(|e| e.hash.as_deref() == Some(hash.as_str()))
+                {
+                    let current = store::read_category(&layout, name)?;
+                    if current.as_ref().is_none_or(|f| f.content.is_ok()) {
+                        txn::commit(
+                            &layout.root,
+                            &layout.staging(),
+                            &format!("sync-edit-{}", &hash[..12]),
+                            &[txn::FileWrite {
+                                rel: rel.clone(),
+                                bytes: Some(bytes.clone()),
+                                hash: None,
+                            }],
+                        )?;
+                        resp.categories.push(name.to_string());
+                        resp.reported.push(problem(
+                            "adopted",
+                            &rel_s,
+                            "changed on the remote without a version (a plain git commit); adopted as an external version",
+                        ));
+                        continue;
+                    }
+                }
+            }
+            if let Some(io) =
+                self.settle_category(name, &entries, strategy, &local_heads, theirs, resp)?
+            {
+                index_only.push(io);
+            }
+        }
+        self.settled()?;
+        // The ledger and the change feed (the index catches up from it).
+        for name in &touched {
+            let _ = self.sync_category(inner, name, Some(lock), Sync::Full)?;
+        }
+        self.sync_sessions(inner, Some(lock))?;
+        // The merged tree: memdir's paths as they now are, files that do not parse excepted.
+        let mut reported = Vec::new();
+        self.commit_stage(lock, git, &mut reported)?;
+        for (rel, bytes) in &index_only {
+            match bytes {
+                Some(b) => {
+                    let sha = git
+                        .run_with(&["hash-object", "-w", "--stdin"], Some(b))
+                        .map_err(git_err)?
+                        .text();
+                    git.run(&[
+                        "update-index",
+                        "--add",
+                        "--cacheinfo",
+                        &format!("100644,{sha},{rel}"),
+                    ])
+                    .map_err(git_err)?;
+                }
+                None => {
+                    git.run(&["update-index", "--force-remove", "--", rel])
+                        .map_err(git_err)?;
+                }
+            }
+        }
+        let tree = git.run(&["write-tree"]).map_err(git_err)?.text();
+        let their_tree = git
+            .run(&["rev-parse", &format!("{theirs}^{{tree}}")])
+            .map_err(git_err)?
+            .text();
+        let ff = match &head {
+            None => true,
+            Some(h) => git.is_ancestor(h, theirs).map_err(git_err)?,
+        };
+        if ff && tree == their_tree {
+            self.move_head(git, theirs, head.as_deref())?;
+        } else {
+            let mut parents: Vec<String> = Vec::new();
+            if !ff && let Some(h) = &head {
+                parents.push(h.clone());
+            }
+            parents.push(theirs.to_string());
+            let replica = self.replica(lock)?;
+            let msg = format!(
+                "memdir: merge into {replica} ({} conflicts recorded)\n\nMemdir-Replica: {replica}\n",
+                resp.conflicts.len()
+            );
+            self.record_commit(git, &tree, &parents, &msg, head.as_deref())?;
+        }
+        Ok(Merge {
+            merged: true,
+            forgotten,
+        })
+    }
+
+    /// Derives one category's file from its merged history (after a transport brought new
+    /// versions): one head is served as it is; several are resolved by [`merge::resolve`],
+    /// whose version and conflict record are written too. Caller holds the lock. Returns the
+    /// path and bytes to commit in place of a malformed hand edit left in the work tree.
+    pub(super) fn settle_category(
+        &self,
+        name: &CategoryName,
+        entries: &[HistoryEntry],
+        strategy: Strategy,
+        local_heads: &BTreeSet<String>,
+        seed: &str,
+        resp: &mut SyncResponse,
+    ) -> Result<Option<(String, Option<Vec<u8>>)>> {
+        let layout = self.layout().clone();
+        let rel = Layout::category_rel(name);
+        let rel_s = rel.to_string_lossy().into_owned();
+        let mut index_only = None;
+        let mut files = Vec::new();
+        let served: Option<Value> =
+            match merge::resolve(name.as_str(), entries, strategy, local_heads) {
+                None => match merge::heads(entries).first() {
+                    Some(h) => (!h.is_tombstone()).then(|| h.content.clone()),
+                    None => return Ok(None),
+                },
+                Some(r) => {
+                    let hist_rel = Layout::history_rel(name).join(format!("{}.json", r.entry.id));
+                    if !layout.root.join(&hist_rel).exists() {
+                        files.push(txn::FileWrite {
+                            rel: hist_rel,
+                            bytes: Some(codec::to_pretty(
+                                &serde_json::to_value(&r.entry)
+                                    .expect("invariant: history entries serialize"),
+                            )),
+                            hash: None,
+                        });
+                    }
+                    if let Some(c) = &r.conflict {
+                        let crel = Path::new("conflicts")
+                            .join(name.file_stem())
+                            .join(c.file_name());
+                        resp.conflicts.push(crel.to_string_lossy().into_owned());
+                        if !layout.root.join(&crel).exists() {
+                            files.push(txn::FileWrite {
+                                rel: crel,
+                                bytes: Some(c.to_bytes()),
+                                hash: None,
+                            });
+                        }
+                    }
+                    (!r.entry.content.is_null()).then(|| r.entry.content.clone())
+                }
+            };
+        let bytes = served.as_ref().map(codec::to_pretty);
+        let current = store::read_category(&layout, name)?;
+        let malformed = current.as_ref().is_some_and(|f| f.content.is_err());
+        if malformed {
+            // A hand edit that does not parse stays in the work tree, untouched; the
+            // commit gets the merged file.
+            resp.reported.push(problem(
+                "not_committed",
+                &rel_s,
+                "malformed; the merged version is committed, the file is left as it is",
+            ));
+            index_only = Some((rel_s.clone(), bytes));
+        } else if current.as_ref().map(|f| &f.bytes) != bytes.as_ref() {
+            files.push(txn::FileWrite {
+                rel,
+                bytes,
+                hash: None,
+            });
+            resp.categories.push(name.to_string());
+        }
+        if !files.is_empty() {
+            let txid = format!(
+                "sync-{}",
+                &memdir_store::model::content_hash(format!("{seed}{name}").as_bytes())[..12]
+            );
+            txn::commit(&layout.root, &layout.staging(), &txid, &files)?;
+        }
+        Ok(index_only)
+    }
+
+    /// Stages memdir's paths as they are (no commit), leaving out files that do not parse.
+    fn commit_stage(
+        &self,
+        _lock: &WriteLock,
+        git: &Git,
+        reported: &mut Vec<Problem>,
+    ) -> Result<()> {
+        let layout = self.layout();
+        let mut excluded = Vec::new();
+        for rel in changed_paths(git, &["categories"])? {
+            if let Some(b) = fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE)?
+                && let Err(why) = store::parse_category(b).content
+            {
+                reported.push(problem("not_committed", &rel, why));
+                excluded.push(rel);
+            }
+        }
+        let mut args: Vec<String> = vec!["add".into(), "-A".into(), "--".into()];
+        args.extend(
+            TRACKED
+                .iter()
+                .filter(|p| layout.root.join(p).exists())
+                .map(|p| p.to_string()),
+        );
+        if args.len() == 3 {
+            return Ok(());
+        }
+        args.extend(excluded.iter().map(|p| format!(":(exclude){p}")));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        git.run(&args).map_err(git_err)?;
+        Ok(())
+    }
+
+    /// The durable note that history a sync brought is committed and the category files that
+    /// follow from it are not yet: `.memdir/settle-pending.json`. It is committed with the
+    /// history (same transaction) and removed once every category is settled; a sync killed
+    /// in between leaves it, and the next process that takes the lock settles those categories
+    /// first ([`Memdir::finish_pending_settle`]), before anything could adopt their missing or
+    /// older files as changes made by hand.
+    pub(super) fn settle_note(
+        &self,
+        touched: &BTreeSet<CategoryName>,
+        strategy: Strategy,
+        local_heads: &BTreeSet<String>,
+        seed: &str,
+    ) -> txn::FileWrite {
+        let note = PendingSettle {
+            categories: touched.iter().map(|n| n.to_string()).collect(),
+            strategy: strategy.as_str().to_string(),
+            local_heads: local_heads.iter().cloned().collect(),
+            seed: seed.to_string(),
+        };
+        txn::FileWrite {
+            rel: Path::new(".memdir").join(SETTLE_NOTE),
+            bytes: Some(codec::to_pretty(
+                &serde_json::to_value(&note).expect("invariant: the note serializes"),
+            )),
+            hash: None,
+        }
+    }
+
+    /// Removes the settle note once every category it names is settled.
+    pub(super) fn settled(&self) -> Result<()> {
+        let path = self.layout().meta_dir().join(SETTLE_NOTE);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(txn::sync_dir(&self.layout().meta_dir())?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(memdir_api::error::IoError {
+                op: "remove",
+                path,
+                source: e,
+            }
+            .into()),
+        }
+    }
+
+    /// Whether a sync left categories to settle (see [`Memdir::settle_note`]).
+    pub(crate) fn settle_pending(&self) -> bool {
+        self.layout().meta_dir().join(SETTLE_NOTE).exists()
+    }
+
+    /// Settles the categories a killed sync left (see [`Memdir::settle_note`]): each category
+    /// file is derived from its merged history as that sync would have, then the note goes.
+    /// Caller holds the lock.
+    pub(crate) fn finish_pending_settle(&self) -> Result<()> {
+        let path = self.layout().meta_dir().join(SETTLE_NOTE);
+        let Some(bytes) = fsx::read(&path, fsx::MAX_JSON_FILE)? else {
+            return Ok(());
+        };
+        self.check_format()?;
+        match serde_json::from_slice::<PendingSettle>(&bytes) {
+            Ok(note) => {
+                let strategy = Strategy::parse(&note.strategy).unwrap_or(Strategy::LastWriteWins);
+                let heads: BTreeSet<String> = note.local_heads.into_iter().collect();
+                let mut resp = SyncResponse::default();
+                for name in note.categories {
+                    let Ok(name) = CategoryName::new(&name) else {
+                        continue;
+                    };
+                    let entries = self.history_entries(&name)?;
+                    self.settle_category(&name, &entries, strategy, &heads, &note.seed, &mut resp)?;
+                }
+            }
+            // Not memdir's note (it writes it whole, in a transaction): nothing to settle.
+            Err(e) => {
+                if let Ok(mut n) = self.notices.lock() {
+                    n.push(format!("{} does not parse ({e}); removed", path.display()));
+                }
+            }
+        }
+        self.settled()
+    }
+
+    /// Patches just taken from the remote that do not resolve here (their base was forgotten
+    /// or compacted away on this replica, after the remote wrote them on it): each is written
+    /// whole, resolved from the remote's own tree, where its chain is intact. Otherwise the
+    /// version would be unreadable here and its change lost from this replica's file.
+    fn whole_unresolvable_patches(
+        &self,
+        git: &Git,
+        theirs: &str,
+        writes: &[txn::FileWrite],
+    ) -> Result<()> {
+        let root = &self.layout().root;
+        let mut whole = Vec::new();
+        for w in writes {
+            let rel = w.rel.to_string_lossy();
+            let (Some(bytes), PathKind::History) = (&w.bytes, PathKind::of(&rel)) else {
+                continue;
+            };
+            let Ok(e) = store::read_history_bytes(bytes) else {
+                continue;
+            };
+            let Some(dir_rel) = w.rel.parent() else {
+                continue;
+            };
+            if e.patch.is_none() || store::history::chain_intact(&root.join(dir_rel), &e.id) {
+                continue;
+            }
+            // Resolved along the chain as the remote has it.
+            let remote = |id: &str| -> std::result::Result<HistoryEntry, String> {
+                let path = dir_rel.join(format!("{id}.json"));
+                let blob = git
+                    .blobs(theirs, &[path.to_string_lossy().into_owned()])
+                    .map_err(|e| e.to_string())?
+                    .pop()
+                    .flatten()
+                    .ok_or("not in the remote's tree")?;
+                store::read_history_bytes(&blob)
+            };
+            if let Ok(e) = store::history::resolve_with(e, remote) {
+                whole.push(txn::FileWrite {
+                    rel: w.rel.clone(),
+                    bytes: Some(store::history::whole_bytes(&e)),
+                    hash: None,
+                });
+            }
+        }
+        if !whole.is_empty() {
+            let txid = format!(
+                "sync-whole-{}",
+                &memdir_store::model::content_hash(theirs.as_bytes())[..12]
+            );
+            txn::commit(root, &self.layout().staging(), &txid, &whole)?;
+        }
+        Ok(())
+    }
+
+    /// The ids of the heads of `names`' histories, from the entries as written (heads follow
+    /// from ids, parents and version vectors; no content is resolved).
+    pub(super) fn head_ids(&self, names: &BTreeSet<CategoryName>) -> Result<BTreeSet<String>> {
+        let mut ids = BTreeSet::new();
+        for name in names {
+            let entries = store::history::unresolved_entries(self.layout(), name)?;
+            ids.extend(merge::heads(&entries).iter().map(|h| h.id.clone()));
+        }
+        Ok(ids)
+    }
+
+    /// The conflicts a sync decided that no later version has settled: the category is still
+    /// served by a sync's pick, reached from its current head through sync versions only.
+    pub fn open_conflicts(&self) -> Result<Vec<OpenConflict>> {
+        let layout = self.layout();
+        let dir = layout.root.join("conflicts");
+        let mut out = Vec::new();
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            return Ok(out);
+        };
+        let mut dirs: Vec<String> = rd
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        dirs.sort();
+        for stem in dirs {
+            let Some(name) = decode_component(&stem).and_then(|n| CategoryName::new(&n).ok())
+            else {
+                continue;
+            };
+            let entries = self.history_entries(&name)?;
+            let by_id: BTreeMap<&str, &HistoryEntry> =
+                entries.iter().map(|e| (e.id.as_str(), e)).collect();
+            // Sync versions reachable from the head without passing a writer's version.
+            let mut reach = BTreeSet::new();
+            let mut stack: Vec<&str> = merge::heads(&entries)
+                .iter()
+                .map(|h| h.id.as_str())
+                .collect();
+            while let Some(id) = stack.pop() {
+                if !merge::is_sync_version(id) || !reach.insert(id.to_string()) {
+                    continue;
+                }
+                if let Some(e) = by_id.get(id) {
+                    stack.extend(e.parents.iter().map(String::as_str));
+                }
+            }
+            let mut files: Vec<_> = std::fs::read_dir(dir.join(&stem))
+                .map(|rd| rd.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
+            files.sort();
+            for path in files {
+                let Ok(Some(bytes)) = fsx::read(&path, fsx::MAX_JSON_FILE) else {
+                    continue;
+                };
+                let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
+                    continue;
+                };
+                let merged = v["merged"].as_str().unwrap_or_default().to_string();
+                if !reach.contains(&merged) {
+                    continue;
+                }
+                let strs = |k: &str, f: &dyn Fn(&Value) -> Option<String>| -> Vec<String> {
+                    v[k].as_array()
+                        .map(|a| a.iter().filter_map(f).collect())
+                        .unwrap_or_default()
+                };
+                out.push(OpenConflict {
+                    category: name.to_string(),
+                    kind: v["kind"].as_str().unwrap_or_default().to_string(),
+                    strategy: v["strategy"].as_str().unwrap_or_default().to_string(),
+                    record: path
+                        .strip_prefix(&layout.root)
+                        .unwrap_or(&path)
+                        .to_string_lossy()
+                        .into_owned(),
+                    merged,
+                    heads: strs("heads", &|h| h["id"].as_str().map(String::from)),
+                    keys: strs("keys", &|k| k.as_str().map(String::from)),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// `memdir resolve`: writes the chosen content of a conflicted category as a version of
+    /// its own (op `resolve`), which closes its open conflicts.
+    pub fn resolve(&self, req: &ResolveRequest) -> Result<ResolveResponse> {
+        let name = CategoryName::new(&req.category)?;
+        let reason = super::check_reason(req.reason.as_deref())?;
+        match (&req.pick, &req.data) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(Error::invalid(
+                    "pick",
+                    "give exactly one of pick (a version) and data (the resolved content)",
+                ));
+            }
+            (None, Some(d)) => {
+                if !d.is_object() {
+                    return Err(Error::invalid("data", "data must be a JSON object"));
+                }
+                super::check_depth("data", d)?;
+            }
+            _ => {}
+        }
+        let open: Vec<OpenConflict> = self
+            .open_conflicts()?
+            .into_iter()
+            .filter(|c| c.category == name.as_str())
+            .collect();
+        if open.is_empty() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("category {:?} has no open conflict", name.as_str()),
+            )
+            .detail("category", Value::from(name.as_str()))
+            .hint("{op:status} lists open conflicts"));
+        }
+        self.with_write(|inner, lock| {
+            let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+            let content = match (&req.pick, &req.data) {
+                (Some(v), _) => self.find_version(inner, &name, v)?.content,
+                (None, Some(d)) => d.clone(),
+                (None, None) => Value::Null,
+            };
+            let (op, content) = if content.is_null() {
+                (VersionOp::Delete, None)
+            } else {
+                (VersionOp::Resolve, Some(content))
+            };
+            let c = self.commit_version(
+                inner,
+                lock,
+                &name,
+                &st,
+                op,
+                &self.actor(),
+                reason
+                    .clone()
+                    .or_else(|| Some("conflict resolved".to_string())),
+                content,
+                None,
+                None,
+                true,
+            )?;
+            Ok(ResolveResponse {
+                category: name.to_string(),
+                resolved: open.iter().map(|c| c.record.clone()).collect(),
+                version_id: c.id,
+                version: c.version,
+                hash: c.hash,
+            })
+        })
+    }
+}
+
+/// How many lines of a segment's bytes are tombstones of forgotten chunks.
+pub(super) fn tombstones(bytes: &[u8]) -> usize {
+    bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| codec::parse_chunk_line(l).is_ok_and(|c| c.is_tombstone()))
+        .count()
+}
+
+/// What merging a fetched commit did.
+#[derive(Default)]
+struct Merge {
+    /// Whether anything was merged (else the local commit already held the remote's).
+    merged: bool,
+    /// Whether tombstones of chunks forgotten on another replica arrived.
+    forgotten: bool,
+}

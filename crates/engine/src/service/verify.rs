@@ -1,0 +1,337 @@
+//! `verify-store`: a read-only check that files, history and ledger agree.
+
+use serde_json::{Value, json};
+
+use super::Memdir;
+use super::log::check_log_shape;
+use crate::ledger::Ledger;
+use memdir_api::error::{Error, Result};
+use memdir_store::clock::Hlc;
+use memdir_store::model::{CategoryKind, SessionId, content_hash, encode_component};
+use memdir_store::{self as store, Layout, codec, fsx, segment, txn};
+
+struct Problems(Vec<Value>);
+
+impl Problems {
+    fn add(&mut self, kind: &str, path: impl AsRef<std::path::Path>, message: impl Into<String>) {
+        self.0.push(json!({"kind": kind, "path": path.as_ref().display().to_string(), "message": message.into()}));
+    }
+}
+
+impl Memdir {
+    /// Compares files, history and ledger without changing anything. `ok` is true when clean.
+    pub fn verify(&self) -> Result<memdir_api::VerifyResponse> {
+        let report = self.verify_report()?;
+        serde_json::from_value(report)
+            .map_err(|e| Error::internal(format!("verify-store report: {e}")))
+    }
+
+    fn verify_report(&self) -> Result<Value> {
+        let layout = self.layout();
+        let now = memdir_store::clock::now_ms();
+        let mut p = Problems(Vec::new());
+        if !layout.exists() {
+            return Ok(json!({"ok": true, "exists": false, "problems": [], "checked": {}}));
+        }
+        // A store of a newer format is not judged by rules it does not follow.
+        self.check_format()?;
+        for name in txn::pending(&layout.staging()) {
+            p.add(
+                "pending_staging",
+                layout.staging().join(&name),
+                "staged work not yet recovered (the next write or open recovers it)",
+            );
+        }
+        let ledger = if layout.ledger_path().exists() {
+            Ledger::open(&layout.ledger_path(), self.settings.lock_timeout)
+                .ok()
+                .map(|(l, _)| l)
+        } else {
+            None
+        };
+        let (names, strays) = store::list_category_files(layout)?;
+        for s in strays {
+            p.add(
+                "stray_file",
+                s,
+                "not a canonical category file name; memdir ignores it",
+            );
+        }
+        let mut n_history = 0usize;
+        let mut all_names = names.clone();
+        all_names.extend(store::list_history_names(layout)?);
+        all_names.sort();
+        all_names.dedup();
+        for name in &all_names {
+            let rel = Layout::category_rel(name);
+            let file = store::read_category(layout, name)?;
+            let mut head = None;
+            for h in store::history::read_all(layout, name)? {
+                n_history += 1;
+                let id = &h.id;
+                if let Some(stamp) = id.get(..24).and_then(Hlc::parse)
+                    && !stamp.admissible(now)
+                {
+                    p.add("future_stamp", Layout::history_rel(name).join(format!("{id}.json")), format!("stamp {stamp} is more than a day ahead of this machine's clock; memdir's clock does not follow it"));
+                }
+                match h.entry {
+                    Ok(e) => {
+                        if h.patched
+                            && e.hash.as_deref()
+                                != Some(content_hash(&codec::to_pretty(&e.content)).as_str())
+                        {
+                            p.add(
+                                "history",
+                                &h.path,
+                                "the version's patch, applied to its base, does not give its hash",
+                            );
+                        }
+                        if e.forgotten.is_some() {
+                            if !e.content.is_null() {
+                                p.add(
+                                    "history",
+                                    &h.path,
+                                    "a forgotten version must have null content",
+                                );
+                            }
+                        } else if e.is_tombstone() != e.content.is_null() {
+                            p.add("history", &h.path, "a delete tombstone must have null content, and only a tombstone may");
+                        }
+                        if !e.is_tombstone() && e.hash.is_none() {
+                            p.add("history", &h.path, "a version with content needs a hash");
+                        }
+                        head = Some(e);
+                    }
+                    Err(why) => p.add(
+                        "history",
+                        &h.path,
+                        format!("malformed history entry: {why}"),
+                    ),
+                }
+            }
+            match (&file, &head) {
+                (Some(f), _) if f.content.is_err() => {
+                    p.add(
+                        "malformed",
+                        &rel,
+                        f.content.as_ref().err().cloned().unwrap_or_default(),
+                    );
+                }
+                (Some(f), Some(h)) if h.hash.as_deref() != Some(&f.hash) => {
+                    p.add("unadopted_change", &rel, "the file differs from its newest history entry (the next open adopts it as an external version)");
+                }
+                (Some(_), None) => p.add(
+                    "unadopted_change",
+                    &rel,
+                    "the file has no history yet (the next open adopts it)",
+                ),
+                (None, Some(h)) if !h.is_tombstone() => p.add(
+                    "unadopted_change",
+                    &rel,
+                    "the file is missing but its history has no delete tombstone",
+                ),
+                _ => {}
+            }
+            if let Some(f) = &file
+                && let Ok(c) = &f.content
+            {
+                if CategoryKind::of(c) == CategoryKind::Log
+                    && let Err(why) = check_log_shape(c)
+                {
+                    p.add("schema", &rel, why);
+                }
+                if let Some(l) = &ledger
+                    && let Some(row) = l.category(name.as_str())?
+                    && row.file_hash.as_deref() != Some(f.hash.as_str())
+                {
+                    p.add("ledger", &rel, "the ledger's cached hash differs from the file (the next open refreshes it)");
+                }
+            }
+        }
+        let mut n_segments = 0usize;
+        let mut n_chunks = 0usize;
+        for (id, dir) in store::list_session_dirs(layout)? {
+            for f in store::list_segments(layout, &dir)? {
+                n_segments += 1;
+                let path = layout.root.join(&f.rel);
+                let bytes = match fsx::read(&path, fsx::MAX_SEGMENT_FILE) {
+                    Ok(b) => b.unwrap_or_default(),
+                    Err(e) => {
+                        p.add("unreadable", &f.rel, e.source.to_string());
+                        continue;
+                    }
+                };
+                let seg = segment::parse(&bytes);
+                n_chunks += seg.chunks.len();
+                for (line, why) in &seg.bad_lines {
+                    p.add("malformed_line", &f.rel, format!("line {line}: {why}"));
+                }
+                if seg.tail_len > 0 {
+                    p.add(
+                        "torn_tail",
+                        &f.rel,
+                        format!(
+                            "{} bytes after the last newline (the next write repairs it)",
+                            seg.tail_len
+                        ),
+                    );
+                }
+                let mut expect_seq = None;
+                let mut last_hlc = String::new();
+                for c in &seg.chunks {
+                    if c.replica != f.replica {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("chunk {} names replica {:?}", c.seq, c.replica),
+                        );
+                    }
+                    if SessionId::new(&c.session_id).is_err()
+                        || encode_component(&c.session_id) != encode_component(&id)
+                    {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("chunk {} names session {:?}", c.seq, c.session_id),
+                        );
+                    }
+                    if let Some(e) = expect_seq
+                        && c.seq != e
+                    {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("seq {} follows {} (expected {e})", c.seq, e - 1),
+                        );
+                    }
+                    if expect_seq.is_none()
+                        && c.seq != 0
+                        && !f
+                            .rel
+                            .to_string_lossy()
+                            .trim_end_matches(".jsonl")
+                            .contains('.')
+                    {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("the first seq is {}, not 0", c.seq),
+                        );
+                    }
+                    if let Some(h) = Hlc::parse(&c.hlc)
+                        && !h.admissible(now)
+                    {
+                        p.add("future_stamp", &f.rel, format!("seq {}: stamp {h} is more than a day ahead of this machine's clock; memdir's clock does not follow it", c.seq));
+                    }
+                    if c.hlc <= last_hlc {
+                        p.add(
+                            "segment",
+                            &f.rel,
+                            format!("hlc {} of seq {} does not increase", c.hlc, c.seq),
+                        );
+                    }
+                    last_hlc = c.hlc.clone();
+                    expect_seq = Some(c.seq + 1);
+                }
+                if let Some(l) = &ledger
+                    && let Some(row) = l.segment(&f.rel.to_string_lossy())?
+                    && row.chunks != seg.chunks.len() as i64
+                {
+                    p.add(
+                        "ledger",
+                        &f.rel,
+                        format!(
+                            "the ledger counts {} chunks, the file holds {}",
+                            row.chunks,
+                            seg.chunks.len()
+                        ),
+                    );
+                }
+            }
+        }
+        // Links and special files anywhere in the truth directories: never followed, never
+        // read, never written through.
+        for e in walkdir::WalkDir::new(&layout.root)
+            .min_depth(1)
+            .into_iter()
+            .filter_entry(|e| e.file_name() != ".memdir" || e.depth() != 1)
+            .filter_map(|e| e.ok())
+        {
+            let t = e.file_type();
+            let rel = e.path().strip_prefix(&layout.root).unwrap_or(e.path());
+            if t.is_symlink() {
+                p.add(
+                    "link",
+                    rel,
+                    "a symbolic link inside the memory directory: memdir neither follows it nor writes through it",
+                );
+            } else if !t.is_file() && !t.is_dir() {
+                p.add(
+                    "special_file",
+                    rel,
+                    "a FIFO, socket or device inside the memory directory: memdir never reads it",
+                );
+            } else if t.is_dir() && rel.extension().is_some_and(|x| x == "jsonl" || x == "json") {
+                p.add(
+                    "stray_directory",
+                    rel,
+                    "a directory where memdir expects a file: it is ignored",
+                );
+            }
+        }
+        let mut report = json!({
+            "ok": p.0.is_empty(),
+            "exists": true,
+            "problems": p.0,
+            "checked": {
+                "categories": names.len(), "history_entries": n_history,
+                "segments": n_segments, "chunks": n_chunks, "ledger": ledger.is_some(),
+            },
+            "files_hash": files_fingerprint(layout)?,
+            "conflicts": self.open_conflicts()?,
+        });
+        // A damaged index is a finding, not a failure of verify-store.
+        if let Err(e) = self.verify_index(&mut report) {
+            report["index"] = json!({"state": "damaged", "error": e.message});
+            report["ok"] = json!(false);
+            if let Some(problems) = report["problems"].as_array_mut() {
+                problems.push(json!({
+                    "kind": "index",
+                    "path": ".memdir/index",
+                    "message": format!("the search index cannot be read ({}); a reindex rebuilds it from the files", e.message),
+                }));
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// A hash over every truth file's path and bytes, in path order.
+pub fn files_fingerprint(layout: &Layout) -> Result<String> {
+    let mut h = blake3::Hasher::new();
+    let mut paths: Vec<_> = walkdir::WalkDir::new(&layout.root)
+        .into_iter()
+        // The git repository of a synced store is not memory: only its work tree is.
+        .filter_entry(|e| e.file_name() != ".memdir" && e.file_name() != ".git")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    paths.sort();
+    for path in paths {
+        let rel = path
+            .strip_prefix(&layout.root)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .into_owned();
+        // An unreadable file counts by its name and the reason.
+        let digest = match fsx::read(&path, fsx::MAX_SEGMENT_FILE) {
+            Ok(b) => content_hash(&b.unwrap_or_default()),
+            Err(e) => format!("unreadable: {}", e.source),
+        };
+        h.update(rel.as_bytes());
+        h.update(&[0]);
+        h.update(digest.as_bytes());
+    }
+    Ok(h.finalize().to_hex()[..32].to_string())
+}
