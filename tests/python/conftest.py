@@ -21,6 +21,18 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def cargo_version() -> str:
+    """The version the binary reports: the workspace's, which every crate inherits."""
+    import tomllib
+
+    with open(REPO_ROOT / "Cargo.toml", "rb") as f:
+        manifest = tomllib.load(f)
+    version = manifest["package"]["version"]
+    if isinstance(version, dict):
+        version = manifest["workspace"]["package"]["version"]
+    return version
 MEMDIR_BIN = Path(os.environ.get("MEMDIR_BIN") or REPO_ROOT / "target" / "debug" / "memdir")
 
 # Per-request timeout inside the client: a hung server fails a call, not the whole run.

@@ -42,7 +42,6 @@ import socket
 import subprocess
 import threading
 import time
-import tomllib
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +52,7 @@ import pytest
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import CALL_TIMEOUT_S, MEMDIR_BIN, REPO_ROOT, _leaves, server_env, store_digest
+from conftest import CALL_TIMEOUT_S, MEMDIR_BIN, REPO_ROOT, cargo_version, _leaves, server_env, store_digest
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -100,11 +99,6 @@ MCP_INIT = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "0"}},
 }
 MCP_HEADERS = [("Accept", "application/json, text/event-stream")]
-
-
-def cargo_version() -> str:
-    with open(REPO_ROOT / "Cargo.toml", "rb") as f:
-        return tomllib.load(f)["package"]["version"]
 
 
 # --------------------------------------------------------------------------------------------

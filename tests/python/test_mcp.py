@@ -15,7 +15,6 @@ import asyncio
 import json
 import re
 import subprocess
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import jsonschema
 import pytest
 from mcp import MCPError
 
-from conftest import MEMDIR_BIN, REPO_ROOT, content_agrees, server_env, store_digest
+from conftest import MEMDIR_BIN, REPO_ROOT, cargo_version, content_agrees, server_env, store_digest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -102,11 +101,6 @@ VALID_ARGS: dict[str, dict[str, Any]] = {
     "memory_forget": {"query": "alpha", "dry_run": True},
     "memory_doctor": {},
 }
-
-
-def cargo_version() -> str:
-    with open(REPO_ROOT / "Cargo.toml", "rb") as f:
-        return tomllib.load(f)["package"]["version"]
 
 
 async def seed(srv) -> dict[str, Any]:

@@ -18,6 +18,7 @@
 
 pub mod error;
 pub mod jsontext;
+pub mod limits;
 
 pub use error::{Error, ErrorKind, Result};
 

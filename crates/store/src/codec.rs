@@ -9,11 +9,8 @@ use serde_json::Value;
 use crate::model::ChunkRecord;
 
 /// Pretty, key-sorted JSON with a trailing newline.
-/// The deepest nesting memdir stores in a category, a log entry or chunk metadata. A history
-/// entry wraps a category's content one level deeper, and every reader (serde_json stops at
-/// 128 levels) must read it back, so documents deeper than this are refused on write and
-/// reported as malformed when placed by hand.
-pub const MAX_DEPTH: usize = 100;
+/// The deepest nesting memdir stores ([`memdir_api::limits::MAX_STORED_DEPTH`]).
+pub const MAX_DEPTH: usize = memdir_api::limits::MAX_STORED_DEPTH;
 
 /// Nesting depth of a JSON value: 0 for a scalar, 1 for a flat array or object.
 pub fn depth(value: &Value) -> usize {

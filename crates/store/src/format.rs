@@ -91,12 +91,12 @@ pub fn ensure(layout: &Layout) -> Result<(), IoError> {
             .map(|d| d.subsec_nanos())
             .unwrap_or(0)
     ));
-    txn::write_synced(&tmp, &bytes())?;
+    fsx::write_synced(&tmp, &bytes())?;
     let renamed = std::fs::rename(&tmp, &p).at("rename", &p);
     let _ = std::fs::remove_file(&tmp);
     renamed?;
     // DURABILITY: the format file names how every other file is to be read.
-    txn::sync_dir(&layout.root)
+    fsx::sync_dir(&layout.root)
 }
 
 /// Adds the format file raised to [`PATCHES`] to `writes` when the store says an older format

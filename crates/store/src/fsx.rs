@@ -16,11 +16,13 @@
 //! - A file that breaks these rules is broken on its own: callers report it and go on with
 //!   every other file.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
 use std::io::{self, Read};
 use std::path::{Component, Path};
 
-use memdir_api::error::IoError;
+use crate::failpoint;
+use memdir_api::error::{IoContext, IoError};
 
 /// Largest category or history file memdir reads.
 pub const MAX_JSON_FILE: u64 = 64 * 1024 * 1024;
@@ -274,6 +276,68 @@ pub fn entry_kind(entry: &std::fs::DirEntry) -> EntryKind {
 /// Whether `path` is a real directory (not a link to one).
 pub fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// fsyncs a directory so that entries created or renamed in it are durable.
+pub fn sync_dir(dir: &Path) -> Result<(), IoError> {
+    // DURABILITY: on Linux a rename or create is only durable once its directory is fsynced.
+    File::open(dir)
+        .and_then(|f| f.sync_all())
+        .at("fsync directory", dir)
+}
+
+/// Creates `dir` and any missing parents, fsyncing each parent that gained an entry.
+pub fn create_dir_durable(dir: &Path) -> Result<(), IoError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dir_durable(parent)?;
+    }
+    match private_dir().create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => {
+            return Err(IoError {
+                op: "create directory",
+                path: dir.to_path_buf(),
+                source: e,
+            });
+        }
+    }
+    if let Some(parent) = dir.parent() {
+        // DURABILITY: the new directory entry lives in the parent.
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a new file at `path` and fsyncs it. A link at `path` is not followed.
+pub fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let mut o = OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW).mode(0o600);
+    }
+    let mut f = o.open(path).at("create", path)?;
+    failpoint::io("stage.write").at("write", path)?;
+    f.write_all(bytes).at("write", path)?;
+    // DURABILITY: content must reach the disk before the manifest names it.
+    f.sync_all().at("fsync", path)?;
+    Ok(())
+}
+
+/// A builder of directories only their owner may list (memories are private).
+pub fn private_dir() -> fs::DirBuilder {
+    let mut b = fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod fsx;
 pub mod history;
 pub mod lock;
 pub mod model;
+pub mod recovery;
 pub mod segment;
 pub mod treehash;
 pub mod txn;
@@ -119,7 +120,7 @@ impl Layout {
             if !d.starts_with(self.meta_dir()) {
                 fsx::check_no_links(&self.root, &d)?;
             }
-            txn::create_dir_durable(&d)?;
+            fsx::create_dir_durable(&d)?;
         }
         format::ensure(self)?;
         for (name, text) in [(".gitignore", GITIGNORE), (".gitattributes", GITATTRIBUTES)] {
@@ -137,7 +138,7 @@ impl Layout {
                 f.write_all(text.as_bytes()).at("write", &p)?;
                 // DURABILITY: the file and its directory entry, like every other write.
                 f.sync_all().at("fsync", &p)?;
-                txn::sync_dir(&self.root)?;
+                fsx::sync_dir(&self.root)?;
             }
         }
         Ok(!existed)

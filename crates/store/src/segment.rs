@@ -19,8 +19,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::parse_chunk_line;
+use crate::fsx::{sync_dir, write_synced};
 use crate::model::ChunkRecord;
-use crate::txn::{sync_dir, write_synced};
 use crate::{failpoint, fsx};
 use memdir_api::error::{IoContext, IoError};
 

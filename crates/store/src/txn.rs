@@ -19,13 +19,13 @@
 //! and discards it otherwise. Every step is idempotent, so a crash during recovery is recovered
 //! by the next open.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::failpoint;
+use crate::fsx::{create_dir_durable, private_dir, sync_dir, write_synced};
 use crate::model::content_hash;
 use memdir_api::error::{IoContext, IoError};
 
@@ -50,57 +50,6 @@ struct ManifestFile {
     rel: String,
     /// Hash of the new content; `None` removes the target.
     hash: Option<String>,
-}
-
-/// fsyncs a directory so that entries created or renamed in it are durable.
-pub fn sync_dir(dir: &Path) -> Result<(), IoError> {
-    // DURABILITY: on Linux a rename or create is only durable once its directory is fsynced.
-    File::open(dir)
-        .and_then(|f| f.sync_all())
-        .at("fsync directory", dir)
-}
-
-/// Creates `dir` and any missing parents, fsyncing each parent that gained an entry.
-pub fn create_dir_durable(dir: &Path) -> Result<(), IoError> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent() {
-        create_dir_durable(parent)?;
-    }
-    match private_dir().create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => {
-            return Err(IoError {
-                op: "create directory",
-                path: dir.to_path_buf(),
-                source: e,
-            });
-        }
-    }
-    if let Some(parent) = dir.parent() {
-        // DURABILITY: the new directory entry lives in the parent.
-        sync_dir(parent)?;
-    }
-    Ok(())
-}
-
-/// Writes `bytes` to a new file at `path` and fsyncs it. A link at `path` is not followed.
-pub fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    let mut o = OpenOptions::new();
-    o.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(libc::O_NOFOLLOW).mode(0o600);
-    }
-    let mut f = o.open(path).at("create", path)?;
-    failpoint::io("stage.write").at("write", path)?;
-    f.write_all(bytes).at("write", path)?;
-    // DURABILITY: content must reach the disk before the manifest names it.
-    f.sync_all().at("fsync", path)?;
-    Ok(())
 }
 
 /// What becomes of a file of [`REAP_FROM`] bytes or more that a commit's rename replaces.
@@ -215,17 +164,6 @@ fn replaced_name(i: usize) -> String {
 /// `.memdir/trash/`, beside the staging directory.
 fn trash_beside(staging: &Path) -> PathBuf {
     staging.with_file_name("trash")
-}
-
-/// A builder of directories only their owner may list (memories are private).
-fn private_dir() -> fs::DirBuilder {
-    let mut b = fs::DirBuilder::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        b.mode(0o700);
-    }
-    b
 }
 
 /// Directories handed to the reaper and not yet removed, with the signal of each removal.
@@ -358,44 +296,7 @@ pub enum Recovered {
     Discarded,
 }
 
-/// Lists staged transactions (for status and verify-store).
-pub fn pending(staging: &Path) -> Vec<String> {
-    let mut out: Vec<String> = fs::read_dir(staging)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
-}
-
-/// Recovers every staged transaction. The caller holds the write lock.
-pub fn recover(root: &Path, staging: &Path) -> Result<Vec<(String, Recovered)>, IoError> {
-    let mut out = Vec::new();
-    for name in pending(staging) {
-        let dir = staging.join(&name);
-        if !dir.is_dir() {
-            if name.ends_with(".append") {
-                crate::segment::undo_intent(root, &dir)?;
-                out.push((name, Recovered::Discarded));
-            } else {
-                fs::remove_file(&dir).at("remove stray staging file", &dir)?;
-            }
-            continue;
-        }
-        let outcome = recover_one(root, &dir)?;
-        fs::remove_dir_all(&dir).at("remove staging", &dir)?;
-        out.push((name, outcome));
-    }
-    if !out.is_empty() {
-        sync_dir(staging)?;
-    }
-    Ok(out)
-}
-
-fn recover_one(root: &Path, dir: &Path) -> Result<Recovered, IoError> {
+pub fn recover_one(root: &Path, dir: &Path) -> Result<Recovered, IoError> {
     let Ok(bytes) = fs::read(dir.join("manifest.json")) else {
         return Ok(Recovered::Discarded);
     };
@@ -425,6 +326,7 @@ fn recover_one(root: &Path, dir: &Path) -> Result<Recovered, IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recovery::pending;
 
     fn write(rel: &str, bytes: Vec<u8>) -> FileWrite {
         FileWrite {

@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::adoption::{CatState, Sync, check_expect, malformed_error, not_found};
+use super::shape::check_object;
 use super::version::Delta;
 use super::{Memdir, check_reason, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
@@ -54,31 +55,6 @@ fn take_content(st: &mut CatState) -> Option<Value> {
         .filter(|_| exists)
         .and_then(|f| f.content.as_mut().ok())
         .map(std::mem::take)
-}
-
-/// Refuses `data` that is not a JSON object or is nested too deep.
-pub(super) fn check_object<'a>(field: &str, v: &'a Value) -> Result<&'a Map<String, Value>> {
-    let obj = v.as_object().ok_or_else(|| {
-        Error::invalid(
-            field,
-            format!("{field} must be a JSON object, got {}", type_name(v)),
-        )
-        .hint("wrap the value in an object, e.g. {\"note\": \"...\"}")
-    })?;
-    super::check_depth(field, v)?;
-    Ok(obj)
-}
-
-/// The JSON type name of a value, for error messages.
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn select_fields(content: &Value, fields: Option<&Fields>) -> (Value, Vec<String>) {

@@ -18,6 +18,7 @@ mod log;
 mod redaction;
 mod search;
 mod session;
+mod shape;
 mod snapshot;
 mod status;
 mod sync;
@@ -27,7 +28,6 @@ mod verify;
 mod version;
 
 pub(crate) use adoption::Sync;
-pub use category::*;
 pub use indexer::{Progress, index_fingerprint};
 pub use log::*;
 pub use memdir_api::{
@@ -49,51 +49,11 @@ use memdir_api::error::{Error, ErrorKind, IoContext, Result};
 use memdir_store::clock::{self, Hlc};
 use memdir_store::lock::WriteLock;
 use memdir_store::model::{CategoryName, CategoryStatus, content_hash};
-use memdir_store::{self as store, Layout, txn};
+use memdir_store::{self as store, Layout, fsx, txn};
 
-/// Size limits, documented in the README.
-pub mod limits {
-    /// Largest chunk content, in bytes.
-    pub const MAX_CHUNK_BYTES: usize = 256 * 1024;
-    /// Largest chunk metadata (compact JSON), in bytes.
-    pub const MAX_METADATA_BYTES: usize = 16 * 1024;
-    /// Most chunks in one ingest batch.
-    pub const MAX_BATCH_CHUNKS: usize = 10_000;
-    /// Largest ingest batch, in bytes of content.
-    pub const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
-    /// Largest category file, in bytes.
-    pub const MAX_CATEGORY_BYTES: usize = 1024 * 1024;
-    /// Largest log entry `data` (compact JSON), in bytes.
-    pub const MAX_LOG_ENTRY_BYTES: usize = 64 * 1024;
-    /// Largest `reason`, in characters.
-    pub const MAX_REASON_CHARS: usize = 1000;
-    /// Most entries a log may keep.
-    pub const MAX_LOG_ENTRIES: u64 = 100_000;
-    /// Default log retention, in entries.
-    pub const DEFAULT_LOG_ENTRIES: u64 = 200;
-    /// Largest page of results.
-    pub const MAX_LIMIT: usize = 1000;
-    /// Deepest nesting of a category's data, a log entry's data or chunk metadata: the files
-    /// wrap them a few levels deeper, and every stored file must stay readable
-    /// (`store::codec::MAX_DEPTH`).
-    pub const MAX_DATA_DEPTH: usize = memdir_store::codec::MAX_DEPTH - 4;
-}
-
-/// Refuses JSON nested deeper than [`limits::MAX_DATA_DEPTH`].
-pub(crate) fn check_depth(field: &str, v: &Value) -> Result<()> {
-    let d = store::codec::depth(v);
-    if d > limits::MAX_DATA_DEPTH {
-        return Err(Error::invalid(
-            field,
-            format!(
-                "{field} is nested {d} levels deep; the limit is {}",
-                limits::MAX_DATA_DEPTH
-            ),
-        )
-        .hint("flatten the document"));
-    }
-    Ok(())
-}
+pub use memdir_api::limits;
+pub(crate) use shape::check_depth;
+pub use shape::type_name;
 
 /// An open memory directory.
 pub struct Memdir {
@@ -435,7 +395,8 @@ impl Memdir {
         };
         txn::sweep_trash(&self.layout.staging());
         let fresh = inner.ledger.meta("built")?.is_none();
-        let staged = !txn::pending(&self.layout.staging()).is_empty() || self.settle_pending();
+        let staged = !memdir_store::recovery::pending(&self.layout.staging()).is_empty()
+            || self.settle_pending();
         if staged || fresh {
             let lock = self.lock()?;
             self.recover(&mut report)?;
@@ -457,7 +418,9 @@ impl Memdir {
     }
 
     fn recover(&self, report: &mut OpenReport) -> Result<()> {
-        for (name, outcome) in txn::recover(&self.layout.root, &self.layout.staging())? {
+        for (name, outcome) in
+            memdir_store::recovery::recover(&self.layout.root, &self.layout.staging())?
+        {
             match outcome {
                 txn::Recovered::RolledForward(_) => report.recovered.push(name),
                 txn::Recovered::Discarded => report.discarded.push(name),
@@ -567,7 +530,9 @@ impl Memdir {
     /// Takes the write lock and recovers whatever a crashed writer left staged.
     pub(crate) fn lock_and_recover(&self) -> Result<WriteLock> {
         let lock = self.lock()?;
-        if !txn::pending(&self.layout.staging()).is_empty() || self.settle_pending() {
+        if !memdir_store::recovery::pending(&self.layout.staging()).is_empty()
+            || self.settle_pending()
+        {
             let mut report = OpenReport::default();
             self.recover(&mut report)?;
         }
@@ -604,10 +569,10 @@ impl Memdir {
             &json!({"id": id, "fingerprint": fingerprint, "actor": self.settings.device}),
         );
         let tmp = path.with_extension("tmp");
-        txn::write_synced(&tmp, &body)?;
+        fsx::write_synced(&tmp, &body)?;
         std::fs::rename(&tmp, &path).at("rename", &path)?;
         // DURABILITY: every file name this replica writes depends on the id.
-        txn::sync_dir(&self.layout.meta_dir())?;
+        fsx::sync_dir(&self.layout.meta_dir())?;
         Ok(id)
     }
 

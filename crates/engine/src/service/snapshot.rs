@@ -194,9 +194,9 @@ fn copy_files(
             )
         })?;
         if let Some(parent) = dst.parent() {
-            txn::create_dir_durable(parent)?;
+            fsx::create_dir_durable(parent)?;
         }
-        txn::write_synced(&dst, &bytes)?;
+        fsx::write_synced(&dst, &bytes)?;
         out.push(ManifestFile {
             path: rel.clone(),
             size: bytes.len() as u64,
@@ -211,7 +211,7 @@ fn copy_files(
     dirs.sort();
     dirs.dedup();
     for d in dirs {
-        txn::sync_dir(&d)?;
+        fsx::sync_dir(&d)?;
     }
     Ok(out)
 }
@@ -285,7 +285,7 @@ impl Memdir {
         }
         let work = sibling(&dest, "snapshot")?;
         let result = (|| -> Result<SnapshotResponse> {
-            txn::create_dir_durable(&work)?;
+            fsx::create_dir_durable(&work)?;
             let files = {
                 // Writers wait while the copy is taken: it is one state of the store.
                 let _lock = self.lock_and_recover()?;
@@ -304,8 +304,8 @@ impl Memdir {
             let bytes = memdir_store::codec::to_pretty(
                 &serde_json::to_value(&manifest).expect("invariant: a manifest serializes"),
             );
-            txn::write_synced(&work.join(MANIFEST), &bytes)?;
-            txn::sync_dir(&work)?;
+            fsx::write_synced(&work.join(MANIFEST), &bytes)?;
+            fsx::sync_dir(&work)?;
             // Read back and checked before it is named done.
             let checked = check_snapshot(&work)?;
             if dest.is_dir() {
@@ -314,7 +314,7 @@ impl Memdir {
             std::fs::rename(&work, &dest).at("rename", &dest)?;
             if let Some(parent) = dest.parent() {
                 // DURABILITY: the snapshot's name must survive a crash once reported.
-                txn::sync_dir(parent)?;
+                fsx::sync_dir(parent)?;
             }
             Ok(SnapshotResponse {
                 dest: dest.display().to_string(),
@@ -347,7 +347,7 @@ impl Memdir {
         let work = sibling(&root, "restore")?;
         let files: Vec<String> = manifest.files.iter().map(|f| f.path.clone()).collect();
         let staged = (|| -> Result<()> {
-            txn::create_dir_durable(&work)?;
+            fsx::create_dir_durable(&work)?;
             // The copy is checked against the manifest too: SRC may change while it is read.
             let copied = copy_files(&src, &work, &files, None)?;
             for (c, m) in copied.iter().zip(&manifest.files) {
@@ -361,7 +361,7 @@ impl Memdir {
                     ));
                 }
             }
-            txn::sync_dir(&work)?;
+            fsx::sync_dir(&work)?;
             Ok(())
         })();
         if let Err(e) = staged {
@@ -393,7 +393,7 @@ impl Memdir {
             std::fs::rename(&work, &root).at("rename", &root)?;
             if let Some(parent) = root.parent() {
                 // DURABILITY: both renames must survive a crash once reported.
-                txn::sync_dir(parent)?;
+                fsx::sync_dir(parent)?;
             }
             drop(lock);
             Ok(parked)

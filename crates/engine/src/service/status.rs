@@ -9,7 +9,6 @@ use super::{Inner, Memdir};
 use crate::ledger::ChangeKind;
 use memdir_api::error::Result;
 use memdir_store::model::CategoryStatus;
-use memdir_store::txn;
 
 impl Memdir {
     /// Where the memory is, and a full check.
@@ -90,7 +89,7 @@ impl Memdir {
                     .map(|s| json!({"segment": s.rel, "lines": s.bad_lines}))
                     .collect(),
             ),
-            pending_staging: txn::pending(&self.layout.staging()),
+            pending_staging: memdir_store::recovery::pending(&self.layout.staging()),
             ledger: Some(
                 json!({"transactions": inner.ledger.txn_count()?, "generation": inner.ledger.generation()?}),
             ),

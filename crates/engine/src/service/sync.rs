@@ -192,7 +192,7 @@ impl Memdir {
             let path = self.layout().meta_dir().join(LAST_SYNC);
             let tmp = path.with_extension(format!("json.{}", std::process::id()));
             if let Ok(bytes) = serde_json::to_vec(&rec)
-                && txn::write_synced(&tmp, &bytes).is_ok()
+                && fsx::write_synced(&tmp, &bytes).is_ok()
                 && std::fs::rename(&tmp, &path).is_err()
             {
                 let _ = std::fs::remove_file(&tmp);
@@ -282,7 +282,7 @@ impl Memdir {
         let tracking = format!("refs/remotes/{remote}/{branch}");
         // A marker for the span in which memdir's own git calls may hold git's index lock.
         let running = layout.meta_dir().join("sync-running");
-        txn::write_synced(&running, std::process::id().to_string().as_bytes())?;
+        fsx::write_synced(&running, std::process::id().to_string().as_bytes())?;
         let mut purge = false;
         let result = (|| -> Result<()> {
             for round in 1..=MAX_ROUNDS {
@@ -1060,7 +1060,7 @@ impl Memdir {
     pub(super) fn settled(&self) -> Result<()> {
         let path = self.layout().meta_dir().join(SETTLE_NOTE);
         match std::fs::remove_file(&path) {
-            Ok(()) => Ok(txn::sync_dir(&self.layout().meta_dir())?),
+            Ok(()) => Ok(fsx::sync_dir(&self.layout().meta_dir())?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(memdir_api::error::IoError {
                 op: "remove",

@@ -8,7 +8,7 @@ use crate::ledger::Ledger;
 use memdir_api::error::{Error, Result};
 use memdir_store::clock::Hlc;
 use memdir_store::model::{CategoryKind, SessionId, content_hash, encode_component};
-use memdir_store::{self as store, Layout, codec, fsx, segment, txn};
+use memdir_store::{self as store, Layout, codec, fsx, segment};
 
 struct Problems(Vec<Value>);
 
@@ -35,7 +35,7 @@ impl Memdir {
         }
         // A store of a newer format is not judged by rules it does not follow.
         self.check_format()?;
-        for name in txn::pending(&layout.staging()) {
+        for name in memdir_store::recovery::pending(&layout.staging()) {
             p.add(
                 "pending_staging",
                 layout.staging().join(&name),
