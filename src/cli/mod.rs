@@ -1,0 +1,629 @@
+//! The command-line interface: parses arguments, calls the service, prints JSON.
+//!
+//! Architecture Invariant: this is the only module that prints. Results go to stdout as JSON;
+//! errors go to stderr as `{"error": {code, message, hints, ...}}` with the exit code of their
+//! kind.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+
+use crate::config::{self, Config};
+use memdir_api::error::{Error, ErrorKind, Result};
+use memdir_api::{self as api, AppendRequest, IngestRequest, NewChunk, WriteRequest};
+use memdir_engine::ops;
+use memdir_engine::service::{self, Memdir};
+
+mod args;
+mod hook;
+mod ingest;
+mod input;
+mod output;
+mod reference;
+mod serve;
+mod setup;
+use args::*;
+use hook::*;
+use ingest::*;
+use input::*;
+use output::*;
+use reference::*;
+use serve::*;
+use setup::*;
+
+/// The store and the device a command acts as (the configured one, under the config file's
+/// access-control list).
+struct Ctx<'a> {
+    memdir: &'a Memdir,
+    caller: memdir_engine::acl::Caller,
+}
+
+impl std::ops::Deref for Ctx<'_> {
+    type Target = Memdir;
+    fn deref(&self) -> &Memdir {
+        self.memdir
+    }
+}
+
+/// Runs an operation of the table with a typed request, as every surface does.
+fn call<T: serde::Serialize>(m: &Ctx, name: &str, req: &T) -> Result<Value> {
+    let op = ops::find(name).ok_or_else(|| Error::internal(format!("no operation {name}")))?;
+    let args = serde_json::to_value(req)
+        .map_err(|e| Error::internal(format!("the {name} request did not serialize: {e}")))?;
+    ops::call(m.memdir, &m.caller, op, args)
+}
+
+/// Asks a person on a terminal to confirm `question` (y/N); without a terminal, refuses with
+/// the hint to pass --yes. `what` says what would happen.
+fn confirm(question: &str, what: &str) -> Result<()> {
+    let refuse = |why: &str| {
+        Error::invalid("yes", format!("{what}; {why}, so nothing was done"))
+            .hint("pass --yes to do it anyway, or name one target")
+    };
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(refuse(
+            "it needs --yes when no one is at a terminal to confirm",
+        ));
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| Error::new(ErrorKind::Unavailable, format!("reading the answer: {e}")))?;
+    match answer.trim().to_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err(refuse("it was not confirmed")),
+    }
+}
+
+/// The operation of the table a command runs, if it runs one.
+fn op_of(c: &Command) -> Option<&'static str> {
+    Some(match c {
+        Command::Init => "init",
+        Command::Status => "status",
+        Command::Ingest(_) => "ingest",
+        Command::Fetch(_) => "fetch",
+        Command::Overview(_) => "overview",
+        Command::Read(_) => "read",
+        Command::Write { .. } => "write",
+        Command::Append { .. } => "append",
+        Command::List => "list",
+        Command::Delete(_) => "delete",
+        Command::History(_) => "history",
+        Command::Diff(_) => "diff",
+        Command::Restore(_) => "restore",
+        Command::Compact(_) => "compact",
+        Command::Context(_) => "context",
+        Command::Delta(_) => "delta",
+        Command::VerifyStore => "verify_store",
+        Command::Search(_) => "search",
+        Command::Reindex => "reindex",
+        Command::Import(_) => "import",
+        Command::Forget { .. } => "forget",
+        Command::Snapshot(_) => "snapshot",
+        Command::RestoreSnapshot(_) => "restore_snapshot",
+        Command::Sync(_) => "sync",
+        Command::Resolve(_) => "resolve",
+        Command::Embed => "embed",
+        Command::Models(_) => "models",
+        _ => return None,
+    })
+}
+
+/// Parses the command line. A value that is not what its flag takes (`--limit five`,
+/// `--limit -1`, `--limit 5.5`) is an `invalid` error naming the field (exit 3, JSON), as on
+/// every other surface; other usage errors (an unknown flag, a missing argument) and `--help`
+/// stay clap's. Returns the exit code to leave with when there is nothing to run.
+pub fn parse() -> std::result::Result<Cli, i32> {
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::ValueValidation | clap::error::ErrorKind::InvalidValue
+            ) =>
+        {
+            let arg = e
+                .get(clap::error::ContextKind::InvalidArg)
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let field = arg
+                .trim_start_matches('-')
+                .split([' ', '='])
+                .next()
+                .unwrap_or("")
+                .replace('-', "_");
+            let value = e
+                .get(clap::error::ContextKind::InvalidValue)
+                .map(|v| v.to_string())
+                .unwrap_or_default();
+            let field = if field.is_empty() {
+                "argument".to_string()
+            } else {
+                field
+            };
+            let why = std::error::Error::source(&e)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| e.kind().to_string());
+            // The command line did not parse: its own --json is read from the words.
+            let json = std::env::args().any(|w| w == "--json");
+            let printing = Printing::decide(
+                if json { "json" } else { "auto" },
+                "auto",
+                false,
+                std::io::stderr().is_terminal(),
+                config::process_env("NO_COLOR").is_some(),
+                config::process_env("TERM").as_deref() == Some("dumb"),
+            );
+            Err(report_error(
+                &Error::invalid(&field, format!("invalid value {value:?} for {arg}: {why}")),
+                printing,
+            ))
+        }
+        Err(e) => e.exit(),
+    }
+}
+
+/// Runs one command; returns what to print and the exit code.
+///
+/// The configuration is resolved first, once, for every command: a bad config file or
+/// variable, or a missing file that `MEMDIR_REQUIRE_CONFIG=1` requires, stops every command
+/// before it changes anything.
+pub fn run(cli: Cli) -> Result<(Output, i32)> {
+    let env = config::process_env;
+    if let Command::Hook {
+        agent,
+        event,
+        timeout_ms,
+    } = &cli.command
+    {
+        hook(&cli, agent, event.as_deref(), *timeout_ms);
+        return Ok((Output::Nothing, 0));
+    }
+    if let Command::Config(ConfigArgs {
+        action: Some(ConfigAction::Init { force }),
+        ..
+    }) = &cli.command
+    {
+        // `init --force` may replace a broken file, so it reads none, unless a deployment
+        // requires one: then it fails closed like every command.
+        if config::required(&env)? {
+            Config::load(&flags(&cli), &env)?;
+        }
+        return config_init(*force);
+    }
+    let cfg = Config::load(&flags(&cli), &env)?;
+    if let Command::Config(args) = &cli.command {
+        return match (&args.action, &args.client) {
+            (Some(ConfigAction::Show), _) => Ok((Output::Json(cfg.show()), 0)),
+            (Some(ConfigAction::Init { .. }), _) => Err(Error::internal(
+                "invariant: config init is handled before the configuration is loaded",
+            )),
+            (None, Some(client)) if args.hooks => {
+                install_hooks(args, client, cli.dir.as_deref().or(Some(&cfg.dir()?.value)))
+            }
+            (None, Some(client)) => register(args, client, cli.dir.as_deref()),
+            (None, None) => Err(Error::invalid(
+                "client",
+                "config needs `show`, `init` or --client NAME",
+            )),
+        };
+    }
+    if let Command::Openapi = cli.command {
+        return Ok((Output::Json(crate::openapi::document()), 0));
+    }
+    if let Command::Ops = cli.command {
+        return Ok((Output::Json(ops_table()), 0));
+    }
+    if let Command::Completions { shell } = &cli.command {
+        return Ok((Output::Text(completions(shell)?), 0));
+    }
+    if let Command::Man { out } = &cli.command {
+        return man(out.as_deref());
+    }
+    let dir = cfg.dir()?;
+    let settings = cfg.settings()?;
+    if let Command::Serve {
+        transport, token, ..
+    } = &cli.command
+    {
+        let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
+        // A server embeds what searches have not, in the background, and keeps the index's
+        // commits between durable ones in its memory.
+        let settings = memdir_engine::service::Settings {
+            background_embedding: true,
+            index_tail_in_memory: true,
+            ..settings
+        };
+        // The syncer's own store handle catches up on disk: only the server's keeps memory.
+        spawn_syncer(
+            &cfg,
+            dir.value.clone(),
+            memdir_engine::service::Settings {
+                index_tail_in_memory: false,
+                ..settings.clone()
+            },
+        );
+        let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
+        if transport == "stdio" {
+            eprintln!("{}", serving_line(dir));
+            crate::mcp::serve_stdio(memdir, profile, cfg.caller())?;
+        } else {
+            serve_http(&cfg, memdir, transport, profile, token.clone(), |_| {})?;
+        }
+        return Ok((Output::Nothing, 0));
+    }
+    if let Command::Ui { no_open, token, .. } = &cli.command {
+        let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
+        let settings = memdir_engine::service::Settings {
+            index_tail_in_memory: true,
+            ..settings
+        };
+        let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
+        let open = !*no_open;
+        serve_http(&cfg, memdir, "http", profile, token.clone(), |url| {
+            open_viewer(url, open)
+        })?;
+        return Ok((Output::Nothing, 0));
+    }
+    if let Command::VerifyStore = cli.command {
+        // Read-only: no recovery, no adoption; report the store exactly as found.
+        let m = Memdir::open_lazy_with(dir.value.clone(), settings);
+        let ctx = Ctx {
+            memdir: &m,
+            caller: cfg.caller(),
+        };
+        let report = call(&ctx, "verify_store", &api::Empty {})?;
+        let code = if report["ok"] == json!(true) { 0 } else { 1 };
+        return Ok((Output::Op("verify_store", report), code));
+    }
+    let m = Memdir::open_with(dir.value.clone(), settings)?;
+    let ctx = Ctx {
+        memdir: &m,
+        caller: cfg.caller(),
+    };
+    if let Command::Export(r) = &cli.command {
+        // Without --output, the export is its text, printed as it is.
+        let mut v = call(&ctx, "export", r)?;
+        return Ok(match v.get_mut("text").map(Value::take) {
+            Some(Value::String(t)) => (Output::Text(t), 0),
+            _ => (Output::Json(v), 0),
+        });
+    }
+    let op = op_of(&cli.command);
+    let out = run_command(&ctx, cli.command);
+    let notices = m.notices();
+    match out {
+        // Beside a result, what memdir repaired on its own is a line on stderr; with an error,
+        // it goes into the error's JSON, so stderr stays one JSON document.
+        Ok(out) => {
+            for n in &notices {
+                eprintln!("memdir: {n}");
+            }
+            Ok((
+                match op {
+                    Some(op) => Output::Op(op, out),
+                    None => Output::Json(out),
+                },
+                0,
+            ))
+        }
+        Err(e) if !notices.is_empty() => Err(e.detail("notices", json!(notices))),
+        Err(e) => Err(e),
+    }
+}
+
+fn run_command(m: &Ctx, command: Command) -> Result<Value> {
+    let out = match command {
+        Command::Init => call(m, "init", &api::Empty {})?,
+        Command::Status => call(m, "status", &api::Empty {})?,
+        Command::Ingest(a) => match &a.jsonl {
+            Some(path) => ingest_jsonl(m, &a, path)?,
+            None => call(m, "ingest", &ingest_request(&a)?)?,
+        },
+        Command::Import(r) => with_progress(m, "import", &r, |show| {
+            memdir_engine::import::run(m, &r, &config::process_env, Some(show))
+        })?,
+        Command::Fetch(r) => call(m, "fetch", &r)?,
+        Command::Overview(r) => call(m, "overview", &r)?,
+        Command::Read(r) => call(m, "read", &r)?,
+        Command::Write {
+            category,
+            input,
+            merge,
+            expected_hash,
+            reason,
+        } => call(
+            m,
+            "write",
+            &WriteRequest {
+                category,
+                data: input.value()?,
+                reason,
+                expected_hash,
+                merge,
+            },
+        )?,
+        Command::Append {
+            category,
+            input,
+            max_entries,
+            max_age_days,
+            reason,
+        } => call(
+            m,
+            "append",
+            &AppendRequest {
+                category,
+                data: input.value()?,
+                max_entries,
+                max_age_days,
+                reason,
+            },
+        )?,
+        Command::List => call(m, "list", &api::Empty {})?,
+        Command::Delete(r) => call(m, "delete", &r)?,
+        Command::History(r) => call(m, "history", &r)?,
+        Command::Diff(r) => call(m, "diff", &r)?,
+        Command::Restore(r) => call(m, "restore", &r)?,
+        Command::Compact(CompactArgs { req, yes }) => {
+            if req.category.is_none() && !yes {
+                confirm(
+                    &format!(
+                        "Trim the history of every category to its newest {} versions?",
+                        req.keep_versions
+                    ),
+                    "compact with no category trims every category's history",
+                )?;
+            }
+            call(m, "compact", &req)?
+        }
+        Command::Context(r) => call(m, "context", &r)?,
+        Command::Delta(r) => call(m, "delta", &r)?,
+        Command::Search(r) => call(m, "search", &r)?,
+        Command::Sync(r) => with_progress(m, "sync", &r, |show| {
+            m.sync_with(&r, memdir_engine::ops::sync_token(m, &r)?, Some(show))
+        })?,
+        Command::Resolve(r) => call(m, "resolve", &r)?,
+        Command::Forget { req, yes } => forget(m, req, yes)?,
+        Command::Snapshot(r) => with_progress(m, "snapshot", &r, |show| {
+            m.take_snapshot_with(&r, Some(show))
+        })?,
+        Command::RestoreSnapshot(r) => call(m, "restore_snapshot", &r)?,
+        Command::Embed => {
+            with_progress(m, "embed", &api::Empty {}, |show| m.embed_with(Some(show)))?
+        }
+        Command::Models(r) => call(m, "models", &r)?,
+        Command::VerifyStore
+        | Command::Export(_)
+        | Command::Openapi
+        | Command::Ops
+        | Command::Completions { .. }
+        | Command::Man { .. }
+        | Command::Serve { .. }
+        | Command::Ui { .. }
+        | Command::Config(_)
+        | Command::Hook { .. } => {
+            return Err(Error::internal(
+                "invariant: run handles this command itself",
+            ));
+        }
+        Command::Reindex => {
+            let progress = crate::progress::Progress::new("reindex");
+            let bar = |done: u64, total: u64| progress.update(done, total);
+            // The one direct engine call of a surface: the progress bar needs a callback.
+            let out = m.reindex(Some(&bar));
+            progress.finish();
+            serde_json::to_value(out?)
+                .map_err(|e| Error::internal(format!("reindex result: {e}")))?
+        }
+    };
+    Ok(out)
+}
+
+/// A long job with a progress bar on a terminal: a direct engine call (the bar needs a
+/// callback) with access control and the caller's device as the actor, as `ops::call` applies
+/// them. Only for operations whose responses hide nothing.
+fn with_progress<R: memdir_engine::acl::Guarded, T: serde::Serialize>(
+    m: &Ctx,
+    label: &str,
+    req: &R,
+    job: impl FnOnce(&dyn Fn(u64, u64)) -> Result<T>,
+) -> Result<Value> {
+    m.caller.admit(&req.need(), &|| Ok(Vec::new()))?;
+    let bar = crate::progress::Progress::new(label);
+    let show = |done: u64, total: u64| bar.update(done, total);
+    let out = service::as_actor(&m.caller.device, || job(&show));
+    bar.finish();
+    serde_json::to_value(out?).map_err(|e| Error::internal(format!("{label} result: {e}")))
+}
+
+/// `forget`: with --yes or --dry-run as asked; on a terminal, after showing what would go and
+/// a yes; otherwise refused. What was shown is what goes: a query's hits are forgotten by
+/// their chunk ids, not by running the query again.
+fn forget(m: &Ctx, req: api::ForgetRequest, yes: bool) -> Result<Value> {
+    if req.dry_run || yes {
+        return call(m, "forget", &req);
+    }
+    let tty = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !tty {
+        return Err(Error::invalid(
+            "yes",
+            "forget removes memories for good and there is no terminal to ask on: pass --yes (or --dry-run to see what would go); nothing was forgotten",
+        ));
+    }
+    let plan = call(
+        m,
+        "forget",
+        &api::ForgetRequest {
+            dry_run: true,
+            ..req.clone()
+        },
+    )?;
+    let plan: api::ForgetResponse = service::from_args(plan)?;
+    if plan.count == 0 {
+        return serde_json::to_value(&plan)
+            .map_err(|e| Error::internal(format!("forget result: {e}")));
+    }
+    for c in &plan.chunks {
+        eprintln!(
+            "  {} #{} ({}): {}",
+            c.session_id,
+            c.position,
+            c.chunk_id,
+            c.preview.as_deref().unwrap_or("")
+        );
+    }
+    for v in &plan.versions {
+        eprintln!("  {} version {} ({})", v.category, v.version, v.id);
+    }
+    eprint!("Forget these {}? This cannot be undone [y/N] ", plan.count);
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| Error::new(ErrorKind::Unavailable, format!("reading the answer: {e}")))?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+        return Err(Error::invalid(
+            "yes",
+            "not confirmed: nothing was forgotten",
+        ));
+    }
+    if !plan.versions.is_empty() {
+        return call(m, "forget", &req);
+    }
+    let mut by_session: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for c in &plan.chunks {
+        by_session
+            .entry(c.session_id.clone())
+            .or_default()
+            .push(c.chunk_id.clone());
+    }
+    let mut done = api::ForgetResponse {
+        dry_run: false,
+        count: 0,
+        chunks: Vec::new(),
+        versions: Vec::new(),
+    };
+    for (session_id, chunk_ids) in by_session {
+        let r = call(
+            m,
+            "forget",
+            &api::ForgetRequest {
+                session_id: Some(session_id),
+                chunk_ids: Some(chunk_ids),
+                ..api::ForgetRequest::default()
+            },
+        )?;
+        let r: api::ForgetResponse = service::from_args(r)?;
+        done.count += r.count;
+        done.chunks.extend(r.chunks);
+    }
+    serde_json::to_value(&done).map_err(|e| Error::internal(format!("forget result: {e}")))
+}
+
+/// The whole command line: parse, run, print. Returns the exit code.
+pub fn main() -> i32 {
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    let printing = Printing::of(&cli);
+    let code = match run(cli) {
+        Ok((out, code)) => {
+            let text = out.text(printing);
+            // A reader that went away (`| head`) is not an error worth a panic.
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout
+                .write_all(text.as_bytes())
+                .and_then(|_| stdout.flush());
+            code
+        }
+        Err(e) => report_error(&e, printing),
+    };
+    // The answer is out; the files replaced meanwhile are freed before the process goes (the
+    // reaper's thread would die with it, leaving them to the next startup).
+    memdir_store::txn::finish_reaping(std::time::Duration::from_secs(5));
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every option and argument of every command, with no help text.
+    fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            if a.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            let p = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() {
+                out.push(format!("{p}: no description"));
+            }
+            undocumented(sub, &p, out);
+        }
+    }
+
+    #[test]
+    fn every_option_has_help_and_every_command_an_example() {
+        use clap::CommandFactory;
+        let root = Cli::command();
+        let mut missing = Vec::new();
+        undocumented(&root, "memdir", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "without help text:\n{}",
+            missing.join("\n")
+        );
+        let mut no_example = Vec::new();
+        for sub in root.get_subcommands() {
+            let name = sub.get_name();
+            if name == "help" {
+                continue;
+            }
+            let after = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            if !after.contains(&format!("memdir {name}")) {
+                no_example.push(name.to_string());
+            }
+        }
+        assert!(
+            no_example.is_empty(),
+            "commands without an example: {no_example:?}"
+        );
+    }
+
+    #[test]
+    fn oversized_integers_are_found_outside_strings() {
+        assert_eq!(
+            oversized_integer(r#"{"a": 18446744073709551616}"#).as_deref(),
+            Some("18446744073709551616")
+        );
+        assert_eq!(
+            oversized_integer(r#"{"a": -9223372036854775809}"#).as_deref(),
+            Some("-9223372036854775809")
+        );
+        assert_eq!(
+            oversized_integer(r#"{"a": 18446744073709551615, "b": 1.5e300}"#),
+            None
+        );
+        assert_eq!(
+            oversized_integer(r#"{"a": "99999999999999999999\" 1"}"#),
+            None
+        );
+    }
+}
