@@ -3,6 +3,7 @@
 //! byte for byte on the stored text), and the BM25 list a hybrid search fuses.
 
 use tantivy::DocAddress;
+use tantivy::query::Query;
 
 use super::document::{doc, get_str, get_u64, places_of};
 use super::query::{analyze, bm25_text_query, filter_clauses, phrase_query, top, with_filters};
@@ -10,6 +11,24 @@ use super::rank::{Candidate, POOL, rank};
 use super::window::choose;
 use super::{Hit, Request, View, sort_hits};
 use memdir_api::error::Result;
+
+/// The BM25 query of `words` over chunks, the previous turn weighted in, under the filters.
+fn bm25_chunk_query(idx: &View<'_>, req: &Request, words: &[(usize, String)]) -> Box<dyn Query> {
+    let f = &idx.chunk_fields;
+    with_filters(
+        bm25_text_query(f.content, Some((f.context, req.context_weight)), words),
+        filter_clauses(&req.filters, Some(f), None, f.ts),
+    )
+}
+
+/// The BM25 query of `words` over category documents, under the filters.
+fn bm25_category_query(idx: &View<'_>, req: &Request, words: &[(usize, String)]) -> Box<dyn Query> {
+    let f = &idx.category_fields;
+    with_filters(
+        bm25_text_query(f.content, None, words),
+        filter_clauses(&req.filters, None, Some(f.category), f.ts),
+    )
+}
 
 /// The best `depth` BM25 hits of each index under the filters, without reading documents:
 /// `(is_category, score, address)`.
@@ -25,23 +44,15 @@ pub(super) fn bm25_pool(
         return Ok(out);
     }
     if req.filters.wants_chunks() {
-        let f = &idx.chunk_fields;
         let s = &idx.cs;
-        let query = with_filters(
-            bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
-            filter_clauses(&req.filters, Some(f), None, f.ts),
-        );
+        let query = bm25_chunk_query(idx, req, &words);
         for (score, _, addr) in top(s, query.as_ref(), depth, 0)? {
             out.push((false, score, addr));
         }
     }
     if req.filters.wants_categories() {
-        let f = &idx.category_fields;
         let s = &idx.gs;
-        let query = with_filters(
-            bm25_text_query(f.content, None, &words),
-            filter_clauses(&req.filters, None, Some(f.category), f.ts),
-        );
+        let query = bm25_category_query(idx, req, &words);
         for (score, _, addr) in top(s, query.as_ref(), depth, 0)? {
             out.push((true, score, addr));
         }
@@ -61,12 +72,8 @@ pub(super) fn bm25(
     }
     let mut hits = Vec::new();
     if req.filters.wants_chunks() {
-        let f = &idx.chunk_fields;
         let s = &idx.cs;
-        let query = with_filters(
-            bm25_text_query(f.content, Some((f.context, req.context_weight)), &words),
-            filter_clauses(&req.filters, Some(f), None, f.ts),
-        );
+        let query = bm25_chunk_query(idx, req, &words);
         let pool = top(s, query.as_ref(), POOL.max(req.limit), 0)?;
         let addrs: Vec<DocAddress> = pool.iter().map(|(_, _, a)| *a).collect();
         let cands: Vec<Candidate> = pool
@@ -84,12 +91,8 @@ pub(super) fn bm25(
         hits.extend(choose(idx, s, rank(cands, req), req, folded)?);
     }
     if req.filters.wants_categories() {
-        let f = &idx.category_fields;
         let s = &idx.gs;
-        let query = with_filters(
-            bm25_text_query(f.content, None, &words),
-            filter_clauses(&req.filters, None, Some(f.category), f.ts),
-        );
+        let query = bm25_category_query(idx, req, &words);
         for (score, order, addr) in top(s, query.as_ref(), req.limit, 0)? {
             hits.push(Hit::Category {
                 addr,

@@ -236,17 +236,19 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
+/// The request's query, trimmed; longer than [`MAX_QUERY_CHARS`], an error.
+fn query_text(req: &Request) -> Result<&str> {
+    let q = req.query.trim();
+    let n = q.chars().count();
+    if n > MAX_QUERY_CHARS {
+        return Err(Error::too_large("query", n, MAX_QUERY_CHARS, "characters"));
+    }
+    Ok(q)
+}
+
 /// Runs a search.
 pub fn run(idx: &View<'_>, req: &Request) -> Result<Outcome> {
-    let q = req.query.trim();
-    if q.chars().count() > MAX_QUERY_CHARS {
-        return Err(Error::too_large(
-            "query",
-            q.chars().count(),
-            MAX_QUERY_CHARS,
-            "characters",
-        ));
-    }
+    let q = query_text(req)?;
     if q.is_empty() {
         return Ok(Outcome {
             engine: "empty",
@@ -290,15 +292,7 @@ pub fn run(idx: &View<'_>, req: &Request) -> Result<Outcome> {
 /// best [`FUSION_DEPTH`] BM25 hits of the filtered query with the dense lists ([`fuse`]);
 /// chunks and categories are fused as one pool, so the engines' scales never meet.
 pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> Result<Outcome> {
-    let q = req.query.trim();
-    if q.chars().count() > MAX_QUERY_CHARS {
-        return Err(Error::too_large(
-            "query",
-            q.chars().count(),
-            MAX_QUERY_CHARS,
-            "characters",
-        ));
-    }
+    let q = query_text(req)?;
     let (cs, gs) = (&idx.cs, &idx.gs);
     // Keys: (0 chunk | 1 category, segment, doc).
     let key = |cat: bool, a: &DocAddress| (cat as u8, a.segment_ord, a.doc_id);
