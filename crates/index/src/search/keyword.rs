@@ -1,0 +1,188 @@
+//! The keyword engines: BM25 (a pool of the filtered query, ranked session-aware, then the
+//! windows chosen) and exact (candidates by the phrase of the query's words, each verified
+//! byte for byte on the stored text), and the BM25 list a hybrid search fuses.
+
+use tantivy::DocAddress;
+use tantivy::query::Query;
+
+use super::document::{doc, get_str, get_u64, places_of};
+use super::query::{analyze, bm25_text_query, filter_clauses, phrase_query, top, with_filters};
+use super::rank::{Candidate, POOL, rank};
+use super::window::choose;
+use super::{Hit, Request, View, sort_hits};
+use memdir_api::error::Result;
+
+/// The BM25 query of `words` over chunks, the previous turn weighted in, under the filters.
+fn bm25_chunk_query(idx: &View<'_>, req: &Request, words: &[(usize, String)]) -> Box<dyn Query> {
+    let f = &idx.chunk_fields;
+    with_filters(
+        bm25_text_query(f.content, Some((f.context, req.context_weight)), words),
+        filter_clauses(&req.filters, Some(f), None, f.ts),
+    )
+}
+
+/// The BM25 query of `words` over category documents, under the filters.
+fn bm25_category_query(idx: &View<'_>, req: &Request, words: &[(usize, String)]) -> Box<dyn Query> {
+    let f = &idx.category_fields;
+    with_filters(
+        bm25_text_query(f.content, None, words),
+        filter_clauses(&req.filters, None, Some(f.category), f.ts),
+    )
+}
+
+/// The best `depth` BM25 hits of each index under the filters, without reading documents:
+/// `(is_category, score, address)`.
+pub(super) fn bm25_pool(
+    idx: &View<'_>,
+    text: &str,
+    req: &Request,
+    depth: usize,
+) -> Result<Vec<(bool, f32, DocAddress)>> {
+    let words = analyze(idx, text)?;
+    let mut out = Vec::new();
+    if words.is_empty() {
+        return Ok(out);
+    }
+    if req.filters.wants_chunks() {
+        let s = &idx.cs;
+        let query = bm25_chunk_query(idx, req, &words);
+        for (score, _, addr) in top(s, query.as_ref(), depth, 0)? {
+            out.push((false, score, addr));
+        }
+    }
+    if req.filters.wants_categories() {
+        let s = &idx.gs;
+        let query = bm25_category_query(idx, req, &words);
+        for (score, _, addr) in top(s, query.as_ref(), depth, 0)? {
+            out.push((true, score, addr));
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn bm25(
+    idx: &View<'_>,
+    text: &str,
+    req: &Request,
+    folded: &mut usize,
+) -> Result<Vec<Hit>> {
+    let words = analyze(idx, text)?;
+    if words.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut hits = Vec::new();
+    if req.filters.wants_chunks() {
+        let s = &idx.cs;
+        let query = bm25_chunk_query(idx, req, &words);
+        let pool = top(s, query.as_ref(), POOL.max(req.limit), 0)?;
+        let addrs: Vec<DocAddress> = pool.iter().map(|(_, _, a)| *a).collect();
+        let cands: Vec<Candidate> = pool
+            .into_iter()
+            .zip(places_of(s, &addrs)?)
+            .map(|((score, order, addr), (session, position))| Candidate {
+                session,
+                position,
+                bm25: score,
+                order,
+                addr: Some(addr),
+                mix: None,
+            })
+            .collect();
+        hits.extend(choose(idx, s, rank(cands, req), req, folded)?);
+    }
+    if req.filters.wants_categories() {
+        let s = &idx.gs;
+        let query = bm25_category_query(idx, req, &words);
+        for (score, order, addr) in top(s, query.as_ref(), req.limit, 0)? {
+            hits.push(Hit::Category {
+                addr,
+                score,
+                order,
+                parts: None,
+            });
+        }
+    }
+    sort_hits(&mut hits);
+    hits.truncate(req.limit);
+    Ok(hits)
+}
+
+/// Exact: the index narrows candidates by the phrase of the query's words; the stored text
+/// verifies the literal, byte for byte. No false positives.
+pub(super) fn exact(
+    idx: &View<'_>,
+    literal: &str,
+    req: &Request,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Hit>> {
+    let words = analyze(idx, literal)?;
+    if words.is_empty() || literal.is_empty() {
+        notes.push("the query has no indexable words for exact search".to_string());
+        return Ok(Vec::new());
+    }
+    const PAGE: usize = 256;
+    const MAX_CANDIDATES: usize = 20_000;
+    let mut hits = Vec::new();
+    if req.filters.wants_chunks() {
+        let f = &idx.chunk_fields;
+        let s = &idx.cs;
+        let q = with_filters(
+            phrase_query(f.content, &words),
+            filter_clauses(&req.filters, Some(f), None, f.ts),
+        );
+        let mut offset = 0;
+        let mut found = 0;
+        loop {
+            let page = top(s, q.as_ref(), PAGE, offset)?;
+            for (score, order, addr) in &page {
+                let d = doc(s, *addr)?;
+                if get_str(&d, f.content).contains(literal) {
+                    hits.push(Hit::Chunk {
+                        addr: Some(*addr),
+                        session: get_str(&d, f.session),
+                        position: get_u64(&d, f.position),
+                        score: *score,
+                        order: *order,
+                        parts: None,
+                    });
+                    found += 1;
+                }
+            }
+            offset += page.len();
+            if page.len() < PAGE || found >= req.limit {
+                break;
+            }
+            if offset >= MAX_CANDIDATES {
+                notes.push(format!(
+                    "exact search verified the best {MAX_CANDIDATES} candidates only"
+                ));
+                break;
+            }
+        }
+    }
+    if req.filters.wants_categories() {
+        let f = &idx.category_fields;
+        let s = &idx.gs;
+        let q = with_filters(
+            phrase_query(f.content, &words),
+            filter_clauses(&req.filters, None, Some(f.category), f.ts),
+        );
+        for (score, order, addr) in top(s, q.as_ref(), MAX_CANDIDATES, 0)? {
+            let d = doc(s, addr)?;
+            if get_str(&d, f.text).contains(literal) {
+                hits.push(Hit::Category {
+                    addr,
+                    score,
+                    order,
+                    parts: None,
+                });
+                if hits.len() >= req.limit * 2 {
+                    break;
+                }
+            }
+        }
+    }
+    sort_hits(&mut hits);
+    hits.truncate(req.limit);
+    Ok(hits)
+}

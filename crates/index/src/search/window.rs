@@ -1,0 +1,142 @@
+//! Context windows: which windows an answer shows (a matching turn inside a window already
+//! shown is not a hit of its own), and the turns around a hit, read by their place.
+
+use tantivy::DocSet as _;
+use tantivy::schema::IndexRecordOption;
+use tantivy::{DocAddress, Searcher};
+
+use super::document::{chunk_at, doc, get_str, get_u64};
+use super::excerpt::{Terms, excerpt};
+use super::rank::Ranked;
+use super::{Hit, Request, View};
+use memdir_api::ContextChunk;
+use memdir_api::error::{Error, Result};
+
+/// Characters of the excerpt of a context line next to the hit, and of one further away: the
+/// turn just before or after a hit is where its question or answer usually sits.
+pub const NEAR_CONTEXT_CHARS: usize = 200;
+pub const FAR_CONTEXT_CHARS: usize = 100;
+
+/// Which windows to show: a matching turn inside the context window of a hit already chosen is
+/// on screen there, so it is not a hit of its own (counted in `folded`), and the place goes to
+/// a turn of another region. The choice follows the ranking, so a larger limit only shows more
+/// of the same list.
+pub(super) fn choose(
+    idx: &View<'_>,
+    s: &Searcher,
+    ranked: Vec<Ranked>,
+    req: &Request,
+    folded: &mut usize,
+) -> Result<Vec<Hit>> {
+    let mut hits = Vec::new();
+    let mut chosen: Vec<(String, u64)> = Vec::new();
+    for r in ranked {
+        if chosen.len() == req.limit {
+            break;
+        }
+        if req.context > 0
+            && chosen
+                .iter()
+                .any(|(s, p)| *s == r.session && p.abs_diff(r.position) <= req.context as u64)
+        {
+            *folded += 1;
+            continue;
+        }
+        // A turn lifted only by its neighbours is a candidate the query did not reach: it
+        // must exist and pass the filters.
+        let addr = match r.addr {
+            Some(a) => Some(a),
+            None => match chunk_at(idx, s, &r.session, r.position, &req.filters)? {
+                Some((a, _)) => Some(a),
+                None => continue,
+            },
+        };
+        chosen.push((r.session.clone(), r.position));
+        hits.push(Hit::Chunk {
+            addr,
+            session: r.session,
+            position: r.position,
+            score: r.score,
+            order: r.order,
+            parts: Some(r.parts),
+        });
+    }
+    Ok(hits)
+}
+
+/// The live document at each position `lo..=hi` of `session` that the index holds, in
+/// position order: direct lookups of the `place` key in each segment, with no query to weigh
+/// or score (a window is not ranked).
+fn docs_at(
+    s: &Searcher,
+    f: &crate::index::ChunkFields,
+    session: &str,
+    lo: u64,
+    hi: u64,
+) -> Result<Vec<DocAddress>> {
+    fn err(e: impl std::fmt::Display) -> Error {
+        Error::internal(format!("window: {e}"))
+    }
+    let mut out = Vec::new();
+    let readers = s
+        .segment_readers()
+        .iter()
+        .map(|r| Ok((r.inverted_index(f.key).map_err(err)?, r.alive_bitset())))
+        .collect::<Result<Vec<_>>>()?;
+    for p in lo..=hi {
+        let t = crate::index::place_term(f, session, p);
+        'segments: for (ord, (inverted, alive)) in readers.iter().enumerate() {
+            let Some(mut postings) = inverted
+                .read_postings(&t, IndexRecordOption::Basic)
+                .map_err(err)?
+            else {
+                continue;
+            };
+            let mut doc = postings.doc();
+            while doc != tantivy::TERMINATED {
+                if alive.is_none_or(|a| a.is_alive(doc)) {
+                    out.push(DocAddress::new(ord as u32, doc));
+                    break 'segments;
+                }
+                doc = postings.advance();
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The context window of a chunk: up to `n` neighbours per side from its own session, the
+/// chunk itself left out. With `cut`, each line is an excerpt: [`NEAR_CONTEXT_CHARS`] next
+/// to the hit, [`FAR_CONTEXT_CHARS`] further away.
+pub fn window(
+    idx: &View<'_>,
+    s: &Searcher,
+    session: &str,
+    position: u64,
+    n: usize,
+    cut: bool,
+    terms: &mut Terms,
+) -> Result<Vec<ContextChunk>> {
+    let f = &idx.chunk_fields;
+    let lo = position.saturating_sub(n as u64);
+    let hi = position + n as u64;
+    let mut rows: Vec<ContextChunk> = Vec::new();
+    for addr in docs_at(s, f, session, lo, hi)? {
+        let d = doc(s, addr)?;
+        let p = get_u64(&d, f.position);
+        if p == position {
+            continue;
+        }
+        let max = cut.then(|| {
+            if p.abs_diff(position) == 1 {
+                NEAR_CONTEXT_CHARS
+            } else {
+                FAR_CONTEXT_CHARS
+            }
+        });
+        let (text, _) = excerpt(&get_str(&d, f.content), terms, max);
+        rows.push(ContextChunk { position: p, text });
+    }
+    rows.sort_by_key(|r| r.position);
+    Ok(rows)
+}
