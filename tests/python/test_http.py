@@ -8,7 +8,7 @@ The REST API is driven with the standard library's `http.client` (full control o
 Host, Origin, Authorization and X-Token headers, chunked bodies, odd methods); MCP over
 streamable HTTP with the official Python SDK (`mcp.client.streamable_http`).
 
-What is checked is the contract of src/http.rs, src/cli.rs (`Serve`) and SPEC.md sections
+What is checked is the contract of src/http/, src/cli/ (`Serve`) and SPEC.md sections
 5 and 7:
 - every REST endpoint with valid input, the result shapes, and the same semantics as the
   MCP tools and the CLI;

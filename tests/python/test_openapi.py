@@ -5,7 +5,7 @@
 (b) Spec and router cannot drift: a real server answers every path and method of the spec
     (with the spec's own examples, 200), any other method on those paths with 405 and an
     `Allow` header naming exactly the spec's methods, and other paths with 404; the routes in
-    src/http.rs are the spec's; the argument names the server accepts (it names them when it
+    src/http/ are the spec's; the argument names the server accepts (it names them when it
     rejects an unknown one) are the spec's properties, and agree with the MCP tool schemas.
 (c) Responses validate against the spec's response schemas, for happy paths and for every
     error status the tests provoke (the status must be declared on the operation).
@@ -543,8 +543,8 @@ def test_paths_not_in_the_spec_answer_404(server: Rest, method: str, path: str):
 
 def router_routes() -> dict[tuple[str, str], str | None]:
     """(path, METHOD) → operation name: the REST surface's own routes, read from `rest_router`
-    in src/http.rs, and every REST route of the operation table (`memdir ops`)."""
-    src = (REPO_ROOT / "src" / "http.rs").read_text()
+    in src/http/rest.rs, and every REST route of the operation table (`memdir ops`)."""
+    src = (REPO_ROOT / "src" / "http" / "rest.rs").read_text()
     start = src.index("fn rest_router")
     body = src[start : src.index("for op in ops::table()", start)]
     own = {"search": "search"}
