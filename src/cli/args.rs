@@ -12,7 +12,7 @@ Examples:
   memdir fetch demo --position 0 --limit 20
   memdir overview --days 7
   memdir write base --data '{\"name\": \"Ada\"}' --reason \"first notes\"
-  memdir write base --merge --data '{\"editor\": \"helix\"}' --expected-hash <hash>
+  memdir write base --merge --data '{\"editor\": \"helix\"}' --expected-hash 1a2b3c4d5e6f
   memdir append journal --data '{\"event\": \"deployed\"}' --max-entries 500
   memdir read base --fields name,editor
   memdir history base && memdir diff base --from 1 --to 2 && memdir restore base --version 1
@@ -23,15 +23,24 @@ Examples:
 The memory directory is --dir, else $MEMDIR_DIR, else `dir` in the config file, else
 $XDG_DATA_HOME/memdir (~/.local/share/memdir). The config file is $MEMDIR_CONFIG, else
 $XDG_CONFIG_HOME/memdir/config.toml (~/.config/memdir/config.toml); flags win over the
-environment, which wins over the file (`memdir config show`). Results are JSON on stdout;
-errors are JSON on stderr.
+environment, which wins over the file (`memdir config show`). On a terminal results and
+errors are printed for people; otherwise, or with --json, results are JSON on stdout and
+errors JSON on stderr. A hash (--expected-hash) may be given whole or by its first 12 digits.
 
 Exit codes:
-  0  success            5  conflict (expected_hash, kind)   9   too large
-  1  verify-store found problems                          10  internal error
-  2  usage error        6  store busy: retry              11  denied
-  3  invalid input      7  a file on disk is malformed    12  forbidden by the access-control
-  4  not found          8  unavailable (I/O, disk full)       list ([acl]); nothing changed";
+   0  success
+   1  verify-store found problems
+   2  usage error
+   3  invalid input
+   4  not found
+   5  conflict (expected_hash, kind)
+   6  store busy: retry
+   7  a file on disk is malformed
+   8  unavailable (I/O, disk full)
+   9  too large
+  10  internal error
+  11  denied
+  12  forbidden by the access-control list ([acl]); nothing changed";
 
 /// memdir: local-first long-term memory for AI agents, in plain files you own.
 #[derive(Parser, Debug)]
@@ -121,7 +130,7 @@ pub enum Command {
     Read(api::ReadRequest),
     /// Replace a category, or merge top-level keys into it (null deletes a key).
     #[command(
-        after_help = "Examples:\n  memdir write base --data '{\"name\": \"Ada\"}' --reason \"first notes\"\n  memdir write base --merge --data '{\"editor\": \"helix\", \"shell\": null}' --expected-hash <hash>\n  memdir write projects --file projects.json"
+        after_help = "Examples:\n  memdir write base --data '{\"name\": \"Ada\"}' --reason \"first notes\"\n  memdir write base --merge --data '{\"editor\": \"helix\", \"shell\": null}' --expected-hash 1a2b3c4d5e6f   # the hash `memdir read` shows\n  memdir write projects --file projects.json"
     )]
     Write {
         /// The category to write (created if it does not exist)
@@ -163,7 +172,7 @@ pub enum Command {
     List,
     /// Delete a category's current file; history and a tombstone stay.
     #[command(after_help = "Examples:\n  memdir delete scratch
-  memdir delete scratch --expected-hash <hash>")]
+  memdir delete scratch --expected-hash 1a2b3c4d5e6f")]
     Delete(api::DeleteRequest),
     /// Versions of a category, newest first (with --diff-from/--diff-to, also a diff).
     #[command(after_help = "Examples:\n  memdir history base
@@ -175,7 +184,7 @@ pub enum Command {
     Diff(api::DiffRequest),
     /// Restore an old version as a new version.
     #[command(after_help = "Examples:\n  memdir restore base --version 1
-  memdir restore base --version 1 --expected-hash <current hash>")]
+  memdir restore base --version 1 --expected-hash 1a2b3c4d5e6f")]
     Restore(api::RestoreRequest),
     /// Trim history to the newest N versions per category (heads and tombstones stay).
     #[command(
@@ -273,7 +282,7 @@ pub enum Command {
     /// Rebuild the search index from the files; prints the index fingerprint.
     #[command(after_help = "Examples:\n  memdir reindex")]
     Reindex,
-    /// Serve MCP over stdio (what MCP clients launch).
+    /// Serve memdir: MCP over stdio (what MCP clients launch), or REST or MCP over HTTP.
     #[command(
         after_help = "Examples:\n  memdir serve                                   # MCP over stdio, for MCP clients\n  memdir serve --transport http --port 8787      # REST on loopback\n  MEMDIR_HTTP_TOKEN=$(head -c 24 /dev/urandom | base64) memdir serve --transport mcp-http --host 0.0.0.0"
     )]

@@ -203,6 +203,17 @@ pub fn is_content_hash(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// The fewest hex digits of a hash that `expected_hash` accepts: what a terminal shows
+/// (48 bits: a different version of the same category shares them about once in 2^48).
+pub const MIN_HASH_PREFIX: usize = 12;
+
+/// Checks that `s` is a content hash or its first [`MIN_HASH_PREFIX`] or more digits.
+pub fn is_hash_prefix(s: &str) -> bool {
+    (MIN_HASH_PREFIX..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// What a compare-and-swap expects the category to be before a mutation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expect {
@@ -210,20 +221,25 @@ pub enum Expect {
     Any,
     /// The category must not exist.
     Absent,
-    /// The category file must have this hash.
+    /// The category file's hash must be this, or begin with it (a prefix of at least
+    /// [`MIN_HASH_PREFIX`] digits, as a terminal shows it).
     Hash(String),
 }
 
 impl Expect {
-    /// Parses the `expected_hash` parameter: absent, `"absent"` (or `""`), or a hash.
+    /// Parses the `expected_hash` parameter: absent, `"absent"` (or `""`), or a hash (whole, or
+    /// its first 12 or more digits).
     pub fn parse(value: Option<&str>) -> Result<Self, Error> {
         match value {
             None => Ok(Expect::Any),
             Some("") | Some("absent") => Ok(Expect::Absent),
-            Some(h) if is_content_hash(h) => Ok(Expect::Hash(h.to_string())),
+            Some(h) if is_hash_prefix(h) => Ok(Expect::Hash(h.to_string())),
             Some(h) => Err(Error::invalid(
                 "expected_hash",
-                format!("expected_hash {h:?} is neither a 64-digit hex hash nor \"absent\""),
+                format!(
+                    "expected_hash {h:?} is neither a hash (64 lower-case hex digits, or the first \
+                     {MIN_HASH_PREFIX} or more of them) nor \"absent\""
+                ),
             )
             .hint("pass the hash returned by {op:read} or {op:list}, or \"absent\" to create only if the category does not exist")),
         }
@@ -461,6 +477,19 @@ pub fn ensure(ok: bool, field: &str, message: impl FnOnce() -> String) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expected_hash_takes_a_whole_hash_or_its_first_twelve_digits() {
+        let h = content_hash(b"x");
+        assert_eq!(Expect::parse(Some(&h)).unwrap(), Expect::Hash(h.clone()));
+        assert_eq!(
+            Expect::parse(Some(&h[..12])).unwrap(),
+            Expect::Hash(h[..12].to_string())
+        );
+        assert!(Expect::parse(Some(&h[..11])).is_err());
+        assert!(Expect::parse(Some(&h.to_uppercase())).is_err());
+        assert!(Expect::parse(Some(&format!("{h}0"))).is_err());
+    }
 
     #[test]
     fn plain_names_pass_through() {

@@ -123,3 +123,30 @@ fn expected_hash_absent_creates_only_if_the_category_does_not_exist() {
     assert_eq!(env.ok(&["read", "base"])["data"], json!({"v": 3}));
     env.assert_clean();
 }
+
+#[test]
+fn the_twelve_digits_a_terminal_shows_are_enough_for_expected_hash() {
+    let env = TestEnv::new();
+    let w1 = env.ok(&["write", "base", "--data", r#"{"v": 1}"#]);
+    let h1 = w1["new_hash"].as_str().unwrap().to_string();
+    let shown = &h1[..12];
+    // The prefix a person copies from `memdir read` on a terminal wins like the whole hash.
+    let w2 = env.ok(&[
+        "write",
+        "base",
+        "--data",
+        r#"{"v": 2}"#,
+        "--expected-hash",
+        shown,
+    ]);
+    assert_eq!(w2["previous_hash"], h1.as_str());
+    // Once the category moved on, the old prefix is a conflict that names the current hash.
+    let e = env.fail(&["delete", "base", "--expected-hash", shown], 5);
+    assert_eq!(e["code"], "conflict");
+    assert_eq!(e["current_hash"], w2["new_hash"]);
+    // Fewer than twelve digits could match another version by chance: refused as invalid.
+    let h2 = w2["new_hash"].as_str().unwrap();
+    let e = env.fail(&["delete", "base", "--expected-hash", &h2[..11]], 3);
+    assert_eq!(e["code"], "invalid");
+    assert_eq!(env.ok(&["read", "base"])["data"], json!({"v": 2}));
+}

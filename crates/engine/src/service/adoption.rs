@@ -173,7 +173,7 @@ pub(super) fn check_expect(name: &CategoryName, st: &CatState, expect: &Expect) 
             )),
         },
         Expect::Hash(want) => match current {
-            Some(h) if h == want => Ok(()),
+            Some(h) if h.starts_with(want.as_str()) => Ok(()),
             Some(h) => Err(conflict(
                 name,
                 format!(
