@@ -161,6 +161,41 @@ pub mod num {
             .map(|v| usize::try_from(v).map_err(|_| D::Error::custom(format!("{v} is too large"))))
             .transpose()
     }
+
+    struct Time;
+
+    impl Visitor<'_> for Time {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a time: RFC 3339 text, a date, or epoch milliseconds")
+        }
+        fn visit_str<E: Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_i64<E: Error>(self, v: i64) -> Result<Self::Value, E> {
+            U64.visit_i64(v).map(|v: u64| Some(v.to_string()))
+        }
+        fn visit_f64<E: Error>(self, v: f64) -> Result<Self::Value, E> {
+            U64.visit_f64(v).map(|v: u64| Some(v.to_string()))
+        }
+    }
+
+    /// A time sent as text (RFC 3339 or a date) or as an integer of epoch milliseconds (what
+    /// most logs and JavaScript's `Date.now()` give); kept as text for the engine to parse.
+    pub fn opt_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        d.deserialize_any(Time)
+    }
+}
+
+/// The schema of an optional time argument: RFC 3339 text, a date, or epoch milliseconds.
+fn opt_time_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["string", "integer"]})
 }
 
 /// A version of a category: its number (`3`) or its history id. Sent as a string or an
@@ -486,12 +521,17 @@ pub struct NewChunk {
     /// A project name, for filtering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
-    /// A free-form JSON object, e.g. {"role": "user"}.
+    /// Any JSON object, e.g. {"role": "user"}.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Map<String, Value>>")]
     pub metadata: Option<Value>,
-    /// Original time (RFC 3339, date or epoch ms); default now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Original time (RFC 3339, date, epoch ms); default now.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "num::opt_time"
+    )]
+    #[schemars(schema_with = "opt_time_schema")]
     pub ts: Option<String>,
     /// Dedupe key within the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -503,7 +543,7 @@ pub struct NewChunk {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestRequest {
-    /// The session to append to (any string, e.g. a UUID); with content.
+    /// The session to append to (any string); with content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// The text to remember; with session_id.
@@ -512,12 +552,17 @@ pub struct IngestRequest {
     /// A project name, for filtering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
-    /// A free-form JSON object, e.g. {"role": "user"}.
+    /// Any JSON object, e.g. {"role": "user"}.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Map<String, Value>>")]
     pub metadata: Option<Value>,
-    /// Original time (RFC 3339, date or epoch ms); default now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Original time (RFC 3339, date, epoch ms); default now.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "num::opt_time"
+    )]
+    #[schemars(schema_with = "opt_time_schema")]
     pub ts: Option<String>,
     /// Dedupe key within the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]

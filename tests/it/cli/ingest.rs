@@ -589,3 +589,28 @@ fn large_jsonl_files_stream_in_batches() {
         .sum();
     assert_eq!(total, 12_345);
 }
+
+#[test]
+fn a_jsonl_line_may_give_ts_as_epoch_milliseconds() {
+    let env = TestEnv::new();
+    // 2025-11-30T12:00:00Z, as a log or `Date.now()` writes it; and the same time as text.
+    let input = concat!(
+        r#"{"session_id": "s", "content": "numeric", "ts": 1764504000000}"#,
+        "\n",
+        r#"{"session_id": "s", "content": "text", "ts": "2025-11-30T12:00:00Z"}"#,
+        "\n",
+    );
+    env.ok_stdin(&["ingest", "--jsonl", "-"], input.as_bytes());
+    let page = env.ok(&["fetch", "s"]);
+    let ts: Vec<&str> = page["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["ts"].as_str().unwrap())
+        .collect();
+    assert_eq!(ts, ["2025-11-30T12:00:00.000Z", "2025-11-30T12:00:00.000Z"]);
+    // A negative or fractional number is no time: refused, naming the line.
+    let bad = r#"{"session_id": "s", "content": "x", "ts": -5}"#;
+    let e = fail_stdin(&env, &["ingest", "--jsonl", "-"], bad.as_bytes(), 3);
+    assert_eq!(e["line"], 1, "{e}");
+}
