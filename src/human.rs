@@ -251,6 +251,15 @@ pub fn render(op: &str, v: &Value, st: Style) -> String {
         "compact" => compacted(v, st),
         "reindex" => reindexed(v, st),
         "verify_store" => verified(v, st),
+        "doctor" => format!(
+            "memdir {} at {} ({}), writing as {}\n{}{}",
+            s(v, "version"),
+            s(v, "dir"),
+            s(v, "dir_source"),
+            s(v, "actor"),
+            status(&v["status"], st),
+            verified(&v["checks"], st)
+        ),
         "context" => context(v, st),
         "sync" => synced(v, st),
         "import" => imported(v),

@@ -230,6 +230,10 @@ pub enum Command {
     #[command(after_help = "Examples:\n  memdir verify-store
   memdir verify-store --json > report.json")]
     VerifyStore,
+    /// Where the store is and why, who writes, the version, counts and sizes, and the full
+    /// check of verify-store in one report (read-only); exit 1 when the check finds problems.
+    #[command(after_help = "Examples:\n  memdir doctor\n  memdir doctor --json | jq .checks.ok")]
+    Doctor,
     /// Sync with the git remote: commit, fetch, merge with memdir's rules, push
     /// (--init URL makes the memory directory a git work tree first).
     #[command(

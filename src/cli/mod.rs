@@ -99,6 +99,7 @@ fn op_of(c: &Command) -> Option<&'static str> {
         Command::Context(_) => "context",
         Command::Delta(_) => "delta",
         Command::VerifyStore => "verify_store",
+        Command::Doctor => "doctor",
         Command::Search(_) => "search",
         Command::Reindex => "reindex",
         Command::Import(_) => "import",
@@ -269,16 +270,22 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         })?;
         return Ok((Output::Nothing, 0));
     }
-    if let Command::VerifyStore = cli.command {
+    if let Command::VerifyStore | Command::Doctor = cli.command {
         // Read-only: no recovery, no adoption; report the store exactly as found.
+        let op = op_of(&cli.command).expect("invariant: verify-store and doctor are operations");
         let m = Memdir::open_lazy_with(dir.value.clone(), settings);
         let ctx = Ctx {
             memdir: &m,
             caller: cfg.caller(),
         };
-        let report = call(&ctx, "verify_store", &api::Empty {})?;
-        let code = if report["ok"] == json!(true) { 0 } else { 1 };
-        return Ok((Output::Op("verify_store", report), code));
+        let report = call(&ctx, op, &api::Empty {})?;
+        let checks = if op == "doctor" {
+            &report["checks"]
+        } else {
+            &report
+        };
+        let code = if checks["ok"] == json!(true) { 0 } else { 1 };
+        return Ok((Output::Op(op, report), code));
     }
     let m = Memdir::open_with(dir.value.clone(), settings)?;
     let ctx = Ctx {
@@ -398,6 +405,7 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         }
         Command::Models(r) => call(m, "models", &r)?,
         Command::VerifyStore
+        | Command::Doctor
         | Command::Export(_)
         | Command::Openapi
         | Command::Ops

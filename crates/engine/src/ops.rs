@@ -490,7 +490,7 @@ fn build() -> Vec<Op> {
             name: "doctor",
             summary: "Health report",
             description: "Paths, configuration source, and a full check of files, history, ledger and index.",
-            cli: None,
+            cli: Some("doctor"),
             mcp: tool("memory_doctor", "Health report", Profile::Full),
             rest: None,
             flags: (true, false, true),

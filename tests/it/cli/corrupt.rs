@@ -248,3 +248,34 @@ fn dir_flag_wins_over_memdir_dir_and_xdg_data_home_is_the_default() {
             .is_file()
     );
 }
+
+#[test]
+fn doctor_reports_the_store_on_the_command_line_and_exits_1_on_a_problem() {
+    let env = TestEnv::new();
+    env.ok(&["write", "base", "--data", r#"{"v": 1}"#]);
+    let r = env.run(&["doctor"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let d = r.json();
+    assert_eq!(d["checks"]["ok"], true);
+    assert_eq!(d["status"]["categories"], 1);
+    assert!(d["dir"].as_str().is_some_and(|p| !p.is_empty()), "{d}");
+    // A malformed category: the same report, the check fails, and the exit code says so; the
+    // doctor changes nothing (the file keeps its bytes).
+    env.write_file("categories/base.json", "{not json");
+    let r = env.run(&["doctor"]);
+    assert_eq!(
+        r.code, 1,
+        "doctor must report the malformed file: {}",
+        r.stdout
+    );
+    assert_eq!(r.json()["checks"]["ok"], false);
+    assert_eq!(
+        std::fs::read(env.dir.join("categories/base.json")).unwrap(),
+        b"{not json"
+    );
+    // For people: one line about the store, then the status and the check.
+    let r = env.run(&["--human", "doctor"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("writing as"), "{}", r.stdout);
+    assert!(r.stdout.contains("problem"), "{}", r.stdout);
+}
