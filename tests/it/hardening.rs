@@ -215,6 +215,31 @@ fn run_bounded(env: &TestEnv, args: &[&str], secs: u64) -> crate::util::Run {
     }
 }
 
+#[test]
+fn a_config_path_naming_a_fifo_hangs_neither_a_command_nor_the_hook() {
+    let mut env = TestEnv::new();
+    env.ok(&["init"]);
+    let fifo = env.tmp.path().join("config.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    env.set_env("MEMDIR_CONFIG", fifo.to_str().unwrap());
+    let r = run_bounded(&env, &["status"], 30);
+    assert_ne!(r.code, 0, "a FIFO is no config file: {}", r.stdout);
+    assert!(
+        r.stderr.contains("config.fifo") && r.stderr.contains("not a regular file"),
+        "{}",
+        r.stderr
+    );
+    // The hook never holds an agent up: it logs and exits 0.
+    let r = run_bounded(&env, &["hook", "claude-code", "--timeout-ms", "2000"], 30);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
 fn problem_kinds(env: &TestEnv) -> Vec<String> {
     let r = run_bounded(env, &["verify-store"], 60);
     let v = r.json();

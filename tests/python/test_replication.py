@@ -822,7 +822,6 @@ def test_a_push_cannot_store_lines_that_are_not_chunk_lines_of_their_segment(tmp
         assert not (hub / "sessions" / s).exists(), what
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_config_path_naming_a_fifo_never_hangs_a_command_or_the_hook(tmp_path):
     """Bug 14. `MEMDIR_CONFIG` naming a FIFO (nobody writes to it): every command ends
     promptly (an error naming the file is fine), and `memdir hook` still exits 0 at once: the
