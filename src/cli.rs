@@ -1227,7 +1227,7 @@ fn spawn_syncer(cfg: &Config, dir: std::path::PathBuf, settings: service::Settin
     if every.is_zero() {
         return;
     }
-    let device = cfg.caller().device.clone();
+    let caller = cfg.caller();
     std::thread::spawn(move || {
         let m = Memdir::open_lazy_with(dir, settings);
         let mut holder = None;
@@ -1240,8 +1240,8 @@ fn spawn_syncer(cfg: &Config, dir: std::path::PathBuf, settings: service::Settin
                 }
             }
             let req = api::SyncRequest::default();
-            let outcome = service::as_actor(&device, || {
-                let token = memdir_engine::ops::sync_token(&m, &req)?;
+            let outcome = service::as_actor(&caller.device, || {
+                let token = memdir_engine::ops::sync_token(&m, &caller, &req)?;
                 m.sync_recorded(&req, token, None, "periodic")
             });
             match outcome {
@@ -1811,7 +1811,11 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
         Command::Sync(r) => with_progress(m, "sync", &r, |show| {
-            m.sync_with(&r, memdir_engine::ops::sync_token(m, &r)?, Some(show))
+            m.sync_with(
+                &r,
+                memdir_engine::ops::sync_token(m, &m.caller, &r)?,
+                Some(show),
+            )
         })?,
         Command::Resolve(r) => call(m, "resolve", &r)?,
         Command::Forget { req, yes } => forget(m, req, yes)?,

@@ -952,7 +952,6 @@ def test_one_link_in_the_store_is_reported_and_skipped_by_sync_and_snapshot(tmp_
     assert (snap / "sessions" / "s2").is_dir()
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_rest_sync_cannot_send_an_arbitrary_environment_variable_as_a_bearer_token(tmp_path, hubs, fake_servers):
     """Risk: `token_env` of `POST /api/v1/sync` let a REST caller have the server send any
     variable of its environment as a bearer token to any URL. A request may name only the
