@@ -972,7 +972,6 @@ def test_a_rest_sync_cannot_send_an_arbitrary_environment_variable_as_a_bearer_t
     assert status >= 400, f"a sync naming an unconfigured token variable should be refused: {status} {body}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_status_counts_only_the_categories_a_device_may_read(tmp_path, hubs):
     """Risk: `/status` counted categories a device may not read. The phone reads notes_* only
     (a `read` rule): its status counts the one note, not the admin's other categories."""

@@ -624,7 +624,9 @@ mod requests {
 
     impl Visible for StatusResponse {
         fn hide(&mut self, c: &Caller) {
+            // The counts are the engine's, over readable categories only (`status_as`).
             self.malformed.retain(|n| c.can_read(n));
+            self.conflicts.retain(|o| c.can_read(&o.category));
         }
     }
 }

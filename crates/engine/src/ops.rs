@@ -445,7 +445,7 @@ fn build() -> Vec<Op> {
             rest: get("/status", "status", &["meta"], &[500, 503]),
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(Empty, StatusResponse, |m, _r, c| m.status().map(|mut s| {
+            typed: typed!(Empty, StatusResponse, |m, _r, c| m.status_as(&|n| c.can_read(n)).map(|mut s| {
                 s.access = Some(c.describe());
                 s
             })),

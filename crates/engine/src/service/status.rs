@@ -25,6 +25,12 @@ impl Memdir {
 
     /// `memdir status`: counts, sizes and health.
     pub fn status(&self) -> Result<memdir_api::StatusResponse> {
+        self.status_as(&|_| true)
+    }
+
+    /// [`Memdir::status`] as a device that reads only the categories `read` accepts: the
+    /// counts of categories and logs, and the malformed ones, are of those alone.
+    pub fn status_as(&self, read: &dyn Fn(&str) -> bool) -> Result<memdir_api::StatusResponse> {
         let root = self.layout.root.display().to_string();
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
@@ -55,7 +61,7 @@ impl Memdir {
         let cats = inner.ledger.categories()?;
         let live: Vec<_> = cats
             .iter()
-            .filter(|r| r.status != CategoryStatus::Deleted)
+            .filter(|r| r.status != CategoryStatus::Deleted && read(&r.name))
             .collect();
         let segs = inner.ledger.segments()?;
         // A session is a session once it holds a chunk (an empty segment left by a crash is not).
