@@ -990,7 +990,6 @@ def test_status_counts_only_the_categories_a_device_may_read(tmp_path, hubs):
     assert (st["categories"], st["logs"]) == (1, 0), f"the phone's status counts categories it may not read: {st['categories']} categories, {st['logs']} logs"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_an_importer_says_which_links_and_special_files_it_skipped(tmp_path):
     """Risk: importers skipped links and FIFOs without saying so. A Claude Code projects
     directory holds one transcript, a link to another and a FIFO named like a transcript: the
