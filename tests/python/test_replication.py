@@ -1057,7 +1057,6 @@ def test_ledger_and_index_files_are_private_to_their_owner(tmp_path):
     assert loose == [], f"readable by others: {loose}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_restore_snapshot_refuses_files_its_manifest_does_not_list(tmp_path):
     """Risk: restore-snapshot accepted unlisted files outside the layout. A snapshot is every
     file its manifest lists and nothing else: one extra file anywhere in it (here a script at
