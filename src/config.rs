@@ -633,7 +633,11 @@ fn parse(path: &Path, text: &str) -> Result<FileConfig> {
     })
 }
 
-/// Reads the file at `path`: `None` if there is none.
+/// Reads the file at `path`: `None` if there is none. A link is followed (a dotfile manager's
+/// link is the user's choice), but only a regular file is read: the file is opened without
+/// blocking and its type checked on the open descriptor, so a FIFO or a device named by
+/// `MEMDIR_CONFIG` is refused at once instead of holding every command (and an agent's hook)
+/// up.
 fn read_file(path: &Path) -> Result<Option<String>> {
     let unreadable = |why: String| {
         Error::new(
@@ -642,7 +646,14 @@ fn read_file(path: &Path) -> Result<Option<String>> {
         )
         .detail("file", Value::from(path.display().to_string()))
     };
-    let f = match std::fs::File::open(path) {
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        open.custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
+    }
+    let f = match open.open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(unreadable(e.to_string())),

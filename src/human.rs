@@ -274,7 +274,7 @@ pub fn render(op: &str, v: &Value, st: Style) -> String {
             v["versions"].as_array().map_or(0, Vec::len)
         ),
         "snapshot" => format!(
-            "snapshot of {} files ({} bytes) in {}{}\n",
+            "snapshot of {} files ({} bytes) in {}{}\n{}",
             n(v, "files"),
             n(v, "bytes"),
             s(v, "dest"),
@@ -282,6 +282,16 @@ pub fn render(op: &str, v: &Value, st: Style) -> String {
                 st.green(", verified")
             } else {
                 String::new()
+            },
+            match v["skipped"].as_array().filter(|a| !a.is_empty()) {
+                Some(a) => st.yellow(&format!(
+                    "left out (links and special files are never copied): {}\n",
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                None => String::new(),
             }
         ),
         "restore_snapshot" => format!(
@@ -872,6 +882,20 @@ mod tests {
         );
         assert_eq!(highlight("nothing here", &terms, PLAIN), "nothing here");
         assert!(highlight("pool", &terms, COLOR).contains("\x1b[1;33mpool\x1b[0m"));
+    }
+
+    #[test]
+    fn a_snapshot_names_what_it_left_out() {
+        let v = json!({"dest": "/s", "files": 3, "bytes": 10, "verified": true, "skipped": ["sessions/x"]});
+        assert_eq!(
+            render("snapshot", &v, PLAIN),
+            "snapshot of 3 files (10 bytes) in /s, verified\nleft out (links and special files are never copied): sessions/x\n"
+        );
+        let v = json!({"dest": "/s", "files": 3, "bytes": 10, "verified": true, "skipped": []});
+        assert_eq!(
+            render("snapshot", &v, PLAIN),
+            "snapshot of 3 files (10 bytes) in /s, verified\n"
+        );
     }
 
     #[test]

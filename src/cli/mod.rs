@@ -168,6 +168,24 @@ pub fn parse() -> std::result::Result<Cli, i32> {
     }
 }
 
+/// `verify-store` and `doctor`: read-only (no recovery, no adoption), the store reported
+/// exactly as found; exit 1 when the check finds a problem.
+fn check_store(command: &Command, m: &Memdir, cfg: &Config) -> Result<(Output, i32)> {
+    let op = op_of(command).expect("invariant: verify-store and doctor are operations");
+    let ctx = Ctx {
+        memdir: m,
+        caller: cfg.caller(),
+    };
+    let report = call(&ctx, op, &api::Empty {})?;
+    let checks = if op == "doctor" {
+        &report["checks"]
+    } else {
+        &report
+    };
+    let code = if checks["ok"] == json!(true) { 0 } else { 1 };
+    Ok((Output::Op(op, report), code))
+}
+
 /// Runs one command; returns what to print and the exit code.
 ///
 /// The configuration is resolved first, once, for every command: a bad config file or
@@ -271,21 +289,8 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         return Ok((Output::Nothing, 0));
     }
     if let Command::VerifyStore | Command::Doctor = cli.command {
-        // Read-only: no recovery, no adoption; report the store exactly as found.
-        let op = op_of(&cli.command).expect("invariant: verify-store and doctor are operations");
         let m = Memdir::open_lazy_with(dir.value.clone(), settings);
-        let ctx = Ctx {
-            memdir: &m,
-            caller: cfg.caller(),
-        };
-        let report = call(&ctx, op, &api::Empty {})?;
-        let checks = if op == "doctor" {
-            &report["checks"]
-        } else {
-            &report
-        };
-        let code = if checks["ok"] == json!(true) { 0 } else { 1 };
-        return Ok((Output::Op(op, report), code));
+        return check_store(&cli.command, &m, &cfg);
     }
     let m = Memdir::open_with(dir.value.clone(), settings)?;
     let ctx = Ctx {
@@ -392,7 +397,11 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(r) => call(m, "search", &r)?,
         Command::Sync(r) => with_progress(m, "sync", &r, |show| {
-            m.sync_with(&r, memdir_engine::ops::sync_token(m, &r)?, Some(show))
+            m.sync_with(
+                &r,
+                memdir_engine::ops::sync_token(m, &m.caller, &r)?,
+                Some(show),
+            )
         })?,
         Command::Resolve(r) => call(m, "resolve", &r)?,
         Command::Forget { req, yes } => forget(m, req, yes)?,

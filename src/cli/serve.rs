@@ -12,7 +12,7 @@ pub(super) fn spawn_syncer(cfg: &Config, dir: std::path::PathBuf, settings: serv
     if every.is_zero() {
         return;
     }
-    let device = cfg.caller().device.clone();
+    let caller = cfg.caller();
     std::thread::spawn(move || {
         let m = Memdir::open_lazy_with(dir, settings);
         let mut holder = None;
@@ -25,8 +25,8 @@ pub(super) fn spawn_syncer(cfg: &Config, dir: std::path::PathBuf, settings: serv
                 }
             }
             let req = api::SyncRequest::default();
-            let outcome = service::as_actor(&device, || {
-                let token = memdir_engine::ops::sync_token(&m, &req)?;
+            let outcome = service::as_actor(&caller.device, || {
+                let token = memdir_engine::ops::sync_token(&m, &caller, &req)?;
                 m.sync_recorded(&req, token, None, "periodic")
             });
             match outcome {

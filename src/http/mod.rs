@@ -173,13 +173,13 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
             auth: Arc::new(
                 opts.token
                     .iter()
-                    .map(|t| (Arc::from(t.as_str()), Caller::admin(opts.device.clone(), opts.acl.clone())))
+                    .map(|t| (Arc::from(t.as_str()), Caller::admin(opts.device.clone(), opts.acl.clone()).from_network()))
                     .chain(opts.device_tokens.iter().map(|(t, d)| {
-                        (Arc::from(t.as_str()), Caller::new(d.clone(), opts.acl.clone()))
+                        (Arc::from(t.as_str()), Caller::new(d.clone(), opts.acl.clone()).from_network())
                     }))
                     .collect(),
             ),
-            local: Caller::new(opts.device.clone(), opts.acl.clone()),
+            local: Caller::new(opts.device.clone(), opts.acl.clone()).from_network(),
             body_limit: opts.body_limit,
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
             timeout: opts.timeout,

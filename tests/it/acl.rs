@@ -244,9 +244,18 @@ fn a_category_the_device_may_not_read_is_absent_from_lists_searches_and_context(
         "{ctx}"
     );
 
+    // Status counts what the device may read, no more.
+    let status = env.ok(&["status"]);
+    assert_eq!(
+        (&status["categories"], &status["logs"]),
+        (&1.into(), &0.into()),
+        "{status}"
+    );
+
     // The admin sees everything.
     as_device(&mut env, "laptop");
     assert_eq!(env.ok(&["list"])["count"], 4);
+    assert_eq!(env.ok(&["status"])["categories"], 4);
 }
 
 #[test]

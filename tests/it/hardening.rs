@@ -215,6 +215,31 @@ fn run_bounded(env: &TestEnv, args: &[&str], secs: u64) -> crate::util::Run {
     }
 }
 
+#[test]
+fn a_config_path_naming_a_fifo_hangs_neither_a_command_nor_the_hook() {
+    let mut env = TestEnv::new();
+    env.ok(&["init"]);
+    let fifo = env.tmp.path().join("config.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    env.set_env("MEMDIR_CONFIG", fifo.to_str().unwrap());
+    let r = run_bounded(&env, &["status"], 30);
+    assert_ne!(r.code, 0, "a FIFO is no config file: {}", r.stdout);
+    assert!(
+        r.stderr.contains("config.fifo") && r.stderr.contains("not a regular file"),
+        "{}",
+        r.stderr
+    );
+    // The hook never holds an agent up: it logs and exits 0.
+    let r = run_bounded(&env, &["hook", "claude-code", "--timeout-ms", "2000"], 30);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
 fn problem_kinds(env: &TestEnv) -> Vec<String> {
     let r = run_bounded(env, &["verify-store"], 60);
     let v = r.json();
@@ -877,4 +902,134 @@ fn processes_meeting_a_missing_index_at_once_all_succeed() {
         assert_eq!(exact_hits(&env, "quokka").len(), 1);
     }
     env.assert_clean();
+}
+
+/// A loopback HTTP server that answers every request with an empty sync manifest and keeps
+/// the head of each request it was sent.
+struct Catcher {
+    url: String,
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Catcher {
+    fn start() -> Catcher {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = heads.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = String::new();
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    head.push_str(&line);
+                    line.clear();
+                }
+                let len = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse::<u64>().ok())?
+                    })
+                    .unwrap_or(0);
+                let _ = reader.by_ref().take(len).read_to_end(&mut Vec::new());
+                kept.lock().unwrap().push(head);
+                let body = format!(
+                    r#"{{"format":"memdir-sync/1","root":"{}","buckets":{{}},"files":0}}"#,
+                    "0".repeat(64)
+                );
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Catcher { url, heads }
+    }
+
+    /// Whether any request it was sent carried `needle` in its head.
+    fn saw(&self, needle: &str) -> bool {
+        self.heads
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.contains(needle))
+    }
+}
+
+/// Risk: `POST /api/v1/sync` took `token_env` from the request, so a caller over the network
+/// could make the server send any variable of its environment as a bearer token to any URL.
+/// Over the network only the configured variable may be named, and the configured token goes
+/// to the configured remote only; the command line keeps naming any variable.
+#[test]
+fn a_rest_sync_sends_no_secret_but_the_configured_token_and_only_to_the_configured_remote() {
+    use crate::util::Served;
+    let leaked = "do-not-send-0123456789abcdef";
+    let configured = "configured-sync-token-0123456789";
+    let (home, other) = (Catcher::start(), Catcher::start());
+    let mut env = TestEnv::new();
+    env.ok(&["init"]);
+    let cfg = env.tmp.path().join("home/cfg.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[sync]\nremote = {:?}\ntoken_env = \"SYNC_TOKEN\"\n",
+            home.url
+        ),
+    )
+    .unwrap();
+    env.set_env("MEMDIR_CONFIG", cfg.to_str().unwrap());
+    env.set_env("SOME_SERVICE_PASSWORD", leaked);
+    env.set_env("SYNC_TOKEN", configured);
+    let server = Served::start(&env, &[]);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let sync = |body: Value| -> (u16, Value) {
+        let mut resp = agent
+            .post(&format!("{}/api/v1/sync", server.url))
+            .send_json(&body)
+            .unwrap();
+        let text = resp.body_mut().read_to_string().unwrap();
+        (resp.status().as_u16(), serde_json::from_str(&text).unwrap())
+    };
+
+    for (remote, catcher) in [(&home.url, &home), (&other.url, &other)] {
+        let (status, body) =
+            sync(serde_json::json!({"remote": remote, "token_env": "SOME_SERVICE_PASSWORD"}));
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["error"]["field"], "token_env", "{body}");
+        assert!(!catcher.saw(leaked));
+    }
+    // The configured token goes to another remote neither by default nor when named.
+    let (status, body) = sync(serde_json::json!({"remote": other.url, "token_env": "SYNC_TOKEN"}));
+    assert_eq!(status, 400, "{body}");
+    sync(serde_json::json!({"remote": other.url}));
+    assert!(
+        !other.heads.lock().unwrap().is_empty(),
+        "the other remote was asked"
+    );
+    assert!(
+        !other.saw(configured),
+        "the configured token left for another remote"
+    );
+    // To the configured remote it goes, by default or by name.
+    sync(serde_json::json!({}));
+    assert!(home.saw(configured));
+    assert!(!home.saw(leaked) && !other.saw(leaked));
+    // The command line acts as the user who runs it: it may name any variable.
+    env.run(&[
+        "sync",
+        "--remote",
+        &other.url,
+        "--token-env",
+        "SOME_SERVICE_PASSWORD",
+    ]);
+    assert!(other.saw(leaked), "the command line may name any variable");
 }

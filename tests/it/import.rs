@@ -210,6 +210,33 @@ fn claude_code_edge_cases_are_skipped_or_repaired_one_by_one() {
     env.assert_clean();
 }
 
+/// Risk: importers skipped links and FIFOs named like transcripts without a word. They are
+/// still never read, and the answer counts them.
+#[test]
+fn links_and_special_files_named_like_transcripts_are_skipped_and_counted() {
+    let env = TestEnv::new();
+    let (root, file) = claude_home(&env);
+    let plain = env.ok(&["import", "claude-code", root.to_str().unwrap(), "--dry-run"]);
+    let dir = file.parent().unwrap();
+    let elsewhere = env.tmp.path().join("elsewhere.jsonl");
+    std::fs::write(&elsewhere, fixture("claude-code-session.jsonl")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("linked.jsonl")).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(dir.join("pipe.jsonl"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    // A link to a directory is neither followed nor counted unless named like a transcript.
+    std::os::unix::fs::symlink(env.tmp.path(), dir.join("tree")).unwrap();
+    let out = env.ok(&["import", "claude-code", root.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(out["chunks"], plain["chunks"], "{out}");
+    assert_eq!(out["files"], plain["files"], "{out}");
+    assert_eq!(out["skipped"]["link"], 1, "{out}");
+    assert_eq!(out["skipped"]["special_file"], 1, "{out}");
+}
+
 /// A user message larger than a chunk may be is cut with a marker, keeping its size.
 #[test]
 fn huge_messages_are_cut_not_refused() {

@@ -230,6 +230,23 @@ fn bad_snapshot_input_is_refused_and_changes_nothing() {
     let extra = copy("extra");
     std::fs::write(extra.join("categories/planted.json"), "{}\n").unwrap();
     try_restore(&extra, 7);
+    // Anything else the manifest does not list, outside memdir's places too: a script at the
+    // top, a planted `.memdir/`, a link, an empty directory. Each is named.
+    let outside = copy("outside");
+    std::fs::write(outside.join("run-me.sh"), "#!/bin/sh\n").unwrap();
+    let e = try_restore(&outside, 7);
+    assert!(e["message"].as_str().unwrap().contains("run-me.sh"), "{e}");
+    let meta = copy("meta");
+    std::fs::create_dir(meta.join(".memdir")).unwrap();
+    std::fs::write(meta.join(".memdir/replica"), "{\"id\": \"x-0000\"}").unwrap();
+    let e = try_restore(&meta, 7);
+    assert_eq!(e["unlisted"], json!([".memdir", ".memdir/replica"]), "{e}");
+    let linked = copy("linked");
+    std::os::unix::fs::symlink(linked.join(&seg), linked.join("sessions/s1/zz.jsonl")).unwrap();
+    try_restore(&linked, 7);
+    let hollow = copy("hollow");
+    std::fs::create_dir(hollow.join("sessions/empty")).unwrap();
+    try_restore(&hollow, 7);
     let missing = copy("missing");
     std::fs::remove_file(missing.join(&seg)).unwrap();
     try_restore(&missing, 7);
@@ -415,4 +432,54 @@ fn a_snapshot_of_a_synced_store_with_a_conflict_copies_the_memory_only() {
         record
     );
     assert_eq!(at(&env, &other, &["read", "base"])["data"]["editor"], "vim");
+}
+
+/// Risk: one link in the store made every snapshot fail. A link or special file in memdir's
+/// places is neither followed nor copied: the snapshot takes every other file, names what it
+/// skipped, and restores.
+#[test]
+fn a_link_or_a_fifo_in_the_store_is_skipped_and_named_by_a_snapshot() {
+    let env = TestEnv::new();
+    seed(&env);
+    let outside = env.tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("diary.json"), "{\"secret\": 1}\n").unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("diary.json"),
+        env.path("categories/diary.json"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&outside, env.path("sessions/linked")).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(env.path("history/base/pipe.json"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let snap = env.tmp.path().join("snap");
+    let r = env.ok(&["snapshot", snap.to_str().unwrap()]);
+    assert_eq!(
+        r["skipped"],
+        json!([
+            "categories/diary.json",
+            "history/base/pipe.json",
+            "sessions/linked"
+        ]),
+        "{r}"
+    );
+    for rel in [
+        "categories/diary.json",
+        "history/base/pipe.json",
+        "sessions/linked",
+    ] {
+        assert!(
+            std::fs::symlink_metadata(snap.join(rel)).is_err(),
+            "{rel} was copied"
+        );
+    }
+    assert!(snap.join("sessions/s2").is_dir());
+    let other = TestEnv::new();
+    other.ok(&["restore-snapshot", snap.to_str().unwrap()]);
+    assert_eq!(other.category_data("base").unwrap()["editor"], "vim");
 }

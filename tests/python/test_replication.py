@@ -711,7 +711,6 @@ def test_a_sync_push_cannot_bypass_the_hubs_redaction(tmp_path, hubs):
     assert leaks == [], f"the push ({status}: {body}) stored secrets verbatim: {leaks}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_redaction_covers_json_object_keys_in_category_data_and_chunk_metadata(tmp_path):
     """Bug 9. A secret used as a JSON object key (category data, chunk metadata) is a
     secret like any other: no file of the store (history, segments, ledger, both indexes)
@@ -823,7 +822,6 @@ def test_a_push_cannot_store_lines_that_are_not_chunk_lines_of_their_segment(tmp
         assert not (hub / "sessions" / s).exists(), what
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_config_path_naming_a_fifo_never_hangs_a_command_or_the_hook(tmp_path):
     """Bug 14. `MEMDIR_CONFIG` naming a FIFO (nobody writes to it): every command ends
     promptly (an error naming the file is fine), and `memdir hook` still exits 0 at once: the
@@ -954,7 +952,6 @@ def test_one_link_in_the_store_is_reported_and_skipped_by_sync_and_snapshot(tmp_
     assert (snap / "sessions" / "s2").is_dir()
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_rest_sync_cannot_send_an_arbitrary_environment_variable_as_a_bearer_token(tmp_path, hubs, fake_servers):
     """Risk: `token_env` of `POST /api/v1/sync` let a REST caller have the server send any
     variable of its environment as a bearer token to any URL. A request may name only the
@@ -975,7 +972,6 @@ def test_a_rest_sync_cannot_send_an_arbitrary_environment_variable_as_a_bearer_t
     assert status >= 400, f"a sync naming an unconfigured token variable should be refused: {status} {body}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_status_counts_only_the_categories_a_device_may_read(tmp_path, hubs):
     """Risk: `/status` counted categories a device may not read. The phone reads notes_* only
     (a `read` rule): its status counts the one note, not the admin's other categories."""
@@ -994,7 +990,6 @@ def test_status_counts_only_the_categories_a_device_may_read(tmp_path, hubs):
     assert (st["categories"], st["logs"]) == (1, 0), f"the phone's status counts categories it may not read: {st['categories']} categories, {st['logs']} logs"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_an_importer_says_which_links_and_special_files_it_skipped(tmp_path):
     """Risk: importers skipped links and FIFOs without saying so. A Claude Code projects
     directory holds one transcript, a link to another and a FIFO named like a transcript: the
@@ -1021,7 +1016,6 @@ def test_an_importer_says_which_links_and_special_files_it_skipped(tmp_path):
     assert extra >= 2 or ("b.jsonl" in said and "c.jsonl" in said), f"the link and the FIFO were skipped without a word: {r}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_private_spans_with_spaces_in_the_tag_or_nested_spans_leak_nothing(tmp_path):
     """Risk: `<private >` and nested private spans leaked text. A tag with whitespace before
     its `>` opens (and closes) a span like `<private>`, and a nested span ends at its own
@@ -1063,7 +1057,6 @@ def test_ledger_and_index_files_are_private_to_their_owner(tmp_path):
     assert loose == [], f"readable by others: {loose}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_restore_snapshot_refuses_files_its_manifest_does_not_list(tmp_path):
     """Risk: restore-snapshot accepted unlisted files outside the layout. A snapshot is every
     file its manifest lists and nothing else: one extra file anywhere in it (here a script at

@@ -2001,6 +2001,10 @@ pub struct SnapshotResponse {
     pub created: String,
     /// Always true: every file was read back and matched its hash before this answer.
     pub verified: bool,
+    /// Links and special files (FIFOs, sockets, devices) in memdir's places of the store,
+    /// relative to it: never followed, never copied.
+    #[serde(default)]
+    pub skipped: Vec<String>,
 }
 
 /// Parameters of a restore from a snapshot.

@@ -99,6 +99,8 @@ pub struct Caller {
     acl: Option<Arc<Acl>>,
     /// Admin whatever the policy says (the single HTTP token).
     admin: bool,
+    /// Reached memdir over the network (REST, MCP over HTTP), not as the user who runs it.
+    network: bool,
 }
 
 /// A denial: the message and the rule that decided.
@@ -162,6 +164,7 @@ impl Caller {
             device: device.into(),
             acl,
             admin: false,
+            network: false,
         }
     }
 
@@ -171,7 +174,22 @@ impl Caller {
             device: device.into(),
             acl,
             admin: true,
+            network: false,
         }
+    }
+
+    /// The same caller, reaching memdir over the network: whatever its rights, it may not
+    /// choose where memdir sends a secret of the process that serves it (a sync token).
+    pub fn from_network(self) -> Caller {
+        Caller {
+            network: true,
+            ..self
+        }
+    }
+
+    /// Whether the caller reached memdir over the network.
+    pub fn is_from_network(&self) -> bool {
+        self.network
     }
 
     /// The caller's role.
@@ -606,7 +624,9 @@ mod requests {
 
     impl Visible for StatusResponse {
         fn hide(&mut self, c: &Caller) {
+            // The counts are the engine's, over readable categories only (`status_as`).
             self.malformed.retain(|n| c.can_read(n));
+            self.conflicts.retain(|o| c.can_read(&o.category));
         }
     }
 }

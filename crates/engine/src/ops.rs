@@ -164,8 +164,38 @@ fn hidden(m: &Memdir, c: &Caller) -> Result<Vec<String>> {
 }
 
 /// The bearer token of a sync's HTTP remote: the variable the request or the config names.
-pub fn sync_token(m: &Memdir, r: &SyncRequest) -> Result<Option<String>> {
-    let configured = Some(m.settings().sync_token_env.clone()).filter(|e| !e.is_empty());
+///
+/// A caller over the network may not choose where a secret of this process goes: it may name
+/// no variable but the configured one (`[sync] token_env`), and the configured token goes to
+/// the configured remote only (a request naming another remote syncs without a token).
+pub fn sync_token(m: &Memdir, c: &Caller, r: &SyncRequest) -> Result<Option<String>> {
+    let settings = m.settings();
+    let configured = Some(settings.sync_token_env.clone()).filter(|e| !e.is_empty());
+    if c.is_from_network() {
+        if let Some(name) = &r.token_env
+            && Some(name) != configured.as_ref()
+        {
+            return Err(Error::invalid(
+                "token_env",
+                format!(
+                    "a sync requested over the network may not name the environment variable {name:?}: only the one the configuration's sync.token_env names is sent, and only to sync.remote"
+                ),
+            ));
+        }
+        let elsewhere = r
+            .remote
+            .as_deref()
+            .is_some_and(|u| u != settings.sync_remote);
+        if elsewhere {
+            if r.token_env.is_some() {
+                return Err(Error::invalid(
+                    "token_env",
+                    "a sync requested over the network sends the configured token to sync.remote only, not to another remote",
+                ));
+            }
+            return Ok(None);
+        }
+    }
     match r.token_env.clone().or(configured) {
         None => Ok(None),
         Some(name) => memdir_store::env::process(&name).map(Some).ok_or_else(|| {
@@ -415,7 +445,7 @@ fn build() -> Vec<Op> {
             rest: get("/status", "status", &["meta"], &[500, 503]),
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(Empty, StatusResponse, |m, _r, c| m.status().map(|mut s| {
+            typed: typed!(Empty, StatusResponse, |m, _r, c| m.status_as(&|n| c.can_read(n)).map(|mut s| {
                 s.access = Some(c.describe());
                 s
             })),
@@ -550,8 +580,8 @@ fn build() -> Vec<Op> {
             // An HTTP remote that cannot be reached: the report says so and that the push is
             // pending.
             examples: || vec![("offline", json!({"remote": "http://127.0.0.1:9"}))],
-            typed: typed!(SyncRequest, SyncResponse, |m, r| {
-                m.sync_with(&r, sync_token(m, &r)?, None)
+            typed: typed!(SyncRequest, SyncResponse, |m, r, c| {
+                m.sync_with(&r, sync_token(m, c, &r)?, None)
             }),
         },
         op! {

@@ -4,13 +4,18 @@
 //! metadata on ingest, and the string values and reason of a category write or log append.
 //! Two things happen, in this order:
 //!
-//! 1. `<private>…</private>` spans are dropped whole (tags included, case-insensitive). An
-//!    opening tag without its closing tag drops everything after it: text the user marked
-//!    private is never kept by accident.
+//! 1. `<private>…</private>` spans are dropped whole (tags included, case-insensitive, with
+//!    whitespace or attributes allowed inside a tag: `<private >`, `< / private>`,
+//!    `<private reason="x">`). Spans nest: a span ends at the closing tag that matches its
+//!    opening tag, not at an inner span's. An opening tag without its closing tag drops
+//!    everything after it: text the user marked private is never kept by accident.
 //! 2. Well-known secrets become `[REDACTED:<kind>]`: cloud access keys, GitHub, GitLab and
 //!    Slack tokens, OpenAI- and Anthropic-style API keys, private key blocks, JWTs, passwords
 //!    in URLs and `password=`/`secret=` assignments, plus the patterns of the config file
 //!    (`[redaction]`). A candidate that an allow pattern matches is kept as it is.
+//!
+//! JSON values ([`Redactor::value`]) are redacted in their object keys as well as their
+//! string values: a key is text like any other.
 //!
 //! The caller learns how many spans of each kind went ([`Counts`]), never what they were.
 //!
@@ -157,8 +162,12 @@ const NEEDLES: &[&[&str]] = &[
     ],
 ];
 
-/// The prefilter's literal for private spans.
-const PRIVATE_NEEDLE: &str = "<private>";
+/// The prefilter's literal for private spans (a tag may hold whitespace before the word).
+const PRIVATE_NEEDLE: &str = "private";
+
+/// A private tag, opening or closing (the `close` group): `<private>`, `<private >`,
+/// `<PRIVATE\t>`, `<private reason="x">`, `</private>`, `< / private >`.
+const PRIVATE_TAG: &str = r"(?i)<\s*(?P<close>/\s*)?private(?:\s[^<>]*)?>";
 
 /// The redaction settings: built-in patterns, extra patterns, exceptions and the switch.
 ///
@@ -181,8 +190,7 @@ struct Compiled {
     needles: AhoCorasick,
     owner: Vec<usize>,
     allow: Vec<Regex>,
-    private_open: Regex,
-    private_close: Regex,
+    private_tag: Regex,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -303,8 +311,7 @@ impl Redactor {
                     .iter()
                     .map(|p| compile(p).expect("invariant: checked when the redactor was made"))
                     .collect(),
-                private_open: compile(r"(?i)<private>").expect("invariant: a fixed pattern"),
-                private_close: compile(r"(?i)</private>").expect("invariant: a fixed pattern"),
+                private_tag: compile(PRIVATE_TAG).expect("invariant: a fixed pattern"),
             }
         })
     }
@@ -413,35 +420,49 @@ impl Redactor {
         Cow::Owned(out)
     }
 
-    /// Drops `<private>…</private>` spans; an unclosed one runs to the end.
+    /// Drops `<private>…</private>` spans, nested ones whole with their outer span; an
+    /// unclosed span runs to the end. A closing tag outside any span is ordinary text.
     fn drop_private<'a>(&self, c: &Compiled, s: &'a str, counts: &mut Counts) -> Cow<'a, str> {
-        let Some(first) = c.private_open.find(s) else {
-            return Cow::Borrowed(s);
-        };
-        let mut out = String::with_capacity(s.len());
-        let mut rest = s;
-        let mut open = Some(first);
-        while let Some(o) = open {
-            out.push_str(&rest[..o.start()]);
-            *counts.entry("private".to_string()).or_default() += 1;
-            let after = &rest[o.end()..];
-            match c.private_close.find(after) {
-                Some(close) => {
-                    rest = &after[close.end()..];
-                    open = c.private_open.find(rest);
+        let mut out: Option<String> = None;
+        // Where the kept text resumes, and how many spans are open.
+        let mut at = 0;
+        let mut depth = 0usize;
+        for tag in c.private_tag.captures_iter(s) {
+            let whole = tag.get(0).expect("invariant: group 0 always matches");
+            let close = tag.name("close").is_some();
+            match (close, depth) {
+                (false, 0) => {
+                    out.get_or_insert_with(|| String::with_capacity(s.len()))
+                        .push_str(&s[at..whole.start()]);
+                    *counts.entry("private".to_string()).or_default() += 1;
+                    depth = 1;
                 }
-                None => {
-                    rest = "";
-                    open = None;
+                (false, _) => depth += 1,
+                (true, 0) => {}
+                (true, _) => {
+                    depth -= 1;
+                    if depth == 0 {
+                        at = whole.end();
+                    }
                 }
             }
         }
-        out.push_str(rest);
+        let Some(mut out) = out else {
+            return Cow::Borrowed(s);
+        };
+        if depth == 0 {
+            out.push_str(&s[at..]);
+        }
         Cow::Owned(out)
     }
 
-    /// Redacts every string value inside a JSON value (keys stay); `None` when nothing
+    /// Redacts every string inside a JSON value, object keys included; `None` when nothing
     /// changed.
+    ///
+    /// A key that redacts to a key the object already holds (two secrets of one kind, or a
+    /// secret beside its own `[REDACTED:kind]`) gets the first free suffix `#2`, `#3`, ...,
+    /// given in the order of the original keys, so the same object always redacts to the
+    /// same object and no member is lost.
     pub fn value(&self, v: &Value, counts: &mut Counts) -> Option<Value> {
         if !self.enabled {
             return None;
@@ -460,19 +481,58 @@ impl Redactor {
                 }
                 changed.map(Value::Array)
             }
-            Value::Object(map) => {
-                let mut changed: Option<serde_json::Map<String, Value>> = None;
-                for (k, item) in map {
-                    if let Some(new) = self.value(item, counts) {
-                        changed
-                            .get_or_insert_with(|| map.clone())
-                            .insert(k.clone(), new);
-                    }
-                }
-                changed.map(Value::Object)
-            }
+            Value::Object(map) => self.object(map, counts).map(Value::Object),
             _ => None,
         }
+    }
+
+    /// [`Redactor::value`] of an object: its keys, then its members.
+    fn object(
+        &self,
+        map: &serde_json::Map<String, Value>,
+        counts: &mut Counts,
+    ) -> Option<serde_json::Map<String, Value>> {
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        let renamed: BTreeMap<&str, String> = keys
+            .iter()
+            .filter_map(|k| match self.text(k, counts) {
+                Cow::Owned(t) => Some((k.as_str(), t)),
+                Cow::Borrowed(_) => None,
+            })
+            .collect();
+        let members: Vec<(&str, Value)> = keys
+            .iter()
+            .filter_map(|k| Some((k.as_str(), self.value(&map[k.as_str()], counts)?)))
+            .collect();
+        if renamed.is_empty() && members.is_empty() {
+            return None;
+        }
+        let mut members: BTreeMap<&str, Value> = members.into_iter().collect();
+        // Keys that stay keep their names; a renamed key takes the first free name.
+        let mut taken: std::collections::BTreeSet<String> = keys
+            .iter()
+            .filter(|k| !renamed.contains_key(k.as_str()))
+            .map(|k| k.to_string())
+            .collect();
+        let mut names: BTreeMap<&str, String> = BTreeMap::new();
+        for (k, base) in &renamed {
+            let mut name = base.clone();
+            let mut n = 2;
+            while taken.contains(&name) {
+                name = format!("{base}#{n}");
+                n += 1;
+            }
+            taken.insert(name.clone());
+            names.insert(k, name);
+        }
+        let mut out = serde_json::Map::new();
+        for (k, item) in map {
+            let item = members.remove(k.as_str()).unwrap_or_else(|| item.clone());
+            let name = names.remove(k.as_str()).unwrap_or_else(|| k.clone());
+            out.insert(name, item);
+        }
+        Some(out)
     }
 }
 
@@ -560,6 +620,78 @@ mod tests {
         assert_eq!(c["private"], 2);
         let (out, _) = red("before <private>unclosed secret");
         assert_eq!(out, "before ");
+    }
+
+    #[test]
+    fn private_tags_with_whitespace_or_attributes_and_nested_spans_leak_nothing() {
+        let cases = [
+            ("a <private >x</private > b", "a  b"),
+            ("a <PRIVATE\t>x</PRIVATE> b", "a  b"),
+            ("a < private>x< / private > b", "a  b"),
+            ("a <private reason=\"pin\">x</private> b", "a  b"),
+            (
+                "a <private>outer <private>inner</private> tail </private> b",
+                "a  b",
+            ),
+            (
+                "a <private>1<private>2<private>3</private></private>4</private> b",
+                "a  b",
+            ),
+            // An inner span closed, the outer one never: everything after it goes.
+            ("a <private>outer <private>inner</private> tail", "a "),
+            // A closing tag outside any span is text; so are words that merely say private.
+            ("a </private> b", "a </private> b"),
+            (
+                "private keys and <privateer> ships",
+                "private keys and <privateer> ships",
+            ),
+        ];
+        for (text, want) in cases {
+            let (out, _) = red(text);
+            assert_eq!(out, want, "{text:?}");
+        }
+        let (_, c) = red("<private>a<private>b</private></private> and <private>c</private>");
+        assert_eq!(c["private"], 2, "one count per outermost span");
+    }
+
+    #[test]
+    fn object_keys_are_redacted_like_values_and_never_lose_a_member() {
+        let aws = format!("AKIA{}", "QWERTYUIOP23ASDF");
+        let aws2 = format!("AKIA{}", "ZXCVBNMLKJ45GHJK");
+        let v = serde_json::json!({
+            aws.clone(): 1,
+            "nested": {aws.clone(): "v", "list": [{aws2.clone(): true}]},
+            "<private>who</private>name": "x",
+        });
+        let mut c = Counts::new();
+        let out = Redactor::default().value(&v, &mut c).unwrap();
+        assert_eq!(
+            out,
+            serde_json::json!({
+                "[REDACTED:aws_access_key]": 1,
+                "nested": {"[REDACTED:aws_access_key]": "v", "list": [{"[REDACTED:aws_access_key]": true}]},
+                "name": "x",
+            })
+        );
+        assert_eq!(c["aws_access_key"], 3);
+        assert_eq!(c["private"], 1);
+        // Two keys that redact alike, and one already named like the result: each member
+        // stays, under the first free suffix, in the order of the original keys.
+        let v =
+            serde_json::json!({aws.clone(): 1, aws2.clone(): 2, "[REDACTED:aws_access_key]": 3});
+        let out = Redactor::default().value(&v, &mut c).unwrap();
+        assert_eq!(
+            out,
+            serde_json::json!({
+                "[REDACTED:aws_access_key]": 3,
+                "[REDACTED:aws_access_key]#2": 1,
+                "[REDACTED:aws_access_key]#3": 2,
+            })
+        );
+        let again = Redactor::default().value(&v, &mut c).unwrap();
+        assert_eq!(out, again, "the same object redacts to the same object");
+        let off = Redactor::new(false, &[], &[]).unwrap();
+        assert!(off.value(&v, &mut c).is_none());
     }
 
     #[test]

@@ -42,19 +42,21 @@ pub(crate) fn is_subagent(path: &Path) -> bool {
 }
 
 /// The transcripts under a root: `<root>/projects/*/*.jsonl`, or a project directory, or one file.
-pub fn transcripts(root: &Path) -> (PathBuf, Vec<PathBuf>) {
+pub fn transcripts(root: &Path, report: &mut super::Report) -> (PathBuf, Vec<PathBuf>) {
     let base = if root.join("projects").is_dir() {
         root.join("projects")
     } else {
         root.to_path_buf()
     };
-    let files = find_files(&base, |p| p.extension().is_some_and(|e| e == "jsonl"));
+    let files = find_files(&base, report, |p| {
+        p.extension().is_some_and(|e| e == "jsonl")
+    });
     (base, files)
 }
 
 /// Imports every main transcript under `root`.
 pub fn import(root: &Path, sink: &mut Sink<'_>) -> Result<()> {
-    let (base, files) = transcripts(root);
+    let (base, files) = transcripts(root, &mut sink.report);
     for file in files {
         if is_subagent(&file) {
             sink.report.skip("subagent_transcript");

@@ -25,7 +25,7 @@ const INJECTED: &[&str] = &[
 
 /// Imports every rollout under `root` (or `root` itself).
 pub fn import(root: &Path, sink: &mut Sink<'_>) -> Result<()> {
-    let files = find_files(root, |p| {
+    let files = find_files(root, &mut sink.report, |p| {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         name.ends_with(".jsonl") && (name.starts_with("rollout-") || p == root)
     });

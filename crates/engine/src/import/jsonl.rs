@@ -20,7 +20,9 @@ pub fn import(root: &Path, sink: &mut Sink<'_>) -> Result<()> {
     let files = if root.as_os_str() == "-" {
         vec![root.to_path_buf()]
     } else {
-        find_files(root, |p| p.extension().is_some_and(|e| e == "jsonl"))
+        find_files(root, &mut sink.report, |p| {
+            p.extension().is_some_and(|e| e == "jsonl")
+        })
     };
     for file in files {
         let rel = relative(root, &file);

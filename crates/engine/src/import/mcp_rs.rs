@@ -136,7 +136,9 @@ pub fn import(base: &Path, sink: &mut Sink<'_>) -> Result<()> {
     let mut backups: BTreeMap<String, Vec<(String, std::path::PathBuf)>> = BTreeMap::new();
     let bdir = base.join("backups");
     if bdir.is_dir() {
-        for file in find_files(&bdir, |p| p.extension().is_some_and(|e| e == "json")) {
+        for file in find_files(&bdir, &mut sink.report, |p| {
+            p.extension().is_some_and(|e| e == "json")
+        }) {
             let name = file
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -164,7 +166,9 @@ pub fn import(base: &Path, sink: &mut Sink<'_>) -> Result<()> {
     for list in backups.values_mut() {
         list.sort();
     }
-    let files = find_files(&cats, |p| p.extension().is_some_and(|e| e == "json"));
+    let files = find_files(&cats, &mut sink.report, |p| {
+        p.extension().is_some_and(|e| e == "json")
+    });
     sink.add_total(files.len() as u64);
     for file in files {
         sink.advance(1);

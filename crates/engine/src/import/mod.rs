@@ -316,19 +316,32 @@ pub fn run(
     })
 }
 
-/// Files under `root` (or `root` itself, when a file) whose name `keep` accepts, sorted; links
-/// are not followed.
-pub fn find_files(root: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+/// Regular files under `root` (or `root` itself, when a file) whose name `keep` accepts,
+/// sorted. Links are not followed: a link or a special file (FIFO, socket, device) under a name
+/// `keep` accepts is left out and counted in `report` (`link`, `special_file`), so a run says
+/// what it did not read.
+pub fn find_files(root: &Path, report: &mut Report, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     if root.is_file() {
         return vec![root.to_path_buf()];
     }
-    let mut out: Vec<PathBuf> = walkdir::WalkDir::new(root)
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(root)
         .follow_links(false)
         .into_iter()
         .flatten()
-        .filter(|e| e.file_type().is_file() && keep(e.path()))
-        .map(|e| e.into_path())
-        .collect();
+    {
+        let t = e.file_type();
+        if t.is_dir() || !keep(e.path()) {
+            continue;
+        }
+        if t.is_file() {
+            out.push(e.into_path());
+        } else if t.is_symlink() {
+            report.skip("link");
+        } else {
+            report.skip("special_file");
+        }
+    }
     out.sort();
     out
 }

@@ -63,11 +63,13 @@ fn read_json(base: &Path, file: &Path, sink: &mut Sink<'_>) -> Option<Value> {
 }
 
 /// The JSON files directly in `dir`, sorted by name.
-fn json_files(dir: &Path) -> Vec<PathBuf> {
+fn json_files(dir: &Path, sink: &mut Sink<'_>) -> Vec<PathBuf> {
     if !dir.is_dir() {
         return Vec::new();
     }
-    find_files(dir, |p| p.extension().is_some_and(|e| e == "json"))
+    find_files(dir, &mut sink.report, |p| {
+        p.extension().is_some_and(|e| e == "json")
+    })
 }
 
 /// An id from a record, else from its file name.
@@ -132,7 +134,7 @@ impl Source {
         let mut out = HashMap::new();
         match self {
             Source::Files(base) => {
-                for file in json_files(&base.join("project")) {
+                for file in json_files(&base.join("project"), sink) {
                     if let Some(p) = read_json(base, &file, sink)
                         && let Some(w) = str_of(&p, "worktree")
                     {
@@ -167,7 +169,7 @@ impl Source {
         let mut out = Vec::new();
         match self {
             Source::Files(base) => {
-                for file in json_files(&base.join("session")) {
+                for file in json_files(&base.join("session"), sink) {
                     if let Some(s) = read_json(base, &file, sink) {
                         out.push((id_of(&s, &file), s));
                     }
@@ -209,7 +211,7 @@ impl Source {
         };
         match self {
             Source::Files(base) => {
-                for file in json_files(&base.join("message").join(session)) {
+                for file in json_files(&base.join("message").join(session), sink) {
                     if let Some(m) = read_json(base, &file, sink) {
                         out.push((created(&m).unwrap_or(0), id_of(&m, &file), m));
                     }
@@ -242,7 +244,7 @@ impl Source {
         let mut out = Vec::new();
         match self {
             Source::Files(base) => {
-                for file in json_files(&base.join("part").join(message)) {
+                for file in json_files(&base.join("part").join(message), sink) {
                     if let Some(p) = read_json(base, &file, sink) {
                         out.push((id_of(&p, &file), relative(base, &file), p));
                     }

@@ -8,8 +8,12 @@
 //! size and blake3 hash), read back and checked against it, made durable, and only then
 //! renamed to DEST. Derived state (ledger, index, replica id) is not copied: it is rebuilt.
 //!
+//! A link or a special file in memdir's places is neither followed nor copied: the snapshot
+//! goes on without it and names it (`skipped`).
+//!
 //! `restore-snapshot SRC` checks SRC against its manifest first (every file listed, present,
-//! of its size and hash, nothing else) and refuses it otherwise, changing nothing. It then
+//! of its size and hash, and nothing else anywhere in SRC: no unlisted file, link, special file
+//! or directory, `.memdir/` included) and refuses it otherwise, changing nothing. It then
 //! copies SRC beside the store, checks the copy again, and under the store's lock renames the
 //! current store aside to `<dir>.before-restore-<time>` (kept, never deleted: the response
 //! names it) and the copy into its place.
@@ -64,13 +68,25 @@ fn allowed(rel: &str) -> bool {
             || matches!(rel, "memdir.json" | ".gitignore" | ".gitattributes"))
 }
 
-/// The truth files under `root` (relative paths, sorted); a link or special file among them
-/// is refused. What lies outside memdir's places (`.memdir/`, a `.git/` that sync uses, a
-/// file the user keeps beside the memory) is not memory and is not copied.
-fn truth_files(root: &Path) -> Result<Vec<String>> {
-    let mut out = Vec::new();
+/// The truth files under a store's root, and what is skipped there.
+#[derive(Debug, Default, PartialEq)]
+struct Truth {
+    /// Regular files, relative to the root, sorted.
+    files: Vec<String>,
+    /// Links and special files in memdir's places, relative to the root, sorted: never
+    /// followed, never copied.
+    skipped: Vec<String>,
+}
+
+/// The truth files under `root`. What lies outside memdir's places (`.memdir/`, a `.git/` that
+/// sync uses, a file the user keeps beside the memory) is not memory and is not copied; a link
+/// or special file in memdir's places (a linked `sessions/`, a FIFO named like a segment) is
+/// skipped and named, so one such entry does not stop the copy of every other file.
+fn truth_files(root: &Path) -> Result<Truth> {
+    let mut out = Truth::default();
     for e in walkdir::WalkDir::new(root)
         .min_depth(1)
+        .follow_links(false)
         .into_iter()
         .filter_entry(|e| {
             !(e.depth() == 1 && (e.file_name() == ".memdir" || e.file_name() == ".git"))
@@ -83,28 +99,65 @@ fn truth_files(root: &Path) -> Result<Vec<String>> {
             )
         })?;
         let t = e.file_type();
-        let rel = e
-            .path()
-            .strip_prefix(root)
-            .unwrap_or(e.path())
-            .to_string_lossy()
-            .into_owned();
-        if t.is_dir() || !allowed(&rel) {
+        let rel = relative(root, e.path());
+        if t.is_dir() || rel == MANIFEST {
             continue;
         }
-        if !t.is_file() {
-            return Err(Error::new(
-                ErrorKind::Corrupt,
-                format!("{rel} in {} is not a regular file (a link or a special file): memdir copies only regular files", root.display()),
-            )
-            .detail("path", Value::from(rel)));
+        let place = matches!(
+            rel.as_str(),
+            "categories" | "history" | "sessions" | "conflicts"
+        );
+        if !t.is_file() && (allowed(&rel) || place) {
+            out.skipped.push(rel);
+        } else if t.is_file() && allowed(&rel) {
+            out.files.push(rel);
         }
-        if rel == MANIFEST {
-            continue;
-        }
-        out.push(rel);
     }
-    out.sort();
+    out.files.sort();
+    out.skipped.sort();
+    Ok(out)
+}
+
+/// `path` relative to `root`, as text.
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Every entry of a snapshot directory that is not the manifest, a file it lists or a
+/// directory holding one: the first few, sorted.
+fn unlisted(dir: &Path, listed: &std::collections::BTreeSet<String>) -> Result<Vec<String>> {
+    let parents: std::collections::BTreeSet<&Path> = listed
+        .iter()
+        .flat_map(|f| Path::new(f).ancestors().skip(1))
+        .collect();
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
+        let e = e.map_err(|e| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("cannot list {}: {e}", dir.display()),
+            )
+        })?;
+        let rel = relative(dir, e.path());
+        let expected = if e.file_type().is_dir() {
+            parents.contains(Path::new(&rel))
+        } else {
+            e.file_type().is_file() && (rel == MANIFEST || listed.contains(&rel))
+        };
+        if !expected {
+            out.push(rel);
+            if out.len() == 10 {
+                break;
+            }
+        }
+    }
     Ok(out)
 }
 
@@ -164,10 +217,13 @@ fn check_snapshot(dir: &Path) -> Result<Manifest> {
             )));
         }
     }
-    for rel in truth_files(dir)? {
-        if !listed.contains(&rel) {
-            return Err(bad(format!("{rel} is not in the manifest")));
-        }
+    let extra = unlisted(dir, &listed)?;
+    if !extra.is_empty() {
+        return Err(bad(format!(
+            "it holds what its manifest does not list: {}",
+            extra.join(", ")
+        ))
+        .detail("unlisted", Value::from(extra)));
     }
     Ok(m)
 }
@@ -286,11 +342,12 @@ impl Memdir {
         let work = sibling(&dest, "snapshot")?;
         let result = (|| -> Result<SnapshotResponse> {
             fsx::create_dir_durable(&work)?;
-            let files = {
+            let (files, skipped) = {
                 // Writers wait while the copy is taken: it is one state of the store.
                 let _lock = self.lock_and_recover()?;
-                let files = truth_files(&root)?;
-                copy_files(&root, &work, &files, progress)?
+                let truth = truth_files(&root)?;
+                let files = copy_files(&root, &work, &truth.files, progress)?;
+                (files, truth.skipped)
             };
             let manifest = Manifest {
                 snapshot_format: SNAPSHOT_FORMAT,
@@ -322,6 +379,7 @@ impl Memdir {
                 bytes: checked.files.iter().map(|f| f.size).sum(),
                 created: checked.created,
                 verified: true,
+                skipped,
             })
         })();
         if result.is_err() {
