@@ -193,9 +193,11 @@ pub mod num {
     }
 }
 
-/// The schema of an optional time argument: RFC 3339 text, a date, or epoch milliseconds.
+/// The schema of an optional time argument: a string (RFC 3339 or a date), so strict clients
+/// need no union type; epoch milliseconds are accepted as a number too (the description says
+/// so), as a version is accepted as a number or a string.
 fn opt_time_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": ["string", "integer"]})
+    schemars::json_schema!({"type": "string"})
 }
 
 /// A version of a category: its number (`3`) or its history id. Sent as a string or an
@@ -1478,7 +1480,7 @@ pub struct AccessInfo {
 }
 
 /// One finding of verify-store.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Problem {
     /// What kind of problem.
     pub kind: String,
