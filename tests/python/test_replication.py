@@ -461,7 +461,6 @@ def run_bounded(argv: list[str], env: dict[str, str], seconds: float, stdin: byt
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_an_http_peer_cannot_rewrite_another_devices_chunks(tmp_path, hubs):
     """Bug 1. A device that may only ingest into "mobile" (and may not delete) pushes a
     whole copy of the hub's own segment with one line more, every line's text and project
@@ -497,7 +496,6 @@ def test_an_http_peer_cannot_rewrite_another_devices_chunks(tmp_path, hubs):
     assert v["rc"] == 0 and v.get("ok") is True, v
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_plain_commit_on_the_remote_cannot_truncate_a_replicas_segment_or_remove_its_history(tmp_path):
     """Bug 2. A plain git commit on the remote truncates this replica's own segment to one
     line with other text and removes one of its history files. The next sync takes none of
@@ -538,7 +536,6 @@ def test_a_plain_commit_on_the_remote_cannot_truncate_a_replicas_segment_or_remo
     assert ok(b, "history", "plan", device="desk")["total"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_forgotten_category_version_reaches_an_http_hub_and_the_replicas_it_serves(tmp_path, hubs):
     """Bug 3. A version forgotten on a replica after it reached the hub: the next sync takes
     the forget to the hub (whose copy is the same version, content and all), so the hub and
@@ -569,7 +566,6 @@ def test_a_forgotten_category_version_reaches_an_http_hub_and_the_replicas_it_se
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_gitignore_committed_on_the_remote_does_not_stop_sessions_and_history_from_syncing(tmp_path):
     """Bug 4. A `.gitignore` committed on the remote (`*.jsonl`, `history/*`) is a file
     outside the layout: it never comes into the replica, and what the replica writes
@@ -613,7 +609,6 @@ def _add_tree_entry(bare: Path, directory: str, mode: str, name: str, sha: str, 
     git("update-ref", "refs/heads/main", commit, head, git_dir=bare)
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_tree_entry_named_dotdot_on_the_remote_is_reported_and_every_replica_keeps_syncing(tmp_path):
     """Bug 5. A tree entry named `..` under `sessions/` on the remote: nothing escapes, and
     replication goes on. Each replica's sync reports the entry and skips it, takes the rest,
@@ -644,7 +639,6 @@ def test_a_tree_entry_named_dotdot_on_the_remote_is_reported_and_every_replica_k
     assert escaped == [], f"the entry's bytes were written: {escaped}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_sync_server_whose_pages_never_end_cannot_keep_a_sync_running(tmp_path, fake_servers):
     """Bug 6. A server whose every page asks for one more (each page brings one small, valid
     file the diff never announced, and names another one as still to come): the sync's page
@@ -679,7 +673,6 @@ def _seed_notes(store: Path, env: dict[str, str]) -> None:
     ok(store, "write", "notes_trip", "--data", json.dumps({"text": "packing list"}), device="hub", env=env)
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_pushed_history_entry_cannot_name_another_device_as_its_actor(tmp_path, hubs):
     """Bug 7. The phone pushes a version of a category it may write, naming device "laptop"
     as its actor. The actor of a pushed record is the pushing device: the hub's history never
@@ -695,7 +688,6 @@ def test_a_pushed_history_entry_cannot_name_another_device_as_its_actor(tmp_path
     assert ok(hub, "list", device="hub", env=env)["categories"][0].get("updated_by") != "laptop"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_sync_push_cannot_bypass_the_hubs_redaction(tmp_path, hubs):
     """Bug 8. An AWS key, a GitHub token and a `<private>` span pushed in a segment line and
     in a history entry: pushed records pass the redaction of a local write, so no file of the
@@ -725,7 +717,6 @@ def test_redaction_covers_json_object_keys_in_category_data_and_chunk_metadata(t
     assert leaks == [], f"a secret as an object key is stored verbatim: {leaks}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_remote_memdir_json_with_a_newer_format_is_refused_and_the_replica_keeps_working(tmp_path):
     """Bug 10. A remote `memdir.json` saying `{"format": 99}` never overwrites the replica's
     own: the sync says so (a non-zero exit naming the file, or a report naming it), and every
@@ -746,7 +737,6 @@ def test_a_remote_memdir_json_with_a_newer_format_is_refused_and_the_replica_kee
         assert q.returncode == 0, f"memdir {' '.join(argv)} refuses to run after the sync: {q.stderr}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_device_without_delete_rights_cannot_delete_a_category_by_pushing_a_tombstone(tmp_path, hubs):
     """Bug 11. The phone may write notes_* but may not delete: REST `/api/v1/delete` refuses
     it (403), and so does the sync plane when it pushes an `op: delete` history entry (the ACL
@@ -797,7 +787,6 @@ def test_a_session_directory_that_is_a_link_is_not_read_through_by_fetch_or_sync
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_push_cannot_store_lines_that_are_not_chunk_lines_of_their_segment(tmp_path, hubs):
     """Bug 13. A pushed segment whose lines name another session and replica, start at seq 7
     and carry an unknown field: pushed records are checked like local writes, so the push is
@@ -884,7 +873,6 @@ def test_a_forget_removes_the_forgotten_texts_hash_and_vector_from_the_vector_ca
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_remote_file_over_memdirs_own_limits_is_refused_and_reported_and_the_rest_is_taken(tmp_path):
     """Risk: sync took files over memdir's own limits. On the remote, another replica's
     segment holds a chunk line of 1 MiB (a chunk is at most 256 KiB) and a history entry holds
@@ -1078,7 +1066,6 @@ def test_restore_snapshot_refuses_files_its_manifest_does_not_list(tmp_path):
     assert ok(store, "read", "plan")["data"] == {"k": 2}
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_an_http_sync_under_steady_writes_on_both_sides_ends_pushed(tmp_path, hubs):
     """Risk: under steady writes on both sides every HTTP sync ended `push_pending` after 5
     rounds (it waits for both trees to be equal, which steady writers never allow). A sync

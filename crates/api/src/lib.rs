@@ -1478,7 +1478,7 @@ pub struct AccessInfo {
 }
 
 /// One finding of verify-store.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Problem {
     /// What kind of problem.
     pub kind: String,

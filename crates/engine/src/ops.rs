@@ -221,11 +221,24 @@ fn with_sync_access<R>(
             category_names(m)
         })
     };
+    let destroy = |n: &str, what: &'static str| {
+        c.admit(
+            &Need::Destroy {
+                what,
+                category: Some(n),
+            },
+            &|| category_names(m),
+        )
+    };
+    // An admin device relays what other devices wrote; any other pushes its own versions.
+    let relay = matches!(c.role(), crate::acl::Role::Open | crate::acl::Role::Admin);
     f(&crate::service::SyncAccess {
         read: &read,
         write: &write,
         ingest: &ingest,
         forget: &forget,
+        destroy: &destroy,
+        device: (!relay).then_some(c.device.as_str()),
     })
 }
 

@@ -23,7 +23,7 @@ mod snapshot;
 mod status;
 mod sync;
 mod sync_http;
-pub use sync_http::SyncAccess;
+pub use crate::sync::gate::SyncAccess;
 mod verify;
 mod version;
 

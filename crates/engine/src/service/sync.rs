@@ -16,15 +16,16 @@ use serde_json::Value;
 
 use super::adoption::Sync;
 use super::{Inner, Memdir};
-use crate::sync::git::{EMPTY_TREE, Git, GitError};
-use crate::sync::merge::{self, PathKind, PathMerge, Strategy};
+use crate::sync::gate::{Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
+use crate::sync::git::{Blob, Change, EMPTY_TREE, Git, GitError};
+use crate::sync::merge::{self, PathKind, Strategy};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::{
     LastSync, OpenConflict, Problem, ResolveRequest, ResolveResponse, SyncRequest, SyncResponse,
 };
 use memdir_store::lock::WriteLock;
 use memdir_store::model::{CategoryName, HistoryEntry, VersionOp, decode_component};
-use memdir_store::{self as store, Layout, codec, fsx, txn};
+use memdir_store::{self as store, Layout, codec, format, fsx, txn};
 
 /// The file under `.memdir/` naming the categories a sync has yet to settle.
 const SETTLE_NOTE: &str = "settle-pending.json";
@@ -69,9 +70,17 @@ fn problem(kind: &str, path: &str, message: impl Into<String>) -> Problem {
     }
 }
 
-/// Paths under `dirs` that differ from HEAD in the work tree (untracked ones included).
+/// Paths under `dirs` that differ from HEAD in the work tree (untracked and ignored ones
+/// included: memdir stages them whatever ignore rules say).
 fn changed_paths(git: &Git, dirs: &[&str]) -> Result<Vec<String>> {
-    let mut args = vec!["status", "--porcelain", "-z", "--untracked-files=all", "--"];
+    let mut args = vec![
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--ignored=matching",
+        "--",
+    ];
     args.extend(dirs);
     let out = git.run(&args).map_err(git_err)?;
     let mut paths = Vec::new();
@@ -88,19 +97,6 @@ fn changed_paths(git: &Git, dirs: &[&str]) -> Result<Vec<String>> {
         paths.push(path.to_string());
     }
     Ok(paths)
-}
-
-/// The category named by a `categories/<stem>.json` or `history/<stem>/...` path.
-fn category_of(rel: &str) -> Option<CategoryName> {
-    let stem = match PathKind::of(rel) {
-        PathKind::Category => rel
-            .strip_prefix("categories/")?
-            .strip_suffix(".json")
-            .filter(|s| !s.contains('/'))?,
-        PathKind::History | PathKind::Conflict => rel.split('/').nth(1)?,
-        _ => return None,
-    };
-    CategoryName::new(&decode_component(stem)?).ok()
 }
 
 impl Memdir {
@@ -536,48 +532,11 @@ impl Memdir {
             let _ = self.sync_category(inner, name, Some(lock), Sync::Fast)?;
         }
         // Only what git sees changed can need leaving out: check those files parse.
-        let mut excluded = Vec::new();
-        for rel in changed_paths(git, &["categories", "history"])? {
-            let why = match PathKind::of(&rel) {
-                PathKind::Category => {
-                    match fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE)? {
-                        Some(b) => store::parse_category(b).content.err(),
-                        None => None,
-                    }
-                }
-                PathKind::History => {
-                    match fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE)? {
-                        Some(b) => store::read_history_bytes(&b).err(),
-                        None => None,
-                    }
-                }
-                _ => None,
-            };
-            if let Some(why) = why {
-                if !reported.iter().any(|p| p.path == rel) {
-                    reported.push(problem(
-                        "not_committed",
-                        &rel,
-                        format!("does not parse ({why}); left out of the commit until it is fixed"),
-                    ));
-                }
-                excluded.push(rel);
-            }
-        }
+        let excluded = self.left_out(git, &["categories", "history"], reported)?;
         self.sync_sessions(inner, Some(lock))?;
-        let mut args: Vec<String> = vec!["add".into(), "-A".into(), "--".into()];
-        args.extend(
-            TRACKED
-                .iter()
-                .filter(|p| layout.root.join(p).exists())
-                .map(|p| p.to_string()),
-        );
-        if args.len() == 3 {
+        if !self.stage(git, &excluded)? {
             return Ok(false);
         }
-        args.extend(excluded.iter().map(|p| format!(":(exclude){p}")));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        git.run(&args).map_err(git_err)?;
         let tree = git.run(&["write-tree"]).map_err(git_err)?.text();
         let head = git.rev("HEAD").map_err(git_err)?;
         let head_tree = match &head {
@@ -683,116 +642,20 @@ impl Memdir {
                 _ => EMPTY_TREE.to_string(),
             },
         };
-        let theirs_changed = git.changed(&base, theirs).map_err(git_err)?;
-        let ours_changed: BTreeSet<String> = match &head {
-            Some(h) => git
-                .changed(&base, h)
-                .map_err(git_err)?
-                .into_iter()
-                .collect(),
-            None => BTreeSet::new(),
-        };
-        let mut touched: BTreeSet<CategoryName> = BTreeSet::new();
-        // Category files only the remote changed: a hand edit committed there with plain
-        // git has no history entry, and is adopted here instead of being derived away.
-        let mut their_files: Vec<String> = Vec::new();
-        let mut take: Vec<String> = Vec::new();
-        let mut both: Vec<String> = Vec::new();
-        for rel in theirs_changed {
-            if !TRACKED
-                .iter()
-                .any(|t| rel == *t || rel.starts_with(&format!("{t}/")))
-            {
-                // Not memdir's: never taken into the memory directory.
-                resp.reported.push(problem(
-                    "ignored",
-                    &rel,
-                    "the remote holds a file outside memdir's layout; not taken",
-                ));
-                continue;
-            }
-            if let Some(n) = category_of(&rel) {
-                touched.insert(n);
-            }
-            if PathKind::of(&rel) == PathKind::Category {
-                if !ours_changed.contains(&rel) {
-                    their_files.push(rel);
-                }
-                continue;
-            }
-            if ours_changed.contains(&rel) {
-                both.push(rel);
-            } else {
-                take.push(rel);
-            }
-        }
+        let Taken {
+            mut writes,
+            touched,
+            their_files,
+            forgotten,
+        } = self.take_remote(git, lock, &base, head.as_deref(), theirs, resp)?;
         // The heads this replica had before the merge (for local_wins and remote_wins).
         let local_heads = self.head_ids(&touched)?;
-        let mut writes: Vec<txn::FileWrite> = Vec::new();
-        let taken = git.blobs(theirs, &take).map_err(git_err)?;
-        for (rel, bytes) in take.iter().zip(taken) {
-            writes.push(txn::FileWrite {
-                rel: rel.into(),
-                bytes,
-                hash: None,
-            });
-        }
-        if !both.is_empty() {
-            let bases = if base == EMPTY_TREE {
-                vec![None; both.len()]
-            } else {
-                git.blobs(&base, &both).map_err(git_err)?
-            };
-            let others = git.blobs(theirs, &both).map_err(git_err)?;
-            for ((rel, b), t) in both.iter().zip(bases).zip(others) {
-                let ours = fsx::read(&layout.root.join(rel), fsx::MAX_SEGMENT_FILE)?;
-                match merge::merge_path(
-                    PathKind::of(rel),
-                    b.as_deref(),
-                    ours.as_deref(),
-                    t.as_deref(),
-                ) {
-                    PathMerge::Ours => {}
-                    PathMerge::Theirs => writes.push(txn::FileWrite {
-                        rel: rel.into(),
-                        bytes: t,
-                        hash: None,
-                    }),
-                    PathMerge::Merged(bytes) => writes.push(txn::FileWrite {
-                        rel: rel.into(),
-                        bytes: Some(bytes),
-                        hash: None,
-                    }),
-                    PathMerge::Picked(bytes, why) => {
-                        resp.reported.push(problem("merged_by_rule", rel, why));
-                        if bytes != ours {
-                            writes.push(txn::FileWrite {
-                                rel: rel.into(),
-                                bytes,
-                                hash: None,
-                            });
-                        }
-                    }
-                }
-            }
-        }
-        resp.files_received += writes.len();
-        // A chunk forgotten elsewhere arrives as a tombstone: its text must leave the index
-        // and the ledger's log here too, as after a local forget.
-        let mut forgotten = false;
-        for w in &writes {
-            let rel = w.rel.to_string_lossy();
-            if PathKind::of(&rel) == PathKind::Segment
-                && let Some(new) = &w.bytes
-            {
-                let old = fsx::read(&layout.root.join(&w.rel), fsx::MAX_SEGMENT_FILE)?;
-                if tombstones(new) > old.as_deref().map(tombstones).unwrap_or(0) {
-                    forgotten = true;
-                }
-            }
-        }
-        // A version forgotten or compacted away on the other side: the versions here written
-        // as patches of it are written whole in the same transaction.
+        resp.files_received += writes
+            .iter()
+            .filter(|w| w.rel != Path::new(format::FILE))
+            .count();
+        // A version forgotten on the other side: the versions here written as patches of it
+        // are written whole in the same transaction.
         store::history::keep_chains(&layout.root, &mut writes)?;
         if !writes.is_empty() {
             let txid = format!(
@@ -806,26 +669,227 @@ impl Memdir {
             store::failpoint::hit("sync.before_settle");
             self.whole_unresolvable_patches(git, theirs, &writes)?;
         }
-        // Categories: the file follows from the merged history.
-        let mut index_only: Vec<(String, Option<Vec<u8>>)> = Vec::new();
-        let their_bytes: BTreeMap<String, Option<Vec<u8>>> = their_files
-            .iter()
-            .cloned()
-            .zip(git.blobs(theirs, &their_files).map_err(git_err)?)
-            .collect();
+        let index_only =
+            self.settle_remote(&touched, &their_files, strategy, &local_heads, theirs, resp)?;
+        // The ledger and the change feed (the index catches up from it).
         for name in &touched {
+            let _ = self.sync_category(inner, name, Some(lock), Sync::Full)?;
+        }
+        self.sync_sessions(inner, Some(lock))?;
+        self.record_merge(git, lock, head.as_deref(), theirs, &index_only, resp)?;
+        Ok(Merge {
+            merged: true,
+            forgotten,
+        })
+    }
+
+    /// Everything the remote changed since `base`, through the gate: what this replica
+    /// writes, which categories it touches, and the category files only the remote changed.
+    /// Refusals are reported; a remote format this memdir cannot read stops the merge here,
+    /// before anything is written.
+    fn take_remote(
+        &self,
+        git: &Git,
+        lock: &WriteLock,
+        base: &str,
+        head: Option<&str>,
+        theirs: &str,
+        resp: &mut SyncResponse,
+    ) -> Result<Taken> {
+        let layout = self.layout();
+        let changes = git.diff(base, theirs).map_err(git_err)?;
+        let ours_changed: BTreeSet<String> = match head {
+            Some(h) => git.changed(base, h).map_err(git_err)?.into_iter().collect(),
+            None => BTreeSet::new(),
+        };
+        let remote_format = self.remote_format(git, &changes, resp)?;
+        let replica = self.replica(lock)?;
+        let access = SyncAccess::all();
+        let gate = Gate::new(&replica, &access, &self.settings.redaction);
+        let mut taken = Taken::default();
+        let mut wanted: Vec<(&Change, Place, Entry)> = Vec::new();
+        for c in changes.iter().filter(|c| c.path != format::FILE) {
+            let place = match Place::of(&c.path) {
+                Ok(p) => p,
+                Err(why) => {
+                    resp.reported.push(problem(
+                        "outside_layout",
+                        &c.path,
+                        format!(
+                            "the remote holds a file outside memdir's layout ({why}); not taken"
+                        ),
+                    ));
+                    continue;
+                }
+            };
+            if let Some(n) = place.category() {
+                taken.touched.insert(n.clone());
+            }
+            // A category file both sides changed follows from the merged history.
+            if matches!(place, Place::Category(_)) && ours_changed.contains(&c.path) {
+                continue;
+            }
+            wanted.push((c, place, entry_of(&c.mode)));
+        }
+        // Streamed; a blob over memdir's bound for its place is passed over unread.
+        let objects: Vec<(String, u64)> = wanted
+            .iter()
+            .filter(|(c, _, e)| !c.removed && *e == Entry::File)
+            .map(|(c, p, _)| (c.sha.clone(), p.max_bytes()))
+            .collect();
+        let mut blobs = git.objects(&objects).map_err(git_err)?.into_iter();
+        let mut patched = false;
+        for (c, place, entry) in wanted {
+            let blob = (!c.removed && entry == Entry::File).then(|| {
+                blobs
+                    .next()
+                    .expect("invariant: one blob for each object asked for")
+            });
+            let bytes = match blob {
+                None => None,
+                Some(Blob::Bytes(b)) => Some(b),
+                Some(Blob::TooLarge(n)) => {
+                    resp.reported.push(problem(
+                        "over_limit",
+                        &c.path,
+                        format!(
+                            "{n} bytes, over the {} memdir reads at this place; not taken",
+                            place.max_bytes()
+                        ),
+                    ));
+                    continue;
+                }
+                Some(Blob::Missing | Blob::NotAFile) => {
+                    resp.reported.push(problem(
+                        "outside_layout",
+                        &c.path,
+                        "not a file in the remote's tree; not taken",
+                    ));
+                    continue;
+                }
+            };
+            let body = match &bytes {
+                Some(b) => Body::Whole(b),
+                None if c.removed => Body::Removed,
+                None => Body::Whole(&[]),
+            };
+            let incoming = Incoming {
+                path: &c.path,
+                entry,
+                body,
+            };
+            let local = match fsx::read(&layout.root.join(&c.path), place.max_bytes()) {
+                Ok(l) => l,
+                Err(e) => {
+                    resp.reported.push(problem(
+                        "unreadable",
+                        &c.path,
+                        format!("{}; this replica's copy stays as it is", e.source),
+                    ));
+                    continue;
+                }
+            };
+            let verdict = gate.admit(&incoming, local.as_deref())?;
+            let withdrawn = matches!(verdict, Verdict::Withdraw(_));
+            match verdict {
+                Verdict::Same => {}
+                Verdict::Refuse(p) => resp.reported.push(p),
+                v => {
+                    let bytes = v.into_bytes().expect("invariant: a verdict that writes");
+                    if let Place::Category(_) = place {
+                        taken.their_files.push((c.path.clone(), bytes));
+                        continue;
+                    }
+                    taken.forgotten |= withdrawn && matches!(place, Place::Segment(_));
+                    patched |= matches!(place, Place::History { .. })
+                        && store::read_history_bytes(&bytes).is_ok_and(|e| e.patch.is_some());
+                    taken.writes.push(txn::FileWrite {
+                        rel: c.path.clone().into(),
+                        bytes: Some(bytes),
+                        hash: None,
+                    });
+                }
+            }
+        }
+        if let Some(w) = format_raise(layout, remote_format, patched && !taken.writes.is_empty()) {
+            taken.writes.push(w);
+        }
+        Ok(taken)
+    }
+
+    /// The remote's `memdir.json`, read and never taken: the format it names, when it names
+    /// one this memdir reads; a newer one stops the sync before anything is merged.
+    fn remote_format(
+        &self,
+        git: &Git,
+        changes: &[Change],
+        resp: &mut SyncResponse,
+    ) -> Result<Option<u64>> {
+        let Some(c) = changes
+            .iter()
+            .find(|c| c.path == format::FILE && !c.removed)
+        else {
+            return Ok(None);
+        };
+        let blob = git
+            .objects(&[(c.sha.clone(), 64 * 1024)])
+            .map_err(git_err)?
+            .pop()
+            .and_then(Blob::bytes);
+        let n = blob
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| v.get("format").and_then(Value::as_u64));
+        match n {
+            Some(n) if n > format::FORMAT => Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the remote's {} says format {n}; this memdir ({}) reads format {} and older, so nothing of the remote was merged and this replica's {} stays as it is",
+                    format::FILE,
+                    env!("CARGO_PKG_VERSION"),
+                    format::FORMAT,
+                    format::FILE
+                ),
+            )
+            .hint("upgrade memdir to sync with this remote")
+            .detail("path", Value::from(format::FILE))
+            .detail("format", Value::from(n))),
+            Some(n) => Ok(Some(n)),
+            None => {
+                resp.reported.push(problem(
+                    "outside_layout",
+                    format::FILE,
+                    "the remote's copy does not name a format; this replica keeps its own",
+                ));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Derives the file of every category the remote touched from the merged history, after
+    /// adopting the category files only the remote changed (a plain git commit) as external
+    /// versions. Returns the files to commit in place of malformed hand edits.
+    fn settle_remote(
+        &self,
+        touched: &BTreeSet<CategoryName>,
+        their_files: &[(String, Vec<u8>)],
+        strategy: Strategy,
+        local_heads: &BTreeSet<String>,
+        theirs: &str,
+        resp: &mut SyncResponse,
+    ) -> Result<Vec<(String, Option<Vec<u8>>)>> {
+        let layout = self.layout();
+        let mut index_only: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+        for name in touched {
             let entries = self.history_entries(name)?;
             let rel = Layout::category_rel(name);
             let rel_s = rel.to_string_lossy().into_owned();
-            if let Some(Some(bytes)) = their_bytes.get(&rel_s)
-                && store::parse_category(bytes.clone()).content.is_ok()
-            {
+            if let Some((_, bytes)) = their_files.iter().find(|(p, _)| *p == rel_s) {
                 let hash = memdir_store::model::content_hash(bytes);
                 if !entries
                     .iter()
                     .any(|e| e.hash.as_deref() == Some(hash.as_str()))
                 {
-                    let current = store::read_category(&layout, name)?;
+                    let current = store::read_category(layout, name)?;
                     if current.as_ref().is_none_or(|f| f.content.is_ok()) {
                         txn::commit(
                             &layout.root,
@@ -848,21 +912,30 @@ impl Memdir {
                 }
             }
             if let Some(io) =
-                self.settle_category(name, &entries, strategy, &local_heads, theirs, resp)?
+                self.settle_category(name, &entries, strategy, local_heads, theirs, resp)?
             {
                 index_only.push(io);
             }
         }
         self.settled()?;
-        // The ledger and the change feed (the index catches up from it).
-        for name in &touched {
-            let _ = self.sync_category(inner, name, Some(lock), Sync::Full)?;
-        }
-        self.sync_sessions(inner, Some(lock))?;
-        // The merged tree: memdir's paths as they now are, files that do not parse excepted.
+        Ok(index_only)
+    }
+
+    /// Records the merged tree: memdir's files as they now are (files that do not parse
+    /// excepted, `index_only` in their place), committed with both parents, or HEAD moved to
+    /// `theirs` when that is a fast-forward to the same tree.
+    fn record_merge(
+        &self,
+        git: &Git,
+        lock: &WriteLock,
+        head: Option<&str>,
+        theirs: &str,
+        index_only: &[(String, Option<Vec<u8>>)],
+        resp: &mut SyncResponse,
+    ) -> Result<()> {
         let mut reported = Vec::new();
         self.commit_stage(lock, git, &mut reported)?;
-        for (rel, bytes) in &index_only {
+        for (rel, bytes) in index_only {
             match bytes {
                 Some(b) => {
                     let sha = git
@@ -888,16 +961,16 @@ impl Memdir {
             .run(&["rev-parse", &format!("{theirs}^{{tree}}")])
             .map_err(git_err)?
             .text();
-        let ff = match &head {
+        let ff = match head {
             None => true,
             Some(h) => git.is_ancestor(h, theirs).map_err(git_err)?,
         };
         if ff && tree == their_tree {
-            self.move_head(git, theirs, head.as_deref())?;
+            self.move_head(git, theirs, head)?;
         } else {
             let mut parents: Vec<String> = Vec::new();
-            if !ff && let Some(h) = &head {
-                parents.push(h.clone());
+            if !ff && let Some(h) = head {
+                parents.push(h.to_string());
             }
             parents.push(theirs.to_string());
             let replica = self.replica(lock)?;
@@ -905,12 +978,9 @@ impl Memdir {
                 "memdir: merge into {replica} ({} conflicts recorded)\n\nMemdir-Replica: {replica}\n",
                 resp.conflicts.len()
             );
-            self.record_commit(git, &tree, &parents, &msg, head.as_deref())?;
+            self.record_commit(git, &tree, &parents, &msg, head)?;
         }
-        Ok(Merge {
-            merged: true,
-            forgotten,
-        })
+        Ok(())
     }
 
     /// Derives one category's file from its merged history (after a transport brought new
@@ -995,37 +1065,112 @@ impl Memdir {
         Ok(index_only)
     }
 
-    /// Stages memdir's paths as they are (no commit), leaving out files that do not parse.
+    /// Stages memdir's paths as they are (no commit), leaving out files that do not parse,
+    /// links and special files.
     fn commit_stage(
         &self,
         _lock: &WriteLock,
         git: &Git,
         reported: &mut Vec<Problem>,
     ) -> Result<()> {
+        let excluded = self.left_out(git, &["categories"], reported)?;
+        self.stage(git, &excluded)?;
+        Ok(())
+    }
+
+    /// What must stay out of a commit: every link and special file under memdir's paths
+    /// (never committed, copied or sent), and the files under `check` that git sees changed
+    /// and that do not parse. Each is reported once.
+    fn left_out(
+        &self,
+        git: &Git,
+        check: &[&str],
+        reported: &mut Vec<Problem>,
+    ) -> Result<Vec<String>> {
         let layout = self.layout();
-        let mut excluded = Vec::new();
-        for rel in changed_paths(git, &["categories"])? {
-            if let Some(b) = fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE)?
-                && let Err(why) = store::parse_category(b).content
-            {
-                reported.push(problem("not_committed", &rel, why));
-                excluded.push(rel);
+        let mut out = Vec::new();
+        let mut report = |p: Problem| {
+            if !reported.iter().any(|r| r.path == p.path) {
+                reported.push(p);
+            }
+        };
+        for (rel, link) in not_regular(&layout.root)? {
+            report(if link {
+                problem(
+                    "link",
+                    &rel,
+                    "a symbolic link: memdir never follows, commits, copies or sends one",
+                )
+            } else {
+                problem(
+                    "not_committed",
+                    &rel,
+                    "not a regular file: memdir never commits, copies or sends one",
+                )
+            });
+            out.push(rel);
+        }
+        for rel in changed_paths(git, check)? {
+            if out.contains(&rel) {
+                continue;
+            }
+            let why = match PathKind::of(&rel) {
+                kind @ (PathKind::Category | PathKind::History) => {
+                    match fsx::read(&layout.root.join(&rel), fsx::MAX_JSON_FILE) {
+                        Ok(Some(b)) if kind == PathKind::Category => {
+                            store::parse_category(b).content.err()
+                        }
+                        Ok(Some(b)) => store::read_history_bytes(&b).err(),
+                        Ok(None) => None,
+                        Err(e) => Some(e.source.to_string()),
+                    }
+                }
+                _ => None,
+            };
+            if let Some(why) = why {
+                report(problem(
+                    "not_committed",
+                    &rel,
+                    format!("does not parse ({why}); left out of the commit until it is fixed"),
+                ));
+                out.push(rel);
             }
         }
-        let mut args: Vec<String> = vec!["add".into(), "-A".into(), "--".into()];
+        Ok(out)
+    }
+
+    /// Stages memdir's files as the work tree holds them, but `excluded`: whatever ignore
+    /// rules say (a `.gitignore` or a global excludes file never hides a memory), and a link
+    /// an older memdir committed leaves the index. Returns whether there was anything to stage.
+    fn stage(&self, git: &Git, excluded: &[String]) -> Result<bool> {
+        let root = &self.layout().root;
+        let mut args: Vec<String> = vec!["add".into(), "-A".into(), "--force".into(), "--".into()];
         args.extend(
             TRACKED
                 .iter()
-                .filter(|p| layout.root.join(p).exists())
+                .filter(|p| std::fs::symlink_metadata(root.join(p)).is_ok())
+                .filter(|p| !excluded.iter().any(|e| e == *p))
                 .map(|p| p.to_string()),
         );
-        if args.len() == 3 {
-            return Ok(());
+        if args.len() == 4 {
+            return Ok(false);
         }
-        args.extend(excluded.iter().map(|p| format!(":(exclude){p}")));
+        args.extend(excluded.iter().map(|p| format!(":(exclude,literal){p}")));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         git.run(&args).map_err(git_err)?;
-        Ok(())
+        if !excluded.is_empty() {
+            let mut rm = vec!["update-index", "--force-remove", "--"];
+            let links: Vec<&str> = excluded
+                .iter()
+                .filter(|p| std::fs::symlink_metadata(root.join(p)).is_ok_and(|m| !m.is_file()))
+                .map(String::as_str)
+                .collect();
+            if !links.is_empty() {
+                rm.extend(links);
+                git.run(&rm).map_err(git_err)?;
+            }
+        }
+        Ok(true)
     }
 
     /// The durable note that history a sync brought is committed and the category files that
@@ -1138,10 +1283,14 @@ impl Memdir {
             let remote = |id: &str| -> std::result::Result<HistoryEntry, String> {
                 let path = dir_rel.join(format!("{id}.json"));
                 let blob = git
-                    .blobs(theirs, &[path.to_string_lossy().into_owned()])
+                    .blobs(
+                        theirs,
+                        &[path.to_string_lossy().into_owned()],
+                        crate::sync::gate::MAX_RECORD_FILE,
+                    )
                     .map_err(|e| e.to_string())?
                     .pop()
-                    .flatten()
+                    .and_then(Blob::bytes)
                     .ok_or("not in the remote's tree")?;
                 store::read_history_bytes(&blob)
             };
@@ -1319,12 +1468,81 @@ impl Memdir {
     }
 }
 
-/// How many lines of a segment's bytes are tombstones of forgotten chunks.
-pub(super) fn tombstones(bytes: &[u8]) -> usize {
-    bytes
-        .split(|&b| b == b'\n')
-        .filter(|l| codec::parse_chunk_line(l).is_ok_and(|c| c.is_tombstone()))
-        .count()
+/// Every link and special file under memdir's paths, relative, with whether it is a link:
+/// never followed (a linked directory is one entry), never committed.
+fn not_regular(root: &Path) -> Result<Vec<(String, bool)>> {
+    let mut out = Vec::new();
+    for top in TRACKED {
+        for e in walkdir::WalkDir::new(root.join(top)).follow_links(false) {
+            let e = match e {
+                Ok(e) => e,
+                Err(err)
+                    if err.io_error().map(std::io::Error::kind)
+                        == Some(std::io::ErrorKind::NotFound) =>
+                {
+                    continue;
+                }
+                Err(err) => {
+                    let path = err.path().unwrap_or(root).to_path_buf();
+                    return Err(memdir_api::error::IoError {
+                        op: "list",
+                        path,
+                        source: err
+                            .into_io_error()
+                            .unwrap_or_else(|| std::io::Error::other("a loop of links")),
+                    }
+                    .into());
+                }
+            };
+            let t = e.file_type();
+            if t.is_file() || t.is_dir() {
+                continue;
+            }
+            if let Ok(rel) = e.path().strip_prefix(root) {
+                out.push((rel.to_string_lossy().into_owned(), t.is_symlink()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What a git mode says an entry is.
+fn entry_of(mode: &str) -> Entry {
+    match mode {
+        "100644" | "100755" | "000000" => Entry::File,
+        "120000" => Entry::Link,
+        _ => Entry::Other,
+    }
+}
+
+/// The format file to write with a merge: raised to the remote's format (one this memdir
+/// reads) or to the patches' format when patch entries arrive, canonical, never the
+/// remote's bytes. `None` when the local format already reads everything.
+fn format_raise(layout: &Layout, remote: Option<u64>, patched: bool) -> Option<txn::FileWrite> {
+    let local = match format::read(layout) {
+        format::Found::Format(n) => n,
+        format::Found::Missing => format::CREATED,
+        format::Found::Unreadable(_) => return None,
+    };
+    let want = remote
+        .unwrap_or(0)
+        .max(if patched { format::PATCHES } else { 0 });
+    (want > local).then(|| txn::FileWrite {
+        rel: format::FILE.into(),
+        bytes: Some(format::bytes_of(want)),
+        hash: None,
+    })
+}
+
+/// What the gate let in from a remote commit.
+#[derive(Default)]
+struct Taken {
+    writes: Vec<txn::FileWrite>,
+    touched: BTreeSet<CategoryName>,
+    /// Category files only the remote changed, checked, as it holds them (a plain commit).
+    their_files: Vec<(String, Vec<u8>)>,
+    /// Whether tombstones of chunks forgotten on another replica arrived.
+    forgotten: bool,
 }
 
 /// What merging a fetched commit did.

@@ -27,10 +27,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::adoption::Sync;
-use super::sync::tombstones;
 use super::{Inner, Memdir};
+use crate::sync::gate::{self, Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
 use crate::sync::http::{self as wire, Remote, RemoteError};
-use crate::sync::merge::{self, Strategy};
+use crate::sync::merge::Strategy;
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::{
     Problem, SYNC_FORMAT, SyncDiffRequest, SyncDiffResponse, SyncFile, SyncItem,
@@ -38,9 +38,7 @@ use memdir_api::{
     SyncResponse, SyncWant,
 };
 use memdir_store::lock::WriteLock;
-use memdir_store::model::{
-    CategoryName, SessionId, content_hash, decode_component, encode_component,
-};
+use memdir_store::model::{CategoryName, content_hash, decode_component};
 use memdir_store::{self as store, Layout, failpoint, fsx, txn};
 
 /// Default page size in bytes of data.
@@ -52,40 +50,6 @@ const MAX_ROUNDS: usize = 5;
 /// Timeout of one HTTP call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// What a caller of the sync plane may touch, decided by the access-control policy of the
-/// surface that calls (the engine only asks).
-pub struct SyncAccess<'a> {
-    /// Whether the caller may read this category.
-    pub read: &'a dyn Fn(&str) -> bool,
-    /// Whether the caller may write this category (the error names the rule).
-    pub write: &'a dyn Fn(&str) -> Result<()>,
-    /// Whether the caller may ingest into these projects (`""`: no project).
-    pub ingest: &'a dyn Fn(&[&str]) -> Result<()>,
-    /// Whether the caller may forget session memory: a pushed segment that turns a chunk
-    /// this store holds into a tombstone is a forget.
-    pub forget: &'a dyn Fn() -> Result<()>,
-}
-
-impl SyncAccess<'static> {
-    /// Everything allowed: this replica's own side of a sync.
-    pub fn all() -> SyncAccess<'static> {
-        SyncAccess {
-            read: &|_| true,
-            write: &|_| Ok(()),
-            ingest: &|_| Ok(()),
-            forget: &|| Ok(()),
-        }
-    }
-}
-
-/// What a path of the sync plane names.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Kind {
-    History(CategoryName, String),
-    Conflict(CategoryName, String),
-    Segment,
-}
-
 fn bad_path(path: &str, why: &str) -> Error {
     Error::invalid(
         "path",
@@ -93,52 +57,16 @@ fn bad_path(path: &str, why: &str) -> Error {
     )
 }
 
-/// A file name of ours: `[A-Za-z0-9._-]`, not starting with a dot, with this suffix.
-fn file_name_ok(name: &str, suffix: &str) -> bool {
-    name.len() > suffix.len()
-        && name.len() <= 200
-        && name.ends_with(suffix)
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-}
-
-/// Validates a path the other side named, as strictly as a local write names its files.
-fn classify(path: &str) -> Result<Kind> {
-    let parts: Vec<&str> = path.split('/').collect();
-    if parts.len() != 3 {
-        return Err(bad_path(path, "three components expected"));
-    }
-    let (top, stem, file) = (parts[0], parts[1], parts[2]);
-    let decoded = decode_component(stem).ok_or_else(|| bad_path(path, "bad name encoding"))?;
-    if encode_component(&decoded) != stem {
-        return Err(bad_path(path, "not the canonical encoding of its name"));
-    }
-    match top {
-        "history" | "conflicts" => {
-            let name = CategoryName::new(&decoded).map_err(|e| bad_path(path, &e.message))?;
-            if !file_name_ok(file, ".json") {
-                return Err(bad_path(path, "bad file name"));
-            }
-            let id = file.trim_end_matches(".json").to_string();
-            Ok(if top == "history" {
-                Kind::History(name, id)
-            } else {
-                Kind::Conflict(name, id)
-            })
-        }
-        "sessions" => {
-            SessionId::new(&decoded).map_err(|e| bad_path(path, &e.message))?;
-            if !file_name_ok(file, ".jsonl") {
-                return Err(bad_path(path, "bad segment name"));
-            }
-            Ok(Kind::Segment)
-        }
-        _ => Err(bad_path(
+/// Validates a path the other side named, as strictly as a local write names its files:
+/// a history entry, a conflict record or a segment (category files never travel).
+fn classify(path: &str) -> Result<Place> {
+    match Place::of(path) {
+        Ok(Place::Category(_)) => Err(bad_path(
             path,
             "not under history/, conflicts/ or sessions/",
         )),
+        Ok(p) => Ok(p),
+        Err(why) => Err(bad_path(path, &why)),
     }
 }
 
@@ -170,19 +98,138 @@ pub fn tree(files: &BTreeMap<String, SyncFile>) -> (String, BTreeMap<String, Str
 
 /// A segment's bytes up to its last line end (a torn tail is not exchanged).
 fn whole_lines(mut b: Vec<u8>) -> Vec<u8> {
-    let end = b.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
-    b.truncate(end);
+    b.truncate(gate::whole_lines(&b).len());
     b
 }
 
-/// The `seq`s of a segment's chunk lines that are tombstones (`dead`) or alive (`!dead`).
-fn segment_seqs(bytes: &[u8], dead: bool) -> BTreeSet<u64> {
-    bytes
-        .split(|&b| b == b'\n')
-        .filter_map(|l| store::codec::parse_chunk_line(l).ok())
-        .filter(|c| c.is_tombstone() == dead)
-        .map(|c| c.seq)
-        .collect()
+/// The most bytes of this replica's own file at `place` read to compare.
+fn local_bound(place: &Place) -> u64 {
+    match place {
+        Place::Segment(_) => fsx::MAX_SEGMENT_FILE,
+        _ => fsx::MAX_JSON_FILE,
+    }
+}
+
+/// The longest a sync may run: between calls, a sync past it ends with `unavailable`.
+const MAX_SYNC_TIME: Duration = Duration::from_secs(600);
+/// The most pages of one sync, whatever its diffs announce.
+const MAX_PAGES: u64 = 100_000;
+
+/// One client sync's remote and what bounds it.
+struct Run<'a> {
+    url: &'a str,
+    remote: &'a Remote,
+    strategy: Strategy,
+    progress: &'a dyn Fn(u64, u64),
+    /// Files and tails moved so far.
+    done: u64,
+    budget: Budget,
+}
+
+/// The pages and time a sync may take: a page for each file a diff announced and for each
+/// 64 KiB of data received, a fixed slack, within [`MAX_PAGES`] and [`MAX_SYNC_TIME`].
+struct Budget {
+    deadline: std::time::Instant,
+    pages: u64,
+    allowed: u64,
+}
+
+impl Budget {
+    fn new(deadline: std::time::Instant) -> Budget {
+        Budget {
+            deadline,
+            pages: 0,
+            allowed: 64,
+        }
+    }
+
+    /// Files a diff announced: each may take a page.
+    fn announce(&mut self, files: usize) {
+        self.allowed = self.allowed.saturating_add(files as u64);
+    }
+
+    /// Before a call: the time left.
+    fn call(&self, url: &str) -> Result<()> {
+        if std::time::Instant::now() > self.deadline {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the sync with {url} ran longer than {} s; it stops here (what was applied stays)",
+                    MAX_SYNC_TIME.as_secs()
+                ),
+            )
+            .hint("sync again to go on from where it stopped"));
+        }
+        Ok(())
+    }
+
+    /// A page received: within the pages its data and the diffs allow.
+    fn page(&mut self, url: &str, page: &SyncPage) -> Result<()> {
+        let bytes: u64 = page.items.iter().map(|i| i.data.len() as u64).sum();
+        self.pages += 1;
+        self.allowed = self.allowed.saturating_add(bytes / (64 * 1024));
+        if self.pages > self.allowed.min(MAX_PAGES) {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{url} kept sending pages: {} pages, more than what its diffs announced allow; the sync stops",
+                    self.pages
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a pulled page is progress on `want`: its items and what it says remains are all
+/// files the diff announced, and every file it sends either leaves the list or, cut, goes on
+/// from where the page ended it.
+fn check_progress(want: &[SyncWant], page: &SyncPage) -> std::result::Result<(), String> {
+    let wanted: BTreeSet<&str> = want.iter().map(|w| w.path.as_str()).collect();
+    if page.items.is_empty() && !page.rest.is_empty() {
+        return Err("it holds nothing and says more is to come".into());
+    }
+    for it in &page.items {
+        if !wanted.contains(it.path.as_str()) {
+            return Err(format!("it holds {}, which was not asked for", it.path));
+        }
+        if let Some(r) = page.rest.iter().find(|r| r.path == it.path)
+            && (it.data.is_empty() || r.from != it.from + it.data.len() as u64)
+        {
+            return Err(format!("it asks again for {} without going on", it.path));
+        }
+    }
+    if let Some(r) = page.rest.iter().find(|r| !wanted.contains(r.path.as_str())) {
+        return Err(format!(
+            "it names {} as still to come, which was not asked for",
+            r.path
+        ));
+    }
+    if page.rest.len() > want.len() {
+        return Err("it names more files to come than were asked for".into());
+    }
+    Ok(())
+}
+
+/// Adds a problem unless one for the same path and kind is there.
+fn report(reported: &mut Vec<Problem>, p: Problem) {
+    if !reported
+        .iter()
+        .any(|r| r.path == p.path && r.kind == p.kind)
+    {
+        reported.push(p);
+    }
+}
+
+/// What the gate let in from a page.
+#[derive(Default)]
+struct Admitted {
+    writes: Vec<txn::FileWrite>,
+    touched: BTreeSet<CategoryName>,
+    /// Whether tombstones of chunks this replica held alive arrived.
+    forgotten: bool,
+    /// Whether a history entry written as a patch arrived.
+    patched: bool,
 }
 
 fn remote_err(url: &str, e: RemoteError) -> Error {
@@ -309,7 +356,8 @@ impl Memdir {
                 };
                 for e in rd.flatten() {
                     let file = e.file_name().to_string_lossy().into_owned();
-                    if fsx::entry_kind(&e) != fsx::EntryKind::File || !file_name_ok(&file, ".json")
+                    if fsx::entry_kind(&e) != fsx::EntryKind::File
+                        || !gate::file_name_ok(&file, ".json")
                     {
                         continue;
                     }
@@ -382,28 +430,38 @@ impl Memdir {
                 }
                 let pushes_category = |c: &CategoryName| (access.write)(c.as_str());
                 match (mine.remove(t.path.as_str()), &kind) {
-                    (None, Kind::History(c, _) | Kind::Conflict(c, _)) => {
+                    (
+                        None,
+                        Place::History { category: c, .. } | Place::Conflict { category: c, .. },
+                    ) => {
                         pushes_category(c)?;
                         resp.push.push(SyncWant::at(&t.path, 0));
                     }
-                    (None, Kind::Segment) => resp.push.push(SyncWant::at(&t.path, 0)),
+                    (None, _) => resp.push.push(SyncWant::at(&t.path, 0)),
                     (Some(o), _) if o.hash == t.hash && o.len == t.len => {}
                     // The caller's copy may extend ours: it checks our hash against its
                     // first bytes before sending the tail (else the segment travels whole).
-                    (Some(o), Kind::Segment) if t.len > o.len => resp.push.push(SyncWant {
+                    (Some(o), Place::Segment(_)) if t.len > o.len => resp.push.push(SyncWant {
                         prefix: Some(o.hash.clone()),
                         ..SyncWant::at(&t.path, o.len)
                     }),
-                    (Some(o), Kind::Segment)
+                    (Some(o), Place::Segment(_))
                         if o.len > t.len && self.segment_starts_with(&t.path, t)? =>
                     {
                         resp.pull.push(SyncWant::at(&t.path, t.len))
                     }
                     // Neither copy extends the other: a forget rewrote a line on one side
-                    // (or both). Each side sends its whole copy; the receiver merges.
-                    (Some(_), Kind::Segment) => {
+                    // (or both). Each side sends its whole copy; the receiver's gate decides.
+                    (Some(_), Place::Segment(_)) => {
                         resp.pull.push(SyncWant::whole(&t.path));
                         resp.push.push(SyncWant::whole(&t.path));
+                    }
+                    // Two copies of one version: a forget (or a patch written whole) on one
+                    // side. Both travel; each side's gate keeps what wins, or reports.
+                    (Some(_), Place::History { category: c, .. }) => {
+                        pushes_category(c)?;
+                        resp.pull.push(SyncWant::at(&t.path, 0));
+                        resp.push.push(SyncWant::at(&t.path, 0));
                     }
                     (Some(_), _) => resp.diverged.push(t.path.clone()),
                 }
@@ -440,7 +498,8 @@ impl Memdir {
         let mut used: u64 = 0;
         for (i, w) in want.iter().enumerate() {
             let kind = classify(&w.path)?;
-            if let Kind::History(c, _) | Kind::Conflict(c, _) = &kind
+            let segment = matches!(kind, Place::Segment(_));
+            if let Some(c) = kind.category()
                 && !(access.read)(c.as_str())
             {
                 return Err(Error::new(
@@ -453,31 +512,22 @@ impl Memdir {
                 )
                 .detail("rule", Value::from("acl.rules.read")));
             }
-            let limit = if kind == Kind::Segment {
-                fsx::MAX_SEGMENT_FILE
-            } else {
-                fsx::MAX_JSON_FILE
-            };
-            let Some(bytes) = fsx::read(&layout.root.join(&w.path), limit)? else {
+            let Some(bytes) = fsx::read(&layout.root.join(&w.path), local_bound(&kind))? else {
                 return Err(Error::new(
                     ErrorKind::NotFound,
                     format!("{} is not in this memory directory", w.path),
                 ));
             };
-            let bytes = if kind == Kind::Segment {
-                whole_lines(bytes)
-            } else {
-                bytes
-            };
+            let bytes = if segment { whole_lines(bytes) } else { bytes };
             // A tail whose prefix is not what the receiver holds travels whole, to be merged.
-            let whole = kind == Kind::Segment
+            let whole = segment
                 && (w.whole
                     || w.prefix.as_deref().is_some_and(|p| {
                         (w.from as usize) > bytes.len()
                             || content_hash(&bytes[..w.from as usize]) != p
                     }));
             let from = if whole { 0 } else { w.from as usize };
-            if from > bytes.len() || (kind != Kind::Segment && from != 0) {
+            if from > bytes.len() || (!segment && from != 0) {
                 return Err(Error::invalid(
                     "from",
                     format!(
@@ -492,12 +542,12 @@ impl Memdir {
                 continue;
             }
             let room = max.saturating_sub(used) as usize;
-            if used > 0 && data.len() > room && (kind != Kind::Segment || whole) {
+            if used > 0 && data.len() > room && (!segment || whole) {
                 page.rest.extend(want[i..].iter().cloned());
                 break;
             }
             let mut cut = false;
-            if data.len() > room && kind == Kind::Segment && !whole {
+            if data.len() > room && segment && !whole {
                 // A tail longer than the room left: whole lines up to it, at least one.
                 let end = data[..room]
                     .iter()
@@ -598,21 +648,22 @@ impl Memdir {
         })
     }
 
-    /// Checks every item of a page (hash, path, content, access) before anything is written,
-    /// then applies them as one transaction under the store lock, derives the categories
-    /// whose history grew, and brings the ledger (and so the index) up to date.
+    /// Applies a page: what a caller may not send at all refuses it whole before anything is
+    /// read (a path sync does not exchange, damage in transit, a tail without its prefix);
+    /// then, under the store lock, every item passes the gate, which refuses the page whole
+    /// for a right the caller lacks and reports an item it refuses while the rest is taken.
+    /// What the gate lets in is one transaction; the categories whose history grew are
+    /// derived, and the ledger (and so the index) catches up.
     fn apply_items(
         &self,
         items: &[SyncItem],
         strategy: Strategy,
         access: &SyncAccess<'_>,
     ) -> Result<SyncPushResponse> {
-        let mut kinds = Vec::with_capacity(items.len());
-        let mut patched = false;
+        let mut places = Vec::with_capacity(items.len());
         for it in items {
-            let kind = classify(&it.path)?;
-            let bytes = it.data.as_bytes();
-            if content_hash(bytes) != it.hash {
+            let place = classify(&it.path)?;
+            if content_hash(it.data.as_bytes()) != it.hash {
                 return Err(Error::new(
                     ErrorKind::Corrupt,
                     format!(
@@ -622,75 +673,17 @@ impl Memdir {
                 )
                 .field("items"));
             }
-            match &kind {
-                Kind::History(c, id) => {
-                    (access.write)(c.as_str())?;
-                    let e = store::read_history_bytes(bytes).map_err(|why| {
-                        Error::invalid("items", format!("{}: not a history entry: {why}", it.path))
-                    })?;
-                    patched |= e.patch.is_some();
-                    if &e.id != id || it.from != 0 {
-                        return Err(Error::invalid(
-                            "items",
-                            format!("{}: the entry's id is {:?}", it.path, e.id),
-                        ));
-                    }
-                }
-                Kind::Conflict(c, id) => {
-                    (access.write)(c.as_str())?;
-                    if it.from != 0
-                        || serde_json::from_slice::<Value>(bytes).is_err()
-                        || !content_hash(bytes).starts_with(id.as_str())
-                    {
-                        return Err(Error::invalid(
-                            "items",
-                            format!("{}: not a conflict record named by its hash", it.path),
-                        ));
-                    }
-                }
-                Kind::Segment => {
-                    if !bytes.ends_with(b"\n") || (it.from > 0 && it.prefix.is_none()) {
-                        return Err(Error::invalid(
-                            "items",
-                            format!(
-                                "{}: a segment tail is whole lines, with the hash of what precedes it",
-                                it.path
-                            ),
-                        ));
-                    }
-                    let mut projects: BTreeSet<String> = BTreeSet::new();
-                    for (n, line) in it.data.lines().enumerate() {
-                        let v: Value = serde_json::from_str(line).map_err(|e| {
-                            Error::invalid(
-                                "items",
-                                format!("{} line {} of the page: not JSON: {e}", it.path, n + 1),
-                            )
-                        })?;
-                        if !v.is_object() {
-                            return Err(Error::invalid(
-                                "items",
-                                format!("{} line {}: not a chunk line", it.path, n + 1),
-                            ));
-                        }
-                        if v.get("op").is_none() {
-                            projects.insert(v["project"].as_str().unwrap_or("").to_string());
-                        }
-                    }
-                    let ps: Vec<&str> = projects.iter().map(String::as_str).collect();
-                    (access.ingest)(&ps)?;
-                    // Tombstones of chunks this store holds alive: the page forgets them.
-                    let dead = segment_seqs(bytes, true);
-                    if !dead.is_empty() {
-                        let here =
-                            fsx::read(&self.layout().root.join(&it.path), fsx::MAX_SEGMENT_FILE)?
-                                .unwrap_or_default();
-                        if !segment_seqs(&here, false).is_disjoint(&dead) {
-                            (access.forget)()?;
-                        }
-                    }
-                }
+            let segment = matches!(place, Place::Segment(_));
+            if (!segment && it.from != 0) || (segment && it.from > 0 && it.prefix.is_none()) {
+                return Err(Error::invalid(
+                    "items",
+                    format!(
+                        "{}: only a segment travels as a tail, with the hash of what precedes it",
+                        it.path
+                    ),
+                ));
             }
-            kinds.push(kind);
+            places.push(place);
         }
         let mut resp = SyncPushResponse::default();
         if items.is_empty() {
@@ -700,95 +693,12 @@ impl Memdir {
         let resp = self.with_write(|inner, lock| {
             self.adopt_all(inner, lock)?;
             let layout = self.layout().clone();
-            let mut touched: BTreeSet<CategoryName> = BTreeSet::new();
-            let mut current: BTreeMap<&str, Option<Vec<u8>>> = BTreeMap::new();
-            let mut changed: BTreeSet<&str> = BTreeSet::new();
-            for (it, kind) in items.iter().zip(&kinds) {
-                let path = it.path.as_str();
-                if !current.contains_key(path) {
-                    let limit = if *kind == Kind::Segment {
-                        fsx::MAX_SEGMENT_FILE
-                    } else {
-                        fsx::MAX_JSON_FILE
-                    };
-                    let b = fsx::read(&layout.root.join(path), limit)?;
-                    current.insert(path, b);
-                }
-                let cur = current.get_mut(path).expect("invariant: inserted above");
-                let data = it.data.as_bytes();
-                match kind {
-                    Kind::History(c, _) | Kind::Conflict(c, _) => match cur {
-                        None => {
-                            *cur = Some(data.to_vec());
-                            changed.insert(path);
-                            resp.applied += 1;
-                            touched.insert(c.clone());
-                        }
-                        Some(b) if b.as_slice() == data => resp.present += 1,
-                        Some(_) => resp.reported.push(Problem {
-                            kind: "diverged".into(),
-                            path: it.path.clone(),
-                            message: "a write-once file with another content here; this copy is kept".into(),
-                        }),
-                    },
-                    Kind::Segment => {
-                        let have = whole_lines(cur.clone().unwrap_or_default());
-                        let from = it.from as usize;
-                        let prefix_ok = |b: &[u8]| {
-                            from == 0 || it.prefix.as_deref() == Some(content_hash(&b[..from]).as_str())
-                        };
-                        if have.len() == from && prefix_ok(&have) {
-                            let mut b = have;
-                            b.extend_from_slice(data);
-                            *cur = Some(b);
-                            changed.insert(path);
-                            resp.applied += 1;
-                        } else if have.len() >= from + data.len()
-                            && &have[from..from + data.len()] == data
-                            && prefix_ok(&have)
-                        {
-                            resp.present += 1;
-                        } else if from == 0 {
-                            // Two copies of one segment, neither extending the other: a
-                            // forget rewrote lines on one side. Merged line by line, the
-                            // tombstones of both sides kept (the rule git sync follows).
-                            let (merged, diverged) = merge::merge_segment(&have, data);
-                            if diverged {
-                                resp.reported.push(Problem {
-                                    kind: "diverged".into(),
-                                    path: it.path.clone(),
-                                    message: "two machines appended to one segment (a shared replica id?); the copy with more lines was kept, with the other's forgotten chunks".into(),
-                                });
-                            }
-                            if merged == have {
-                                resp.present += 1;
-                            } else {
-                                forgotten |= tombstones(&merged) > tombstones(&have);
-                                *cur = Some(merged);
-                                changed.insert(path);
-                                resp.applied += 1;
-                            }
-                        } else {
-                            resp.reported.push(Problem {
-                                kind: "diverged".into(),
-                                path: it.path.clone(),
-                                message: "the segment differs from the sender's copy (two machines under one replica id?); this copy is kept".into(),
-                            });
-                        }
-                    }
-                }
-            }
+            let admitted = self.admit_items(lock, items, &places, access, &mut resp)?;
+            forgotten = admitted.forgotten;
+            let touched = admitted.touched;
+            let mut writes = admitted.writes;
             // The heads this replica had (for local_wins and remote_wins).
             let local_heads = self.head_ids(&touched)?;
-            let mut writes: Vec<txn::FileWrite> = current
-                .into_iter()
-                .filter(|(p, _)| changed.contains(p))
-                .map(|(p, b)| txn::FileWrite {
-                    rel: p.into(),
-                    bytes: b,
-                    hash: None,
-                })
-                .collect();
             let seed = content_hash(
                 items
                     .iter()
@@ -796,7 +706,10 @@ impl Memdir {
                     .collect::<String>()
                     .as_bytes(),
             );
-            if patched && !writes.is_empty() {
+            // A version forgotten on the other side: the versions here written as patches of
+            // it are written whole in the same transaction.
+            store::history::keep_chains(&layout.root, &mut writes)?;
+            if admitted.patched && !writes.is_empty() {
                 // Entries written as patches arrive with the format that reads them.
                 store::format::raise_for_patches(&layout, &mut writes);
             }
@@ -819,7 +732,8 @@ impl Memdir {
                 let entries = self.history_entries(name)?;
                 // A malformed hand edit stays as it is (adoption reports it); the history
                 // holds the merged version.
-                let _ = self.settle_category(name, &entries, strategy, &local_heads, &seed, &mut out)?;
+                let _ =
+                    self.settle_category(name, &entries, strategy, &local_heads, &seed, &mut out)?;
             }
             self.settled()?;
             for name in &touched {
@@ -839,8 +753,87 @@ impl Memdir {
         Ok(resp)
     }
 
-    /// `memdir sync` with an HTTP remote: rounds of manifest, diff, pull, push until both
-    /// sides hold the same files.
+    /// Each item of a page through the gate, in order (an item sees what the ones before it
+    /// made of its file). Caller holds the lock.
+    fn admit_items(
+        &self,
+        lock: &WriteLock,
+        items: &[SyncItem],
+        places: &[Place],
+        access: &SyncAccess<'_>,
+        resp: &mut SyncPushResponse,
+    ) -> Result<Admitted> {
+        let root = &self.layout().root;
+        let replica = self.replica(lock)?;
+        let gate = Gate::new(&replica, access, &self.settings.redaction);
+        let mut current: BTreeMap<&str, Option<Vec<u8>>> = BTreeMap::new();
+        let mut changed: BTreeSet<&str> = BTreeSet::new();
+        let mut admitted = Admitted::default();
+        for (it, place) in items.iter().zip(places) {
+            let path = it.path.as_str();
+            if !current.contains_key(path) {
+                match fsx::read(&root.join(path), local_bound(place)) {
+                    Ok(b) => current.insert(path, b),
+                    Err(e) => {
+                        resp.reported.push(Problem {
+                            kind: "unreadable".into(),
+                            path: it.path.clone(),
+                            message: format!("{}; this copy stays as it is", e.source),
+                        });
+                        continue;
+                    }
+                };
+            }
+            let cur = current.get_mut(path).expect("invariant: inserted above");
+            let data = it.data.as_bytes();
+            let body = match &it.prefix {
+                Some(prefix) if it.from > 0 => Body::Tail {
+                    from: it.from,
+                    prefix,
+                    data,
+                },
+                _ => Body::Whole(data),
+            };
+            let incoming = Incoming {
+                path,
+                entry: Entry::File,
+                body,
+            };
+            let verdict = gate.admit(&incoming, cur.as_deref())?;
+            let withdrawn = matches!(verdict, Verdict::Withdraw(_));
+            match verdict {
+                Verdict::Same => resp.present += 1,
+                Verdict::Refuse(p) => resp.reported.push(p),
+                v => {
+                    let bytes = v.into_bytes().expect("invariant: a verdict that writes");
+                    admitted.forgotten |= withdrawn && matches!(place, Place::Segment(_));
+                    admitted.patched |= matches!(place, Place::History { .. })
+                        && store::read_history_bytes(&bytes).is_ok_and(|e| e.patch.is_some());
+                    if let Some(c) = place.category() {
+                        admitted.touched.insert(c.clone());
+                    }
+                    *cur = Some(bytes);
+                    changed.insert(path);
+                    resp.applied += 1;
+                }
+            }
+        }
+        admitted.writes = current
+            .into_iter()
+            .filter(|(p, _)| changed.contains(p))
+            .map(|(p, b)| txn::FileWrite {
+                rel: p.into(),
+                bytes: b,
+                hash: None,
+            })
+            .collect();
+        Ok(admitted)
+    }
+
+    /// `memdir sync` with an HTTP remote: rounds of manifest, diff, pull, push. A sync ends
+    /// pushed when both sides hold the same files, or once a round after the first has
+    /// pushed everything this replica held when it began (steady writers on either side
+    /// never leave two equal manifests; what they write meanwhile is the next sync's).
     pub(super) fn sync_http(
         &self,
         url: &str,
@@ -855,12 +848,19 @@ impl Memdir {
             ..Default::default()
         };
         let all = SyncAccess::all();
-        let call = |route: &str, body: Value| remote.call(route, Some(&body));
-        let mut done: u64 = 0;
+        let mut run = Run {
+            url,
+            remote: &remote,
+            strategy,
+            progress,
+            done: 0,
+            budget: Budget::new(std::time::Instant::now() + MAX_SYNC_TIME),
+        };
         for round in 1..=MAX_ROUNDS {
             resp.rounds = round;
             let mine = self.current_sync_files(all.read)?;
             let (root, buckets) = tree(&mine);
+            run.budget.call(url)?;
             let theirs: SyncManifestResponse = match remote.call(wire::MANIFEST, None) {
                 Ok(v) => decode(url, v)?,
                 Err(RemoteError::Unreachable(m)) => {
@@ -886,20 +886,24 @@ impl Memdir {
                     l.push(f.clone());
                 }
             }
+            run.budget.call(url)?;
             let diff: SyncDiffResponse = decode(
                 url,
-                call(wire::DIFF, json!({"buckets": differing})).map_err(|e| remote_err(url, e))?,
+                remote
+                    .call(wire::DIFF, Some(&json!({"buckets": differing})))
+                    .map_err(|e| remote_err(url, e))?,
             )?;
             for p in &diff.diverged {
-                if !resp.reported.iter().any(|r| &r.path == p) {
-                    resp.reported.push(Problem {
+                report(
+                    &mut resp.reported,
+                    Problem {
                         kind: "diverged".into(),
                         path: p.clone(),
                         message:
                             "both sides hold this file with different contents; each keeps its own"
                                 .into(),
-                    });
-                }
+                    },
+                );
             }
             if diff.pull.is_empty() && diff.push.is_empty() {
                 // Only diverged files differ: nothing a sync can do.
@@ -921,55 +925,12 @@ impl Memdir {
                     want.push(SyncWant::whole(&w.path));
                 }
             }
-            // Progress in files and tails: what this round moves, after what earlier ones did.
-            let mut total = done + (want.len() + push.len()) as u64;
-            progress(done, total);
-            while !want.is_empty() {
-                let page: SyncPage = decode(
-                    url,
-                    call(wire::PULL, json!({"want": want, "max_bytes": PAGE_BYTES}))
-                        .map_err(|e| remote_err(url, e))?,
-                )?;
-                check_format(url, &page.format)?;
-                if page.items.is_empty() && page.rest == want {
-                    return Err(Error::new(
-                        ErrorKind::Unavailable,
-                        format!("{url} sent an empty page; the sync cannot progress"),
-                    ));
-                }
-                let r = self.apply_items(&page.items, strategy, &all)?;
-                failpoint::hit("sync.http.after_pull_page");
-                resp.files_received += r.applied;
-                resp.merged |= r.applied > 0;
-                resp.categories.extend(r.categories);
-                resp.conflicts.extend(r.conflicts);
-                resp.reported.extend(r.reported);
-                done += page.items.len() as u64;
-                want = page.rest;
-                total = total.max(done + (want.len() + push.len()) as u64);
-                progress(done, total);
-            }
-            let mut want = push;
-            while !want.is_empty() {
-                let page = self.sync_page(&want, PAGE_BYTES, &all)?;
-                if page.items.is_empty() && page.rest.is_empty() {
-                    break;
-                }
-                let r: SyncPushResponse = decode(
-                    url,
-                    call(
-                        wire::PUSH,
-                        json!({"format": SYNC_FORMAT, "items": page.items, "strategy": strategy.as_str()}),
-                    )
-                    .map_err(|e| remote_err(url, e))?,
-                )?;
-                failpoint::hit("sync.http.after_push_page");
-                resp.files_sent += page.items.len();
-                resp.conflicts.extend(r.conflicts);
-                done += page.items.len() as u64;
-                want = page.rest;
-                total = total.max(done + want.len() as u64);
-                progress(done, total);
+            self.pull_all(&mut run, want, push.len() as u64, &mut resp)?;
+            self.push_all(&mut run, push, &mut resp)?;
+            if round >= 2 {
+                // Everything this replica held when the round began is on the server.
+                resp.pushed = true;
+                break;
             }
         }
         if !resp.pushed {
@@ -983,5 +944,96 @@ impl Memdir {
             l.dedup();
         }
         Ok(resp)
+    }
+
+    /// Pulls and applies pages of `want` until the server has sent all of it. A page must be
+    /// progress on what the diff announced, within the sync's page and time budgets, or the
+    /// sync ends with `unavailable`.
+    fn pull_all(
+        &self,
+        run: &mut Run<'_>,
+        mut want: Vec<SyncWant>,
+        pushes: u64,
+        resp: &mut SyncResponse,
+    ) -> Result<()> {
+        let all = SyncAccess::all();
+        let url = run.url;
+        // Progress in files and tails: what this round moves, after what earlier ones did.
+        let mut total = run.done + want.len() as u64 + pushes;
+        (run.progress)(run.done, total);
+        run.budget.announce(want.len());
+        while !want.is_empty() {
+            run.budget.call(url)?;
+            let page: SyncPage = decode(
+                url,
+                run.remote
+                    .call(
+                        wire::PULL,
+                        Some(&json!({"want": want, "max_bytes": PAGE_BYTES})),
+                    )
+                    .map_err(|e| remote_err(url, e))?,
+            )?;
+            check_format(url, &page.format)?;
+            check_progress(&want, &page).map_err(|why| {
+                Error::new(
+                    ErrorKind::Unavailable,
+                    format!("{url} sent a page that is not progress on what its diff announced: {why}; the sync stops"),
+                )
+            })?;
+            run.budget.page(url, &page)?;
+            let r = self.apply_items(&page.items, run.strategy, &all)?;
+            failpoint::hit("sync.http.after_pull_page");
+            resp.files_received += r.applied;
+            resp.merged |= r.applied > 0;
+            resp.categories.extend(r.categories);
+            resp.conflicts.extend(r.conflicts);
+            for p in r.reported {
+                report(&mut resp.reported, p);
+            }
+            run.done += page.items.len() as u64;
+            want = page.rest;
+            total = total.max(run.done + want.len() as u64 + pushes);
+            (run.progress)(run.done, total);
+        }
+        Ok(())
+    }
+
+    /// Pushes pages of `push` until the server holds all of it; what it refuses is reported.
+    fn push_all(
+        &self,
+        run: &mut Run<'_>,
+        mut want: Vec<SyncWant>,
+        resp: &mut SyncResponse,
+    ) -> Result<()> {
+        let all = SyncAccess::all();
+        let url = run.url;
+        let mut total = run.done + want.len() as u64;
+        while !want.is_empty() {
+            let page = self.sync_page(&want, PAGE_BYTES, &all)?;
+            if page.items.is_empty() && page.rest.is_empty() {
+                break;
+            }
+            run.budget.call(url)?;
+            let r: SyncPushResponse = decode(
+                url,
+                run.remote
+                    .call(
+                        wire::PUSH,
+                        Some(&json!({"format": SYNC_FORMAT, "items": page.items, "strategy": run.strategy.as_str()})),
+                    )
+                    .map_err(|e| remote_err(url, e))?,
+            )?;
+            failpoint::hit("sync.http.after_push_page");
+            resp.files_sent += page.items.len();
+            resp.conflicts.extend(r.conflicts);
+            for p in r.reported {
+                report(&mut resp.reported, p);
+            }
+            run.done += page.items.len() as u64;
+            want = page.rest;
+            total = total.max(run.done + want.len() as u64);
+            (run.progress)(run.done, total);
+        }
+        Ok(())
     }
 }

@@ -5,12 +5,44 @@
 //! would change the result (`core.autocrlf=false`, `LC_ALL=C`, no pager, no gpg for memdir's
 //! own commits, a fallback identity); nothing here rebases, amends, resets or force-pushes.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The empty tree's id (the merge base of unrelated histories).
 pub const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// One path that differs between two trees: the second side's mode and blob id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub path: String,
+    /// `100644` for a file, `120000` a link, `160000` a submodule, `000000` when removed.
+    pub mode: String,
+    pub sha: String,
+    pub removed: bool,
+}
+
+/// One object read by [`Git::objects`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Blob {
+    Bytes(Vec<u8>),
+    /// Not in the repository.
+    Missing,
+    /// A blob over the bound it was read with, of this many bytes: passed over unread.
+    TooLarge(u64),
+    /// Not a blob (a tree, a commit).
+    NotAFile,
+}
+
+impl Blob {
+    /// The bytes, when the object was read.
+    pub fn bytes(self) -> Option<Vec<u8>> {
+        match self {
+            Blob::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+}
 
 /// A failed git call: the command and what git said.
 #[derive(Debug, Clone)]
@@ -99,6 +131,27 @@ impl Git {
 
     /// Runs git, feeding `input`, and returns its output whatever the exit status.
     pub fn raw(&self, args: &[&str], input: Option<&[u8]>) -> Result<Out, GitError> {
+        let (stdout, status, stderr) = self.stream(args, input, |o| {
+            let mut stdout = Vec::new();
+            let _ = o.read_to_end(&mut stdout);
+            Ok(stdout)
+        })?;
+        Ok(Out {
+            status,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Runs git, feeding `input`, and hands its standard output to `read` as it streams.
+    /// Returns what `read` returned, the exit status and the standard error; an error of
+    /// `read` ends the process.
+    fn stream<T>(
+        &self,
+        args: &[&str],
+        input: Option<&[u8]>,
+        read: impl FnOnce(&mut dyn BufRead) -> Result<T, GitError>,
+    ) -> Result<(T, Option<i32>, String), GitError> {
         let mut cmd = self.command(args);
         cmd.stdin(if input.is_some() {
             Stdio::piped()
@@ -125,9 +178,10 @@ impl Git {
             let _ = stderr.read_to_end(&mut s);
             s
         });
-        let mut stdout = Vec::new();
-        if let Some(mut o) = child.stdout.take() {
-            let _ = o.read_to_end(&mut stdout);
+        let stdout = child.stdout.take().expect("invariant: piped stdout");
+        let read = read(&mut BufReader::with_capacity(64 * 1024, stdout));
+        if read.is_err() {
+            let _ = child.kill();
         }
         let status = child.wait().map_err(|e| GitError {
             command: args.join(" "),
@@ -138,11 +192,7 @@ impl Git {
             let _ = w.join();
         }
         let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
-        Ok(Out {
-            status: status.code(),
-            stdout,
-            stderr,
-        })
+        Ok((read?, status.code(), stderr))
     }
 
     /// Runs git and fails unless it exits 0.
@@ -184,68 +234,114 @@ impl Git {
         }
     }
 
-    /// Paths that differ between two trees or commits, with `A`/`M`/`D`, without renames.
+    /// Paths that differ between two trees or commits, without renames.
     pub fn changed(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
-        let out = self.run(&[
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--name-only",
-            from,
-            to,
-        ])?;
-        Ok(split_z(&out.stdout))
+        Ok(self.diff(from, to)?.into_iter().map(|c| c.path).collect())
     }
 
-    /// The contents of `rev:path` for each path (`None` where it does not exist), read
-    /// through one `git cat-file --batch`.
-    pub fn blobs(&self, rev: &str, paths: &[String]) -> Result<Vec<Option<Vec<u8>>>, GitError> {
-        if paths.is_empty() {
+    /// What differs between two trees or commits, path by path, with the modes and blob ids
+    /// of the second side (`diff-tree -r --raw`, without renames).
+    pub fn diff(&self, from: &str, to: &str) -> Result<Vec<Change>, GitError> {
+        let out = self.run(&["diff-tree", "-r", "-z", "--no-renames", "--raw", from, to])?;
+        let mut fields = out.stdout.split(|b| *b == 0).filter(|s| !s.is_empty());
+        let mut changes = Vec::new();
+        while let Some(meta) = fields.next() {
+            let meta = String::from_utf8_lossy(meta);
+            let bad = || GitError {
+                command: format!("diff-tree --raw {from} {to}"),
+                status: Some(0),
+                stderr: format!("unexpected output {meta:?}"),
+            };
+            let m: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+            let (Some(path), &[_, mode, _, sha, status]) = (fields.next(), &m[..]) else {
+                return Err(bad());
+            };
+            changes.push(Change {
+                path: String::from_utf8_lossy(path).into_owned(),
+                mode: mode.to_string(),
+                sha: sha.to_string(),
+                removed: status.starts_with('D'),
+            });
+        }
+        Ok(changes)
+    }
+
+    /// The contents of `rev:path` for each path, read through one `git cat-file --batch`.
+    pub fn blobs(&self, rev: &str, paths: &[String], limit: u64) -> Result<Vec<Blob>, GitError> {
+        let objects: Vec<(String, u64)> = paths
+            .iter()
+            .map(|p| (format!("{rev}:{p}"), limit))
+            .collect();
+        self.objects(&objects)
+    }
+
+    /// The blobs named by `objects` (object names, each with the most bytes to keep of it),
+    /// through one `git cat-file --batch` read as it streams: an object over its bound is
+    /// passed over as it arrives, never held.
+    pub fn objects(&self, objects: &[(String, u64)]) -> Result<Vec<Blob>, GitError> {
+        if objects.is_empty() {
             return Ok(Vec::new());
         }
         let mut input = Vec::new();
-        for p in paths {
-            input.extend_from_slice(format!("{rev}:{p}\n").as_bytes());
+        for (name, _) in objects {
+            input.extend_from_slice(name.as_bytes());
+            input.push(b'\n');
         }
-        let out = self.run_with(&["cat-file", "--batch"], Some(&input))?;
-        let mut res = Vec::with_capacity(paths.len());
-        let mut rest = &out.stdout[..];
-        for p in paths {
-            let nl = rest
-                .iter()
-                .position(|b| *b == b'\n')
-                .ok_or_else(|| GitError {
-                    command: "cat-file --batch".into(),
-                    status: Some(0),
-                    stderr: format!("short output at {p}"),
-                })?;
-            let header = String::from_utf8_lossy(&rest[..nl]).into_owned();
-            rest = &rest[nl + 1..];
-            if header.ends_with(" missing") {
-                res.push(None);
-                continue;
+        let bad = |what: String| GitError {
+            command: "cat-file --batch".into(),
+            status: Some(0),
+            stderr: what,
+        };
+        let (blobs, status, stderr) = self.stream(&["cat-file", "--batch"], Some(&input), |o| {
+            let mut out = Vec::with_capacity(objects.len());
+            for (name, limit) in objects {
+                let mut header = String::new();
+                o.read_line(&mut header)
+                    .map_err(|e| bad(format!("reading {name}: {e}")))?;
+                let header = header.trim_end();
+                if header.is_empty() {
+                    return Err(bad(format!("short output at {name}")));
+                }
+                if header.ends_with(" missing") {
+                    out.push(Blob::Missing);
+                    continue;
+                }
+                let mut h = header.rsplit(' ');
+                let size: u64 = h
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| bad(format!("unexpected header {header:?}")))?;
+                let kind = h.next().unwrap_or_default().to_string();
+                if size > *limit || kind != "blob" {
+                    std::io::copy(&mut o.take(size + 1), &mut std::io::sink())
+                        .map_err(|e| bad(format!("reading {name}: {e}")))?;
+                    out.push(if kind == "blob" {
+                        Blob::TooLarge(size)
+                    } else {
+                        Blob::NotAFile
+                    });
+                    continue;
+                }
+                let mut bytes = Vec::with_capacity(size as usize);
+                o.take(size)
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| bad(format!("reading {name}: {e}")))?;
+                let mut nl = [0u8; 1];
+                if bytes.len() as u64 != size || o.read_exact(&mut nl).is_err() {
+                    return Err(bad(format!("short object {name}")));
+                }
+                out.push(Blob::Bytes(bytes));
             }
-            let size: usize = header
-                .rsplit(' ')
-                .next()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| GitError {
-                    command: "cat-file --batch".into(),
-                    status: Some(0),
-                    stderr: format!("unexpected header {header:?}"),
-                })?;
-            if !header.contains(" blob ") || rest.len() < size + 1 {
-                return Err(GitError {
-                    command: "cat-file --batch".into(),
-                    status: Some(0),
-                    stderr: format!("{p}: unexpected object {header:?}"),
-                });
-            }
-            res.push(Some(rest[..size].to_vec()));
-            rest = &rest[size + 1..];
+            Ok(out)
+        })?;
+        if status != Some(0) {
+            return Err(GitError {
+                command: "cat-file --batch".into(),
+                status,
+                stderr,
+            });
         }
-        Ok(res)
+        Ok(blobs)
     }
 
     /// The git directory (`.git`).

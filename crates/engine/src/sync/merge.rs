@@ -1,17 +1,10 @@
-//! The one merge core for two replicas' files, used by every transport.
+//! The one merge core for two replicas' histories, used by every transport.
 //!
-//! Pure: it takes file contents and history entries and returns what the merged store holds.
-//! The rules per file kind:
+//! Pure: it takes history entries and returns what the merged store holds. What may enter a
+//! replica at all (a segment only as an extension or a forget, history and conflict records
+//! write-once) is decided before, file by file, by the gate ([`super::gate`]); what this
+//! module decides is what the union of two histories serves:
 //!
-//! - session segments (`sessions/<id>/<replica>.jsonl`) have one appending writer each, so a
-//!   segment is taken from the side that changed it. Any replica may `forget` a chunk of any
-//!   segment, which rewrites that line in place as a tombstone keeping its `seq` and `hlc`; so
-//!   when both sides changed a segment, it is merged line by line ([`merge_segment`]): the
-//!   side with more complete lines wins (then the longer, then the larger bytes), and every
-//!   tombstone of the other side whose `seq` and `hlc` match a line of the winner replaces
-//!   that line. A forget therefore travels with the sync, and every replica that merges the
-//!   same two files writes the same bytes;
-//! - history entries and conflict records are write-once: union;
 //! - categories: the file is derived from the merged history. One head (every other version is
 //!   in its ancestry): fast-forward. Several concurrent heads: [`resolve`] writes one version
 //!   with all of them as parents, chosen by the [`Strategy`]; its id and bytes depend on the
@@ -445,22 +438,6 @@ pub fn apply_retention(
     before - entries.len()
 }
 
-/// What a path of the merged tree holds, given its bytes at the merge base and on each side
-/// (`None`: absent). Categories are not decided here: their files follow from history.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PathMerge {
-    /// Keep this side's bytes (or absence).
-    Ours,
-    /// Take the other side's bytes (or absence).
-    Theirs,
-    /// A clean merge of both sides (a segment appended on one side and with a chunk forgotten
-    /// on the other): these bytes.
-    Merged(Vec<u8>),
-    /// A broken invariant (a write-once file with two contents, a segment written by two
-    /// machines): the deterministic pick, with why it was needed.
-    Picked(Option<Vec<u8>>, String),
-}
-
 /// The file kinds of a memory directory, by path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathKind {
@@ -484,152 +461,6 @@ impl PathKind {
         } else {
             PathKind::Other
         }
-    }
-}
-
-/// Three-way merge of one path by the rules of its kind. Symmetric: swapping the sides
-/// swaps `Ours` and `Theirs` and keeps a `Picked` value.
-pub fn merge_path(
-    kind: PathKind,
-    base: Option<&[u8]>,
-    ours: Option<&[u8]>,
-    theirs: Option<&[u8]>,
-) -> PathMerge {
-    if ours == theirs || theirs == base {
-        return PathMerge::Ours;
-    }
-    if ours == base {
-        return PathMerge::Theirs;
-    }
-    // Both sides changed the path, differently.
-    match kind {
-        PathKind::Segment => match (ours, theirs) {
-            (Some(o), Some(t)) if t.starts_with(o) => PathMerge::Theirs,
-            (Some(o), Some(t)) if o.starts_with(t) => PathMerge::Ours,
-            (Some(o), Some(t)) => {
-                let (merged, diverged) = merge_segment(o, t);
-                if diverged {
-                    PathMerge::Picked(
-                        Some(merged),
-                        "two machines appended to one segment (a shared replica id); the copy with more lines was kept, with the other's forgotten chunks".into(),
-                    )
-                } else if merged == o {
-                    PathMerge::Ours
-                } else if merged == t {
-                    PathMerge::Theirs
-                } else {
-                    PathMerge::Merged(merged)
-                }
-            }
-            _ => PathMerge::Picked(
-                pick(ours, theirs),
-                "a segment removed on one side and changed on the other; the changed copy was kept"
-                    .into(),
-            ),
-        },
-        PathKind::History | PathKind::Conflict => match (ours, theirs) {
-            // Compaction on one side, and the file unchanged on the other: absence wins.
-            (None, _) | (_, None) => PathMerge::Picked(None, "removed by compaction".into()),
-            _ => PathMerge::Picked(
-                pick(ours, theirs),
-                "a write-once file has two contents; one was kept".into(),
-            ),
-        },
-        PathKind::Category | PathKind::Other => {
-            PathMerge::Picked(pick(ours, theirs), "changed on both sides".into())
-        }
-    }
-}
-
-/// The complete lines of a segment's bytes (each with its newline), then its unterminated
-/// tail.
-fn segment_lines(bytes: &[u8]) -> (Vec<&[u8]>, &[u8]) {
-    let mut lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
-    let tail = match lines.last() {
-        Some(l) if !l.ends_with(b"\n") => lines.pop().unwrap_or_default(),
-        _ => &[],
-    };
-    (lines, tail)
-}
-
-/// A line's `(seq, hlc)` and whether it is a tombstone; `None` for a line that does not parse.
-fn line_identity(line: &[u8]) -> Option<(u64, String, bool)> {
-    let body = line.strip_suffix(b"\n").unwrap_or(line);
-    let c = codec::parse_chunk_line(body).ok()?;
-    let dead = c.is_tombstone();
-    Some((c.seq, c.hlc, dead))
-}
-
-/// Line-wise merge of two versions of one segment, symmetric in its arguments. The winner is
-/// the side with more complete lines (then more bytes, then the larger bytes); each of the
-/// other side's tombstones replaces the winner's line of the same `seq` and `hlc` (a chunk
-/// forgotten there). Lines that do not parse, and the winner's unterminated tail, stay as the
-/// winner has them. Returns the bytes and whether the two sides disagree on a line other than
-/// by a tombstone (two writers on one segment: a broken invariant the caller reports).
-pub fn merge_segment(a: &[u8], b: &[u8]) -> (Vec<u8>, bool) {
-    let (la, _) = segment_lines(a);
-    let (lb, _) = segment_lines(b);
-    let key = |lines: &[&[u8]], bytes: &[u8]| (lines.len(), bytes.len(), bytes.to_vec());
-    let (win, lose) = if key(&la, a) >= key(&lb, b) {
-        (a, b)
-    } else {
-        (b, a)
-    };
-    let (wl, tail) = segment_lines(win);
-    let (ll, _) = segment_lines(lose);
-    // The other side's lines by seq: their identity, tombstone or not.
-    let mut theirs: BTreeMap<u64, (String, bool, &[u8])> = BTreeMap::new();
-    for l in &ll {
-        if let Some((seq, hlc, dead)) = line_identity(l) {
-            theirs.insert(seq, (hlc, dead, l));
-        }
-    }
-    let mut diverged = false;
-    let mut out = Vec::with_capacity(win.len());
-    for l in &wl {
-        let mine = line_identity(l);
-        let other = mine.as_ref().and_then(|(seq, _, _)| theirs.get(seq));
-        match (mine, other) {
-            (Some((_, hlc, false)), Some((h, true, t))) if *h == hlc => out.extend_from_slice(t),
-            (Some((_, hlc, wdead)), Some((h, tdead, t))) => {
-                // Same seq: the same chunk, unless two writers gave it different stamps or
-                // contents; a tombstone on the winner's side stays.
-                if *h != hlc || (!wdead && !*tdead && l != t) {
-                    diverged = true;
-                }
-                out.extend_from_slice(l);
-            }
-            _ => out.extend_from_slice(l),
-        }
-    }
-    // A line the loser holds that the winner lacks (by seq) is a divergence, not a forget.
-    let win_seqs: BTreeSet<u64> = wl
-        .iter()
-        .filter_map(|l| line_identity(l).map(|(s, _, _)| s))
-        .collect();
-    if theirs.keys().any(|s| !win_seqs.contains(s)) {
-        diverged = true;
-    }
-    // So is a line that does not parse and differs from the winner's line in its place.
-    if ll
-        .iter()
-        .enumerate()
-        .any(|(i, l)| line_identity(l).is_none() && wl.get(i) != Some(l))
-    {
-        diverged = true;
-    }
-    out.extend_from_slice(tail);
-    (out, diverged)
-}
-
-/// The deterministic pick between two different contents: present over absent, then the
-/// longer, then the larger bytes.
-fn pick(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Vec<u8>> {
-    let key = |x: Option<&[u8]>| x.map(|v| (v.len(), v.to_vec()));
-    if key(a) >= key(b) {
-        a.map(<[u8]>::to_vec)
-    } else {
-        b.map(<[u8]>::to_vec)
     }
 }
 
@@ -814,85 +645,5 @@ mod tests {
         let hs = heads(&all);
         assert_eq!(hs.len(), 1);
         assert_eq!(hs[0].id, a.entry.id.clone().max(b.entry.id.clone()));
-    }
-
-    #[test]
-    fn paths_merge_by_kind() {
-        use PathKind::*;
-        let (o, t) = (Some(&b"a\n"[..]), Some(&b"a\nb\n"[..]));
-        assert_eq!(merge_path(Segment, None, o, t), PathMerge::Theirs);
-        assert_eq!(merge_path(Segment, None, t, o), PathMerge::Ours);
-        assert_eq!(merge_path(History, None, None, o), PathMerge::Theirs);
-        assert_eq!(merge_path(History, o, None, o), PathMerge::Ours);
-        assert_eq!(merge_path(History, o, o, None), PathMerge::Theirs);
-        let x = merge_path(Segment, None, Some(b"x\n"), Some(b"y\n"));
-        let y = merge_path(Segment, None, Some(b"y\n"), Some(b"x\n"));
-        match (x, y) {
-            (PathMerge::Picked(a, _), PathMerge::Picked(b, _)) => assert_eq!(a, b),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    fn line(seq: u64, content: &str) -> String {
-        let c = memdir_store::model::ChunkRecord {
-            session_id: "s".into(),
-            replica: "r-aaaa".into(),
-            seq,
-            hlc: format!("20260101T000000000Z-{seq:04}"),
-            ts: "2026-01-01T00:00:00.000Z".into(),
-            project: String::new(),
-            metadata: if content.is_empty() {
-                json!({"forgotten": "2026-02-01T00:00:00.000Z"})
-            } else {
-                json!({})
-            },
-            content: content.into(),
-        };
-        codec::chunk_line(&c)
-    }
-
-    #[test]
-    fn a_forget_on_one_side_travels_into_the_other_sides_appends() {
-        use PathKind::*;
-        let base = [line(0, "a"), line(1, "b")].concat();
-        let forgot = [line(0, ""), line(1, "b")].concat();
-        let appended = [line(0, "a"), line(1, "b"), line(2, "c")].concat();
-        let want = [line(0, ""), line(1, "b"), line(2, "c")].concat();
-        let (b, f, a) = (base.as_bytes(), forgot.as_bytes(), appended.as_bytes());
-        assert_eq!(
-            merge_path(Segment, Some(b), Some(f), Some(a)),
-            PathMerge::Merged(want.clone().into_bytes())
-        );
-        assert_eq!(
-            merge_path(Segment, Some(b), Some(a), Some(f)),
-            PathMerge::Merged(want.clone().into_bytes())
-        );
-        // The merged file against either side again: nothing more to do.
-        let w = want.as_bytes();
-        assert_eq!(
-            merge_path(Segment, Some(b), Some(w), Some(f)),
-            PathMerge::Ours
-        );
-        assert_eq!(
-            merge_path(Segment, Some(b), Some(f), Some(w)),
-            PathMerge::Theirs
-        );
-        // Two forgets of different chunks on the two sides: both stay.
-        let other = [line(0, "a"), line(1, "")].concat();
-        let (m, diverged) = merge_segment(f, other.as_bytes());
-        assert!(!diverged);
-        assert_eq!(m, [line(0, ""), line(1, "")].concat().into_bytes());
-        assert_eq!(merge_segment(other.as_bytes(), f).0, m);
-    }
-
-    #[test]
-    fn two_writers_on_one_segment_are_reported_and_pick_the_same_copy() {
-        let a = [line(0, "a"), line(1, "b")].concat();
-        let b = [line(0, "a"), line(1, "x"), line(2, "y")].concat();
-        let (m1, d1) = merge_segment(a.as_bytes(), b.as_bytes());
-        let (m2, d2) = merge_segment(b.as_bytes(), a.as_bytes());
-        assert!(d1 && d2);
-        assert_eq!(m1, m2);
-        assert_eq!(m1, b.into_bytes());
     }
 }
