@@ -907,7 +907,6 @@ def test_a_remote_file_over_memdirs_own_limits_is_refused_and_reported_and_the_r
     assert v["rc"] == 0 and v.get("ok") is True, v
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_one_link_in_the_store_is_reported_and_skipped_by_sync_and_snapshot(tmp_path):
     """Risk: one link in the store blocked sync and snapshot whole (and a link named like a
     segment was committed to the remote as a link). Links are never followed, never
