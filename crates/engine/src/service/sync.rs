@@ -1,8 +1,9 @@
 //! Sync over git: commit local changes, fetch, merge with memdir's rules, push.
 //!
-//! memdir merges trees itself instead of calling `git merge`: it lists what changed on each
-//! side since the merge base (`git diff-tree`), takes every path only the remote changed,
-//! decides the rest with [`merge::merge_path`], derives each touched category's file from its
+//! memdir merges trees itself instead of calling `git merge`: it lists what the remote changed
+//! since the merge base (`git diff-tree --raw`), hands every path to the gate
+//! ([`crate::sync::gate`]), which takes an extension or a forget and reports anything else,
+//! derives each touched category's file from its
 //! merged history ([`merge::heads`], [`merge::resolve`]), writes all of it through the staged
 //! commit protocol (`txn::commit`), and records the result with `commit-tree` and a
 //! compare-and-swap `update-ref`. No `MERGE_HEAD`, no index stages, no conflict markers, and a

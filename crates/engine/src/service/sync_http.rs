@@ -126,6 +126,18 @@ struct Run<'a> {
     budget: Budget,
 }
 
+impl Run<'_> {
+    /// POSTs `body` to `route` within the sync's time, and decodes the answer.
+    fn call<T: serde::de::DeserializeOwned>(&self, route: &str, body: Value) -> Result<T> {
+        self.budget.call(self.url)?;
+        let v = self
+            .remote
+            .call(route, Some(&body))
+            .map_err(|e| remote_err(self.url, e))?;
+        decode(self.url, v)
+    }
+}
+
 /// The pages and time a sync may take: a page for each file a diff announced and for each
 /// 64 KiB of data received, a fixed slack, within [`MAX_PAGES`] and [`MAX_SYNC_TIME`].
 struct Budget {
@@ -886,13 +898,7 @@ impl Memdir {
                     l.push(f.clone());
                 }
             }
-            run.budget.call(url)?;
-            let diff: SyncDiffResponse = decode(
-                url,
-                remote
-                    .call(wire::DIFF, Some(&json!({"buckets": differing})))
-                    .map_err(|e| remote_err(url, e))?,
-            )?;
+            let diff: SyncDiffResponse = run.call(wire::DIFF, json!({"buckets": differing}))?;
             for p in &diff.diverged {
                 report(
                     &mut resp.reported,
@@ -963,16 +969,8 @@ impl Memdir {
         (run.progress)(run.done, total);
         run.budget.announce(want.len());
         while !want.is_empty() {
-            run.budget.call(url)?;
-            let page: SyncPage = decode(
-                url,
-                run.remote
-                    .call(
-                        wire::PULL,
-                        Some(&json!({"want": want, "max_bytes": PAGE_BYTES})),
-                    )
-                    .map_err(|e| remote_err(url, e))?,
-            )?;
+            let page: SyncPage =
+                run.call(wire::PULL, json!({"want": want, "max_bytes": PAGE_BYTES}))?;
             check_format(url, &page.format)?;
             check_progress(&want, &page).map_err(|why| {
                 Error::new(
@@ -1006,23 +1004,14 @@ impl Memdir {
         resp: &mut SyncResponse,
     ) -> Result<()> {
         let all = SyncAccess::all();
-        let url = run.url;
         let mut total = run.done + want.len() as u64;
         while !want.is_empty() {
             let page = self.sync_page(&want, PAGE_BYTES, &all)?;
             if page.items.is_empty() && page.rest.is_empty() {
                 break;
             }
-            run.budget.call(url)?;
-            let r: SyncPushResponse = decode(
-                url,
-                run.remote
-                    .call(
-                        wire::PUSH,
-                        Some(&json!({"format": SYNC_FORMAT, "items": page.items, "strategy": run.strategy.as_str()})),
-                    )
-                    .map_err(|e| remote_err(url, e))?,
-            )?;
+            let body = json!({"format": SYNC_FORMAT, "items": page.items, "strategy": run.strategy.as_str()});
+            let r: SyncPushResponse = run.call(wire::PUSH, body)?;
             failpoint::hit("sync.http.after_push_page");
             resp.files_sent += page.items.len();
             resp.conflicts.extend(r.conflicts);
@@ -1035,5 +1024,78 @@ impl Memdir {
             (run.progress)(run.done, total);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(path: &str, from: u64, data: &str) -> SyncItem {
+        SyncItem {
+            path: path.into(),
+            from,
+            prefix: None,
+            hash: content_hash(data.as_bytes()),
+            data: data.into(),
+        }
+    }
+
+    fn page(items: Vec<SyncItem>, rest: Vec<SyncWant>) -> SyncPage {
+        SyncPage {
+            format: SYNC_FORMAT.into(),
+            items,
+            rest,
+        }
+    }
+
+    #[test]
+    fn a_pulled_page_must_be_progress_on_what_was_asked_for() {
+        let want = vec![
+            SyncWant::at("sessions/a/r.jsonl", 0),
+            SyncWant::at("history/c/x.json", 0),
+        ];
+        // A file sent whole, the rest to come; a tail cut and going on from where it ended.
+        assert!(
+            check_progress(
+                &want,
+                &page(
+                    vec![item("history/c/x.json", 0, "{}")],
+                    vec![want[0].clone()]
+                )
+            )
+            .is_ok()
+        );
+        let cut = page(
+            vec![item("sessions/a/r.jsonl", 0, "l\n")],
+            vec![SyncWant::at("sessions/a/r.jsonl", 2), want[1].clone()],
+        );
+        assert!(check_progress(&want, &cut).is_ok());
+        assert!(check_progress(&want, &page(Vec::new(), Vec::new())).is_ok());
+        // What was not asked for, nothing with more to come, the same file again.
+        let other = page(vec![item("sessions/b/r.jsonl", 0, "l\n")], Vec::new());
+        assert!(check_progress(&want, &other).is_err());
+        let names_other = page(
+            vec![item("history/c/x.json", 0, "{}")],
+            vec![SyncWant::at("sessions/b/r.jsonl", 0)],
+        );
+        assert!(check_progress(&want, &names_other).is_err());
+        assert!(check_progress(&want, &page(Vec::new(), want.clone())).is_err());
+        let again = page(vec![item("sessions/a/r.jsonl", 0, "l\n")], want.clone());
+        assert!(check_progress(&want, &again).is_err());
+    }
+
+    #[test]
+    fn a_sync_has_a_page_budget_from_what_was_announced_and_received() {
+        let mut b = Budget::new(std::time::Instant::now() + MAX_SYNC_TIME);
+        b.announce(10);
+        let small = page(vec![item("sessions/a/r.jsonl", 0, "l\n")], Vec::new());
+        for _ in 0..74 {
+            assert!(b.page("http://x", &small).is_ok());
+        }
+        assert!(b.page("http://x", &small).is_err());
+        assert!(b.call("http://x").is_ok());
+        let late = Budget::new(std::time::Instant::now() - Duration::from_secs(1));
+        assert!(late.call("http://x").is_err());
     }
 }

@@ -421,7 +421,8 @@ impl<'a> Gate<'a> {
     ) -> std::result::Result<(Verdict, Needs), Why> {
         let own = place.replica == self.replica;
         let have = whole_lines(local.unwrap_or_default());
-        let theirs: Cow<[u8]> = match body {
+        // The incoming copy is `have[..common]` followed by `data`.
+        let (common, data) = match body {
             Body::Removed if local.is_none() => return Ok((Verdict::Same, Needs::default())),
             Body::Removed => {
                 return Err(why(
@@ -429,7 +430,7 @@ impl<'a> Gate<'a> {
                     "removed on the other side; a segment is never removed by a sync, this replica's copy stays",
                 ));
             }
-            Body::Whole(b) => Cow::Borrowed(b),
+            Body::Whole(b) => (0, b),
             Body::Tail { from, prefix, data } => {
                 let from = usize::try_from(from).unwrap_or(usize::MAX);
                 if from > have.len() || content_hash(&have[..from]) != prefix {
@@ -438,26 +439,24 @@ impl<'a> Gate<'a> {
                         "the tail does not continue this replica's copy of the segment; it stays as it is",
                     ));
                 }
-                let mut b = have[..from].to_vec();
-                b.extend_from_slice(data);
-                Cow::Owned(b)
+                (from, data)
             }
         };
-        if !theirs.is_empty() && !theirs.ends_with(b"\n") {
+        if !data.is_empty() && !data.ends_with(b"\n") {
             return Err(why(
                 "malformed",
                 "a segment travels as whole lines; this one ends in the middle of a line",
             ));
         }
-        if own && local.is_none() && !theirs.is_empty() {
+        if own && local.is_none() && !data.is_empty() {
             return Err(why(
                 "own_segment",
                 "a segment of this replica's own id: only this replica appends to it, and it holds no such segment",
             ));
         }
-        let merged = SegmentMerge::run(self, place, own, have, &theirs)?;
+        let merged = SegmentMerge::run(self, place, own, (have, common), data)?;
         let whole = matches!(body, Body::Whole(_));
-        merged.verdict(have, whole)
+        merged.verdict(have, common, whole)
     }
 
     /// One new chunk line of `place`, after the line `prev` (`seq`, `hlc`), checked as an
@@ -562,18 +561,9 @@ impl<'a> Gate<'a> {
         body: Option<&[u8]>,
         local: Option<&[u8]>,
     ) -> std::result::Result<(Verdict, Needs), Why> {
-        let Some(bytes) = body else {
-            return match local {
-                None => Ok((Verdict::Same, Needs::default())),
-                Some(_) => Err(why(
-                    "write_once",
-                    "removed on the other side; a history file is write-once, this replica keeps it and the next sync carries it back",
-                )),
-            };
+        let Some(bytes) = body.filter(|b| local != Some(*b)) else {
+            return unchanged_or_removed(body, local);
         };
-        if local == Some(bytes) {
-            return Ok((Verdict::Same, Needs::default()));
-        }
         let e = read_history_bytes(bytes)
             .map_err(|w| why("malformed", format!("not a history entry: {w}")))?;
         if e.id != id {
@@ -669,18 +659,9 @@ impl<'a> Gate<'a> {
         body: Option<&[u8]>,
         local: Option<&[u8]>,
     ) -> std::result::Result<(Verdict, Needs), Why> {
-        let Some(bytes) = body else {
-            return match local {
-                None => Ok((Verdict::Same, Needs::default())),
-                Some(_) => Err(why(
-                    "write_once",
-                    "removed on the other side; a conflict record is write-once, this replica keeps it",
-                )),
-            };
+        let Some(bytes) = body.filter(|b| local != Some(*b)) else {
+            return unchanged_or_removed(body, local);
         };
-        if local == Some(bytes) {
-            return Ok((Verdict::Same, Needs::default()));
-        }
         if local.is_some() {
             return Err(why(
                 "write_once",
@@ -742,6 +723,21 @@ fn whole_body(body: Body<'_>) -> Result<Option<&[u8]>> {
         Body::Whole(b) => Ok(Some(b)),
         Body::Removed => Ok(None),
         Body::Tail { .. } => Err(Error::invalid("from", "only a segment travels as a tail")),
+    }
+}
+
+/// A write-once file the other side holds as this replica does (`Same`), or removed: refused,
+/// this replica keeps it and the next sync carries it back.
+fn unchanged_or_removed(
+    body: Option<&[u8]>,
+    local: Option<&[u8]>,
+) -> std::result::Result<(Verdict, Needs), Why> {
+    match (body, local) {
+        (None, Some(_)) => Err(why(
+            "write_once",
+            "removed on the other side; a write-once file stays here and the next sync carries it back",
+        )),
+        _ => Ok((Verdict::Same, Needs::default())),
     }
 }
 
@@ -836,57 +832,70 @@ fn lines(b: &[u8]) -> Vec<&[u8]> {
     b.split_inclusive(|&c| c == b'\n').collect()
 }
 
-/// The line-by-line comparison of an incoming segment with this replica's copy.
+/// The line-by-line comparison of an incoming segment with this replica's copy, past the
+/// bytes both are known to share.
 struct SegmentMerge<'b> {
+    /// This replica's lines past the shared bytes, with what replaces them.
     out: Vec<Cow<'b, [u8]>>,
+    /// Lines before `out`, for messages.
+    before: usize,
     withdrawn: bool,
     appended: bool,
     rewritten: bool,
-    /// The incoming copy ends before this replica's, with nothing of its own.
+    /// The incoming copy ends before this replica's and is its prefix: a cut copy.
     shorter: bool,
     needs: Needs,
 }
 
 impl<'b> SegmentMerge<'b> {
+    /// Compares `data` with `have` past its first `common` bytes (both copies hold those).
     fn run(
         gate: &Gate<'_>,
         place: &SegmentPlace,
         own: bool,
-        have: &'b [u8],
-        theirs: &'b [u8],
+        (have, common): (&'b [u8], usize),
+        data: &'b [u8],
     ) -> std::result::Result<SegmentMerge<'b>, Why> {
-        let mine = lines(have);
-        let incoming = lines(theirs);
+        let mine = lines(&have[common..]);
+        let incoming = lines(data);
         let mut m = SegmentMerge {
             out: mine.iter().map(|l| Cow::Borrowed(*l)).collect(),
+            before: 0,
             withdrawn: false,
             appended: false,
             rewritten: false,
             shorter: incoming.len() < mine.len(),
             needs: Needs::default(),
         };
-        for (i, t) in incoming.iter().enumerate().take(mine.len()) {
-            if mine[i] != *t {
-                m.compare_line(i + 1, mine[i], t)?;
+        if incoming.iter().zip(&mine).any(|(t, l)| t != l) {
+            m.before = have[..common].iter().filter(|&&b| b == b'\n').count();
+            m.shorter = false;
+            for (i, t) in incoming.iter().enumerate().take(mine.len()) {
+                if mine[i] != *t {
+                    m.compare_line(i, mine[i], t)?;
+                }
             }
         }
-        let mut prev = mine
-            .last()
+        if incoming.len() <= mine.len() {
+            return Ok(m);
+        }
+        let last = lines(have).last().copied();
+        let mut prev = last
             .and_then(|l| codec::parse_chunk_line(l.strip_suffix(b"\n").unwrap_or(l)).ok())
             .map(|c| (c.seq, c.hlc));
-        if mine.last().is_some() && prev.is_none() && incoming.len() > mine.len() {
+        if last.is_some() && prev.is_none() {
             return Err(why(
                 "not_an_extension",
                 "this replica's copy ends in a line that does not parse; nothing is appended after it",
             ));
         }
+        if own {
+            return Err(why(
+                "own_segment",
+                "lines this replica never wrote in its own segment; only this replica appends to it",
+            ));
+        }
         for t in incoming.iter().skip(mine.len()) {
-            if own {
-                return Err(why(
-                    "own_segment",
-                    "lines this replica never wrote in its own segment; only this replica appends to it",
-                ));
-            }
             let c = gate.new_line(place, t, prev.as_ref())?;
             if !c.is_tombstone() {
                 m.needs.ingest.insert(c.project.clone());
@@ -898,14 +907,16 @@ impl<'b> SegmentMerge<'b> {
         Ok(m)
     }
 
-    /// Line `n` differs: a tombstone of this replica's line withdraws it; a live copy of a
-    /// line this replica forgot leaves the tombstone; anything else is refused.
+    /// Line `i` past the shared bytes differs: a tombstone of this replica's line withdraws
+    /// it; a live copy of a line this replica forgot leaves the tombstone; anything else is
+    /// refused.
     fn compare_line(
         &mut self,
-        n: usize,
+        i: usize,
         mine: &[u8],
         theirs: &'b [u8],
     ) -> std::result::Result<(), Why> {
+        let n = self.before + i + 1;
         let parse = |l: &[u8]| codec::parse_chunk_line(l.strip_suffix(b"\n").unwrap_or(l)).ok();
         let differs = || {
             why(
@@ -929,7 +940,7 @@ impl<'b> SegmentMerge<'b> {
         match (m.is_tombstone(), t.is_tombstone()) {
             (false, true) => {
                 check_tombstone(&t)?;
-                self.out[n - 1] = Cow::Borrowed(theirs);
+                self.out[i] = Cow::Borrowed(theirs);
                 self.withdrawn = true;
                 self.needs.forget_sessions = true;
             }
@@ -938,7 +949,7 @@ impl<'b> SegmentMerge<'b> {
                 check_tombstone(&t)?;
                 // Two forgets of one chunk: the smaller line on both sides.
                 if theirs < mine {
-                    self.out[n - 1] = Cow::Borrowed(theirs);
+                    self.out[i] = Cow::Borrowed(theirs);
                     self.rewritten = true;
                 }
             }
@@ -947,7 +958,12 @@ impl<'b> SegmentMerge<'b> {
         Ok(())
     }
 
-    fn verdict(self, have: &[u8], whole: bool) -> std::result::Result<(Verdict, Needs), Why> {
+    fn verdict(
+        self,
+        have: &[u8],
+        common: usize,
+        whole: bool,
+    ) -> std::result::Result<(Verdict, Needs), Why> {
         let changed = self.withdrawn || self.appended || self.rewritten;
         if !changed {
             if self.shorter && whole {
@@ -958,7 +974,12 @@ impl<'b> SegmentMerge<'b> {
             }
             return Ok((Verdict::Same, self.needs));
         }
-        let bytes: Vec<u8> = self.out.concat();
+        let mut bytes =
+            Vec::with_capacity(have.len() + self.out.iter().map(|l| l.len()).sum::<usize>());
+        bytes.extend_from_slice(&have[..common]);
+        for l in &self.out {
+            bytes.extend_from_slice(l);
+        }
         let verdict = if have.is_empty() {
             Verdict::Add(bytes)
         } else if self.withdrawn {
@@ -1216,6 +1237,10 @@ mod tests {
             admit(&seg(PEER), &here, Some(&there)),
             Verdict::Withdraw(both.clone().into_bytes())
         );
+        // An older copy of a segment this replica forgot a line of and appended to: nothing
+        // to take, nothing to report.
+        let older = format!("{a}{b}");
+        assert_eq!(admit(&seg(PEER), &older, Some(&both)), Verdict::Same);
         // Two stamps of one forget: the smaller line wins on both sides.
         let early = format!("{a}{}", tomb(PEER, 1, "t1"));
         let late = format!("{a}{}", tomb(PEER, 1, "t2"));
