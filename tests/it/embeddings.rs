@@ -498,3 +498,45 @@ fn a_server_embeds_in_the_background_what_its_catch_ups_keep_in_memory() {
     assert_eq!(contents(&v), ["the zeppelin landed at noon"]);
     assert_eq!(srv.close(), 0);
 }
+
+/// Bug: after a forget, the vector cache kept the forgotten text's BLAKE3 hash (its key) and
+/// its vector, so a guessed text could be confirmed offline. A forget takes both out of every
+/// model's cache, and the vectors of the texts that stay still answer.
+#[test]
+fn a_forget_takes_the_texts_hash_and_vector_out_of_the_vector_cache() {
+    let env = store(&openai(&fake_endpoint(Behaviour::Works), ""));
+    env.ok(&["embed"]);
+    let text = "the cat needs a vet appointment";
+    let key = blake3::hash(text.as_bytes());
+    let holders = || -> Vec<String> {
+        walkdir::WalkDir::new(&env.dir)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_type().is_file())
+            .filter(|e| {
+                let b = std::fs::read(e.path()).unwrap();
+                b.windows(32).any(|w| w == key.as_bytes())
+            })
+            .map(|e| e.path().display().to_string())
+            .collect()
+    };
+    assert!(
+        !holders().is_empty(),
+        "setup: the cache holds the text's hash"
+    );
+    let fetched = env.ok(&["fetch", "s2"]);
+    let id = fetched["chunks"][1]["chunk_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(fetched["chunks"][1]["content"], text);
+    env.ok(&["forget", "--session-id", "s2", "--chunk-id", &id, "--yes"]);
+    assert_eq!(holders(), Vec::<String>::new());
+    // The texts that stay keep their vectors: a search answers from them at once.
+    let v = search(&env, &["database outage", "--mode", "semantic"]);
+    assert_eq!(v["engine"], "semantic", "{v}");
+    assert_eq!(
+        v["results"][0]["content"],
+        "the database outage started after the migration"
+    );
+}

@@ -846,7 +846,6 @@ def _fake_embeddings(fake_servers: Callable[..., FakeServer]) -> FakeServer:
     return fake_servers(answer)
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_forget_removes_the_forgotten_texts_hash_and_vector_from_the_vector_cache(tmp_path, fake_servers):
     """Bug 15. After a forget, no file of the store keeps the forgotten text's BLAKE3 hash
     (the vector cache's key) or its vector, so a guessed text cannot be confirmed offline."""

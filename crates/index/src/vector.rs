@@ -10,13 +10,19 @@
 //! never synced (a lost record is embedded again), a record whose check fails is skipped, and
 //! a torn tail is cut off before the next append.
 //!
+//! A forget takes a text's vector out ([`VectorCache::retain_all`]): the file is rewritten
+//! without the records of texts no longer indexed and renamed over the old one. A process that
+//! holds the old file in memory notices the new one (another file, or a shorter one) on its
+//! next read and reads it afresh; its [`VectorCache::generation`] then moves, so row numbers
+//! taken before are stale.
+//!
 //! Quantisation is symmetric per vector: `x ≈ scale × q` with `q` in -127..=127. Vectors are
 //! unit length, so the dot product of two is their cosine; it is computed on the integers
 //! (an i32 sum the compiler vectorises) and scaled once.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"MDVEC001";
@@ -75,6 +81,11 @@ pub struct VectorCache {
     dims: Option<usize>,
     /// Bytes of the file read so far (a multiple of the record size after the header).
     read_to: u64,
+    /// Which file those bytes came from ([`identity`]): another one means the file was
+    /// rewritten, and is read afresh.
+    file_id: Option<u64>,
+    /// How often the vectors were read afresh (rows renumbered).
+    generation: u64,
     rows: HashMap<Hash, u32>,
     scales: Vec<f32>,
     data: Vec<i8>,
@@ -120,6 +131,8 @@ impl VectorCache {
             model_id: model_id.to_string(),
             dims: None,
             read_to: 0,
+            file_id: None,
+            generation: 0,
             rows: HashMap::new(),
             scales: Vec::new(),
             data: Vec::new(),
@@ -132,6 +145,34 @@ impl VectorCache {
     /// The dimensions of its vectors, once known.
     pub fn dims(&self) -> Option<usize> {
         self.dims
+    }
+
+    /// Moves each time the vectors are read afresh from a rewritten file: rows taken before
+    /// then point at other vectors.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Forgets what was read, to read the file afresh.
+    fn reset(&mut self) {
+        self.dims = None;
+        self.read_to = 0;
+        self.file_id = None;
+        self.rows.clear();
+        self.scales.clear();
+        self.data.clear();
+        self.bits.clear();
+        self.generation += 1;
+    }
+
+    /// Sees whether `f` (of length `len`) is still the file read so far; resets if not.
+    fn check_same(&mut self, f: &File, len: u64) -> Result<(), CacheError> {
+        let id = identity(&f.metadata().map_err(|e| err(&self.path, "stat", e))?);
+        if self.read_to > 0 && (self.file_id != Some(id) || len < self.read_to) {
+            self.reset();
+        }
+        self.file_id = Some(id);
+        Ok(())
     }
 
     /// Number of vectors held.
@@ -202,6 +243,7 @@ impl VectorCache {
             Err(e) => return Err(err(&self.path, "open", e)),
         };
         let len = f.metadata().map_err(|e| err(&self.path, "stat", e))?.len();
+        self.check_same(&f, len)?;
         if self.read_to == 0 {
             let mut head = [0u8; 16];
             if f.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
@@ -255,23 +297,30 @@ impl VectorCache {
         let Some(first) = items.first() else {
             return Ok(());
         };
-        let dims = *self.dims.get_or_insert(first.1.len());
-        if let Some((_, v)) = items.iter().find(|(_, v)| v.len() != dims) {
-            return Err(CacheError(format!(
+        let same = |dims: usize| match items.iter().find(|(_, v)| v.len() != dims) {
+            Some((_, v)) => Err(CacheError(format!(
                 "a vector of {} dimensions for a cache of {dims}",
                 v.len()
-            )));
-        }
+            ))),
+            None => Ok(()),
+        };
+        same(self.dims.unwrap_or(first.1.len()))?;
         if let Some(parent) = self.path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| err(parent, "create", e))?;
+            create_private_dir(parent).map_err(|e| err(parent, "create", e))?;
         }
-        let mut f = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
+        let mut f = private_file(OpenOptions::new().create(true).read(true).append(true))
             .open(&self.path)
             .map_err(|e| err(&self.path, "open", e))?;
-        let len = f.metadata().map_err(|e| err(&self.path, "stat", e))?.len();
+        let mut len = f.metadata().map_err(|e| err(&self.path, "stat", e))?.len();
+        let read_before = self.read_to;
+        self.check_same(&f, len)?;
+        if read_before > 0 && self.read_to == 0 {
+            // Rewritten by a forget since it was read: read afresh before appending.
+            self.reload()?;
+            len = f.metadata().map_err(|e| err(&self.path, "stat", e))?.len();
+        }
+        let dims = *self.dims.get_or_insert(first.1.len());
+        same(dims)?;
         let header = self.header(dims);
         let rec = Self::record_len(dims);
         let mut out = Vec::with_capacity(items.len() * rec as usize + header.len());
@@ -307,6 +356,130 @@ impl VectorCache {
         self.reload()?;
         Ok(())
     }
+
+    /// Rewrites the cache of every model under `vectors_dir` (the directories
+    /// [`VectorCache::dir_for`] names) without the records of texts `keep` refuses; returns how
+    /// many records went. A file whose header is not a cache's is removed (it is a cache).
+    pub fn retain_all(vectors_dir: &Path, keep: &dyn Fn(&Hash) -> bool) -> Result<u64, CacheError> {
+        let rd = match std::fs::read_dir(vectors_dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(err(vectors_dir, "list", e)),
+        };
+        let mut gone = 0;
+        for entry in rd {
+            let entry = entry.map_err(|e| err(vectors_dir, "list", e))?;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                gone += retain_file(&entry.path().join("vectors.bin"), keep)?;
+            }
+        }
+        Ok(gone)
+    }
+
+    /// Whether any model's cache exists under `vectors_dir`.
+    pub fn any_in(vectors_dir: &Path) -> bool {
+        std::fs::read_dir(vectors_dir)
+            .is_ok_and(|rd| rd.flatten().any(|e| e.path().join("vectors.bin").is_file()))
+    }
+}
+
+/// Which file an open file is: its inode where there is one, else nothing to tell files apart
+/// by (a rewrite is then noticed when the file got shorter).
+fn identity(meta: &std::fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        0
+    }
+}
+
+/// Creates `dir` and its missing parents, each only its owner may list.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir)
+}
+
+/// Creates files only their owner may read (vectors say which texts were embedded).
+fn private_file(o: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o
+}
+
+/// [`VectorCache::retain_all`] for one file: the kept records are streamed to a new file that
+/// replaces it; nothing is written when every record stays.
+fn retain_file(path: &Path, keep: &dyn Fn(&Hash) -> bool) -> Result<u64, CacheError> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(err(path, "open", e)),
+    };
+    let mut r = BufReader::new(f);
+    let mut head = [0u8; 16];
+    let header = (|| {
+        r.read_exact(&mut head).ok()?;
+        let dims = u32::from_le_bytes(head[8..12].try_into().ok()?) as usize;
+        let id_len = u32::from_le_bytes(head[12..16].try_into().ok()?) as usize;
+        if &head[..8] != MAGIC || dims == 0 || id_len > 4096 {
+            return None;
+        }
+        let mut id = vec![0u8; id_len];
+        r.read_exact(&mut id).ok()?;
+        Some((dims, [&head[..], &id[..]].concat()))
+    })();
+    let Some((dims, header)) = header else {
+        std::fs::remove_file(path).map_err(|e| err(path, "remove", e))?;
+        return Ok(0);
+    };
+    let tmp = path.with_extension("bin.tmp");
+    let mut w = BufWriter::new(
+        private_file(OpenOptions::new().write(true).create(true).truncate(true))
+            .open(&tmp)
+            .map_err(|e| err(&tmp, "create", e))?,
+    );
+    w.write_all(&header).map_err(|e| err(&tmp, "write", e))?;
+    let mut rec = vec![0u8; VectorCache::record_len(dims) as usize];
+    let mut gone = 0;
+    loop {
+        match r.read_exact(&mut rec) {
+            Ok(()) => {}
+            // The end, or a torn record: nothing after it is a record.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(err(path, "read", e)),
+        }
+        let h: Hash = rec[..32]
+            .try_into()
+            .expect("invariant: a record starts with its hash");
+        if keep(&h) {
+            w.write_all(&rec).map_err(|e| err(&tmp, "write", e))?;
+        } else {
+            gone += 1;
+        }
+    }
+    if gone == 0 {
+        drop(w);
+        let _ = std::fs::remove_file(&tmp);
+        return Ok(0);
+    }
+    w.flush().map_err(|e| err(&tmp, "write", e))?;
+    // A cache: no fsync. A crash before the rename leaves the old file (the forget's purge
+    // runs again with the next forget); after it, the new one.
+    std::fs::rename(&tmp, path).map_err(|e| err(path, "replace", e))?;
+    Ok(gone)
 }
 
 #[cfg(test)]
@@ -328,6 +501,74 @@ mod tests {
         let (qa, qb) = (quantize(&a), quantize(&b));
         let approx = dot_i8(&qa.q, &qb.q) as f32 * qa.scale * qb.scale;
         assert!((exact - approx).abs() < 0.01, "{exact} vs {approx}");
+    }
+
+    #[test]
+    fn a_retain_takes_the_hashes_and_vectors_out_of_the_file_and_every_reader_notices() {
+        let root = tempfile::tempdir().unwrap();
+        let vectors = root.path().join("vectors");
+        let dir = VectorCache::dir_for(&vectors, "m");
+        let mut c = VectorCache::open(&dir, "m").unwrap();
+        c.insert(&[(hash("a"), unit(1, 8)), (hash("gone"), unit(2, 8))])
+            .unwrap();
+        c.insert(&[(hash("c"), unit(3, 8))]).unwrap();
+        let path = dir.join("vectors.bin");
+        let holds = |h: &Hash| {
+            let bytes = std::fs::read(&path).unwrap();
+            bytes.windows(32).any(|w| w == h)
+        };
+        assert!(holds(&hash("gone")));
+        // Another model's cache in the same root, and a file that is no cache at all.
+        let other = VectorCache::dir_for(&vectors, "other");
+        VectorCache::open(&other, "other")
+            .unwrap()
+            .insert(&[(hash("gone"), unit(2, 4))])
+            .unwrap();
+        let junk = vectors.join("junk");
+        std::fs::create_dir_all(&junk).unwrap();
+        std::fs::write(junk.join("vectors.bin"), hash("gone")).unwrap();
+        assert!(VectorCache::any_in(&vectors));
+
+        let gone = VectorCache::retain_all(&vectors, &|h| *h != hash("gone")).unwrap();
+        assert_eq!(gone, 2);
+        assert!(!holds(&hash("gone")) && holds(&hash("a")) && holds(&hash("c")));
+        assert!(VectorCache::open(&other, "other").unwrap().is_empty());
+        assert!(!junk.join("vectors.bin").exists());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // Nothing to take out: the file stays as it is.
+        assert_eq!(VectorCache::retain_all(&vectors, &|_| true).unwrap(), 0);
+
+        // The reader that held the old file reads the new one afresh, rows renumbered.
+        let before = c.generation();
+        c.reload().unwrap();
+        assert_eq!(c.generation(), before + 1);
+        assert_eq!(c.len(), 2);
+        assert!(c.row(&hash("gone")).is_none());
+        let fresh = VectorCache::open(&dir, "m").unwrap();
+        assert_eq!(
+            c.vector(c.row(&hash("c")).unwrap()),
+            fresh.vector(fresh.row(&hash("c")).unwrap())
+        );
+        // A writer that held the old file appends to the new one, aligned.
+        let mut w = VectorCache::open(&dir, "m").unwrap();
+        VectorCache::retain_all(&vectors, &|h| *h != hash("a")).unwrap();
+        w.insert(&[(hash("d"), unit(4, 8))]).unwrap();
+        assert!(w.row(&hash("a")).is_none());
+        let reread = VectorCache::open(&dir, "m").unwrap();
+        assert_eq!(reread.len(), 2);
+        assert_eq!(
+            reread.vector(reread.row(&hash("d")).unwrap()),
+            w.vector(w.row(&hash("d")).unwrap())
+        );
+        let g = c.generation();
+        c.reload().unwrap();
+        assert_eq!(c.generation(), g + 1, "a second rewrite is noticed too");
+        assert_eq!(c.len(), 2);
     }
 
     #[test]

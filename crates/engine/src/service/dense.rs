@@ -63,6 +63,8 @@ pub(crate) struct DenseState {
     unresolved: usize,
     /// The last failure of the provider, and when.
     failed: Option<(Instant, String)>,
+    /// The cache's generation the rows above were taken in.
+    generation: u64,
 }
 
 /// How far embedding has come: documents with a vector, documents indexed.
@@ -109,14 +111,26 @@ impl DenseState {
             pending: BTreeMap::new(),
             unresolved: 0,
             failed: None,
+            generation: 0,
         })
+    }
+
+    /// After the cache was read afresh (a forget rewrote it), every row taken before is
+    /// stale: the documents are read again by the next [`DenseState::sync`].
+    fn follow_cache(&mut self) {
+        if self.cache.generation() != self.generation {
+            self.generation = self.cache.generation();
+            self.chunks = Segments::default();
+            self.categories = Segments::default();
+            self.pending.clear();
+            self.unresolved = 0;
+        }
     }
 
     /// Reads the documents of segments not seen yet and forgets those merged away.
     fn sync(&mut self, idx: &View<'_>) -> Result<()> {
         self.cache.reload().map_err(|e| Error::internal(e.0))?;
-        let cf = &idx.chunk_fields;
-        let gf = &idx.category_fields;
+        self.follow_cache();
         let (cs, gs) = (&idx.cs, &idx.gs);
         let mut interned: HashMap<String, Arc<str>> = HashMap::new();
         let mut intern = |s: String| -> Arc<str> {
@@ -150,17 +164,13 @@ impl DenseState {
                     .map_err(|e| Error::internal(format!("document store: {e}")))?;
                 for d in store.iter::<TantivyDocument>(None) {
                     let d = d.map_err(|e| Error::internal(format!("stored document: {e}")))?;
-                    let (text, group, project, ts) = if cat {
-                        let name = text_of(&d, gf.category);
-                        let text = format!(
-                            "{name} {}: {}",
-                            text_of(&d, gf.key_path),
-                            text_of(&d, gf.text)
-                        );
-                        (text, name, String::new(), i64_of(&d, gf.ts))
+                    let text = dense_text(idx, cat, &d);
+                    let (group, project, ts) = if cat {
+                        let gf = &idx.category_fields;
+                        (text_of(&d, gf.category), String::new(), i64_of(&d, gf.ts))
                     } else {
+                        let cf = &idx.chunk_fields;
                         (
-                            text_of(&d, cf.content),
                             text_of(&d, cf.session),
                             text_of(&d, cf.project),
                             i64_of(&d, cf.ts),
@@ -264,6 +274,39 @@ impl DenseState {
     }
 }
 
+/// The text a document is embedded as: a chunk's content; a category value with its
+/// category's name and key path. Its BLAKE3 keys the vector cache.
+fn dense_text(idx: &View<'_>, cat: bool, d: &TantivyDocument) -> String {
+    if cat {
+        let gf = &idx.category_fields;
+        format!(
+            "{} {}: {}",
+            text_of(d, gf.category),
+            text_of(d, gf.key_path),
+            text_of(d, gf.text)
+        )
+    } else {
+        text_of(d, idx.chunk_fields.content)
+    }
+}
+
+/// The hashes of the texts every live document of the index is embedded as.
+fn live_hashes(idx: &View<'_>) -> Result<HashSet<Hash>> {
+    let mut out = HashSet::new();
+    for (cat, searcher) in [(false, &idx.cs), (true, &idx.gs)] {
+        for reader in searcher.segment_readers() {
+            let store = reader
+                .get_store_reader(1)
+                .map_err(|e| Error::internal(format!("document store: {e}")))?;
+            for d in store.iter::<TantivyDocument>(reader.alive_bitset()) {
+                let d = d.map_err(|e| Error::internal(format!("stored document: {e}")))?;
+                out.insert(vector::hash(&dense_text(idx, cat, &d)));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The texts of up to `max` pending documents, to embed outside the lock.
 fn take_batch(state: &DenseState, max: usize) -> Vec<(Hash, String)> {
     // A stable order (by hash), so that processes working at once tend to embed the same
@@ -318,6 +361,7 @@ fn embed_batch(
         }
         let items: Vec<(Hash, Vec<f32>)> = part.iter().map(|(h, _)| *h).zip(vecs).collect();
         s.cache.insert(&items).map_err(|e| e.0)?;
+        s.follow_cache();
         for (h, _) in &items {
             s.pending.remove(h);
         }
@@ -473,6 +517,26 @@ fn coarse_best(each: &dyn Fn(&mut Visit<'_>), n: usize) -> Vec<(u32, DocAddress)
 }
 
 impl Memdir {
+    /// After a forget: every model's vector cache keeps only the vectors of texts the index
+    /// still holds, so no file keeps a forgotten text's hash (which would confirm a guess of
+    /// it) or its vector. The index must be caught up first. Costs one pass over the stored
+    /// documents, and nothing when no vectors were ever stored.
+    pub(super) fn purge_vectors(&self) -> Result<()> {
+        let dir = self.layout().meta_dir().join("vectors");
+        if !VectorCache::any_in(&dir) {
+            return Ok(());
+        }
+        let live = {
+            let g = self.index_guard()?;
+            let Some(idx) = g.as_ref() else {
+                return Ok(());
+            };
+            live_hashes(&View::of(idx))?
+        };
+        VectorCache::retain_all(&dir, &|h| live.contains(h)).map_err(|e| Error::internal(e.0))?;
+        Ok(())
+    }
+
     /// The dense state, opened on first use; `Err` says why there is none.
     fn dense_state(&self) -> std::result::Result<Arc<Mutex<Option<DenseState>>>, String> {
         let Some(spec) = &self.settings.embeddings else {

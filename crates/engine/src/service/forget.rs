@@ -9,8 +9,10 @@
 //! its place in the version chain; only its content goes (`content: null`, `forgotten: <time>`).
 //! The current version cannot be forgotten: a new version (or a delete) must replace it first.
 //!
-//! After the files, the index catches up at once and merges away the deleted documents, and
-//! the ledger's log is checkpointed, so that no file under the store keeps the text.
+//! After the files, the index catches up at once and merges away the deleted documents, the
+//! ledger's log is checkpointed, and every model's vector cache drops the vectors of texts the
+//! index no longer holds (their BLAKE3 hashes would confirm a guess of the text), so that no
+//! file under the store keeps the text.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -386,6 +388,12 @@ impl Memdir {
             });
             Ok(vec![row(&e)])
         })?;
+        if !versions.is_empty() {
+            // The version is not indexed (only current ones are), but its values were while it
+            // was current, and may have been embedded then.
+            self.catch_up(false, None)?;
+            self.purge_vectors()?;
+        }
         Ok(ForgetResponse {
             dry_run: false,
             count: versions.len(),
@@ -411,7 +419,7 @@ impl Memdir {
         if let Some(inner) = self.inner()?.as_ref() {
             inner.ledger.checkpoint()?;
         }
-        Ok(())
+        self.purge_vectors()
     }
 }
 
