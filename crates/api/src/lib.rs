@@ -19,6 +19,7 @@
 pub mod error;
 pub mod jsontext;
 pub mod limits;
+pub mod uri;
 
 pub use error::{Error, ErrorKind, Result};
 
@@ -882,6 +883,9 @@ pub struct FetchResponse {
     pub next_position: Option<u64>,
     /// The page.
     pub chunks: Vec<FetchedChunk>,
+    /// The session's resource URI; a chunk's is this URI, `/` and its position.
+    #[serde(default)]
+    pub uri: String,
     /// What was left out to fit max_tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub omitted: Option<Omitted>,
@@ -1278,6 +1282,9 @@ pub enum SearchHit {
         score: f32,
         /// Its neighbours before and after it, in order.
         context: Vec<ContextChunk>,
+        /// Its resource URI (`memdir://sessions/{session_id}/{position}`).
+        #[serde(default)]
+        uri: String,
         /// True when the content was cut.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         truncated: Option<bool>,
@@ -1301,6 +1308,9 @@ pub enum SearchHit {
         updated_at: String,
         /// Who wrote it.
         updated_by: String,
+        /// Its resource URI (`memdir://categories/{name}`).
+        #[serde(default)]
+        uri: String,
         /// True when the content was cut.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         truncated: Option<bool>,
