@@ -6,6 +6,9 @@ use serde_json::Value;
 
 use memdir_api::error::Error;
 
+/// A prompt's argument by name ("" when it was not given).
+type Arg<'a> = &'a dyn Fn(&str) -> String;
+
 /// One prompt: its name, title, description and arguments `(name, description, required)`.
 struct Def {
     name: &'static str,
@@ -13,7 +16,7 @@ struct Def {
     description: &'static str,
     args: &'static [(&'static str, &'static str, bool)],
     /// The message, from the arguments (a missing optional one is "").
-    text: fn(&dyn Fn(&str) -> String) -> String,
+    text: fn(Arg<'_>) -> String,
 }
 
 const DEFS: &[Def] = &[
