@@ -111,7 +111,7 @@ pub(super) fn query_args(req: &Request, ints: &[String]) -> Result<Map<String, V
     {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         let v = v.replace('+', " ");
-        let v = percent_decode(&v).ok_or_else(|| {
+        let v = memdir_api::uri::decode(&v).ok_or_else(|| {
             Error::invalid(
                 k,
                 format!("query parameter {k} is not valid percent-encoding"),
@@ -127,23 +127,6 @@ pub(super) fn query_args(req: &Request, ints: &[String]) -> Result<Map<String, V
         }
     }
     Ok(out)
-}
-
-pub(super) fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// `POST /search`: keyword search, or with `"semantic": true` semantic search (`query` and

@@ -431,17 +431,25 @@ impl Rng {
     }
 }
 
-/// The JSON answer of an MCP tool call (`result` of a `tools/call` response): sent once, as the
-/// text content, with no second copy as structured content.
+/// The JSON answer of an MCP tool call (`result` of a `tools/call` response): its text content,
+/// which a success also sends as `structuredContent` (the same value) and an error does not.
 pub fn tool_json(r: &Value) -> Value {
-    assert!(
-        r["result"].get("structuredContent").is_none(),
-        "one serialization per answer: {r}"
-    );
     let text = r["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("a tool result carries its JSON as text: {r}"));
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("tool text is JSON ({e}): {text}"))
+    let v: Value =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("tool text is JSON ({e}): {text}"));
+    let structured = r["result"].get("structuredContent");
+    if r["result"]["isError"] == Value::Bool(true) {
+        assert!(structured.is_none(), "a tool error is its text only: {r}");
+    } else {
+        assert_eq!(
+            structured,
+            Some(&v),
+            "structuredContent is the text's JSON: {r}"
+        );
+    }
+    v
 }
 
 /// `memdir serve --transport http --port 0`, running until dropped (killed) or stopped.

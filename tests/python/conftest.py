@@ -52,12 +52,16 @@ def server_env(store: Path, **extra: str) -> dict[str, str]:
 
 
 def content_agrees(result: Any) -> Any:
-    """The JSON answer of a tool result: sent once, as one text content block, with no second
-    copy as structuredContent (clients hand a model one or the other)."""
-    assert result.structured_content is None, "one serialization per answer"
+    """The JSON answer of a tool result: one text content block holding the lean JSON, and for
+    a success the same value as structuredContent (a tool error carries text only)."""
     texts = [c for c in result.content if getattr(c, "type", None) == "text"]
     assert len(texts) == 1, f"exactly one text content block, got {result.content!r}"
-    return json.loads(texts[0].text)
+    answer = json.loads(texts[0].text)
+    if result.is_error:
+        assert result.structured_content is None, "a tool error is its text only"
+    else:
+        assert result.structured_content == answer, "structuredContent and the text agree"
+    return answer
 
 
 class Server:

@@ -52,7 +52,7 @@ import pytest
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import CALL_TIMEOUT_S, MEMDIR_BIN, REPO_ROOT, cargo_version, _leaves, server_env, store_digest
+from conftest import CALL_TIMEOUT_S, MEMDIR_BIN, REPO_ROOT, cargo_version, content_agrees, _leaves, server_env, store_digest
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -462,12 +462,9 @@ async def mcp_session(url: str, headers: dict[str, str] | None = None, statuses:
 
 
 def tool_sc(result: Any) -> dict[str, Any]:
-    """The JSON answer of a CallToolResult: one text block, no second copy as structured
-    content."""
-    texts = [c for c in result.content if getattr(c, "type", None) == "text"]
-    assert len(texts) == 1, result
-    assert result.structured_content is None
-    return json.loads(texts[0].text)
+    """The JSON answer of a CallToolResult: one text block, and for a success the same value
+    as structured content."""
+    return content_agrees(result)
 
 
 def seed(srv: HttpServer) -> dict[str, Any]:

@@ -789,6 +789,17 @@ pub fn input_schema(op: &Op) -> Map<String, Value> {
     Map::new()
 }
 
+/// The JSON Schema of an operation's response, everything inline. Unlike an input schema it
+/// keeps `null` in the types of optional fields: an answer sends them as `null`.
+pub fn output_schema(op: &Op) -> Value {
+    let mut v = (op.response)(&mut generator()).to_value();
+    if let Value::Object(m) = &mut v {
+        m.remove("$schema");
+        m.remove("title");
+    }
+    v
+}
+
 /// Rewrites a schema without union types: `Option<T>` becomes T (absence is optionality),
 /// and integer formats go (strict clients reject `uint`).
 pub fn strict(v: &mut Value) {

@@ -232,6 +232,7 @@ mod tests {
                     text: "x".repeat(120),
                 })
                 .collect(),
+            uri: memdir_api::uri::chunk("s", p),
             truncated: None,
             explain: None,
         }

@@ -923,6 +923,7 @@ impl Memdir {
             position,
             next_position: (end < total).then_some(end),
             chunks: page,
+            uri: memdir_api::uri::session(session_id),
             omitted: None,
         };
         if let Some(max) = req.max_tokens {

@@ -110,6 +110,7 @@ pub(super) fn shape(
                     Vec::new()
                 };
                 out.push(SearchHit::Chunk {
+                    uri: memdir_api::uri::chunk(session, *position),
                     session_id: session.clone(),
                     position: *position,
                     chunk_id: get_str(&d, f.chunk_id),
@@ -128,8 +129,10 @@ pub(super) fn shape(
                 let f = &idx.category_fields;
                 let d = doc(gs, *addr)?;
                 let (text, truncated) = excerpt(&get_str(&d, f.text), &mut terms, req.max_chars);
+                let category = get_str(&d, f.category);
                 out.push(SearchHit::Category {
-                    category: get_str(&d, f.category),
+                    uri: memdir_api::uri::category(&category),
+                    category,
                     key_path: get_str(&d, f.key_path),
                     content: text,
                     score: *score,

@@ -1,10 +1,14 @@
 //! MCP over stdio, on the official `rmcp` SDK.
 //!
-//! Architecture Invariant: this is the only module that knows MCP. Its tools, their input
-//! schemas and annotations come from the operation table ([`memdir_engine::ops`]); a call runs
-//! [`ops::call`] and maps [`Error`]s to tool errors (`isError: true` with
-//! `{code, message, hints, ...}`); JSON-RPC errors are kept for unknown tools and malformed
-//! requests. Initialize does no store or index work, so it answers at once on any store size.
+//! Architecture Invariant: this is the only module that knows MCP. Its tools, their input and
+//! output schemas and annotations come from the operation table ([`memdir_engine::ops`]); a
+//! call runs [`ops::call`] and answers its JSON as text and as `structuredContent`, or maps
+//! [`Error`]s to tool errors (`isError: true` with `{code, message, hints, ...}`); JSON-RPC
+//! errors are kept for unknown tools and malformed requests. Resources ([`resource`]: sessions,
+//! chunks, categories and their versions at `memdir://` URIs) and prompts ([`prompt`]) reach
+//! the engine the same way, through [`ops::call`] with the request's caller, so access control
+//! applies to them as to the tools. Initialize does no store or index work, so it answers at
+//! once on any store size.
 //!
 //! Over stdio, memdir reads the lines itself instead of through rmcp's transport, which drops
 //! an over-long or unparsable line without an answer: every line gets an answer, lines are at
@@ -15,8 +19,10 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    GetPromptRequestParams, GetPromptResponse, Implementation, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -31,6 +37,9 @@ pub use memdir_engine::ops::Profile;
 use memdir_engine::ops::{self, Op};
 use memdir_engine::service::{self, Memdir};
 
+mod prompt;
+mod resource;
+
 /// What the server tells the client at initialize.
 pub const INSTRUCTIONS: &str = "memdir is long-term memory that persists across sessions, stored as plain files on this machine.
 Two kinds of memory:
@@ -38,25 +47,73 @@ Two kinds of memory:
 - Curated state: named JSON documents called categories (e.g. base, projects). memory_list shows them; memory_read {category} returns one; memory_write {category, data, merge: true} updates keys (null deletes a key); pass expected_hash from the last read to avoid overwriting someone else's change. Logs grow with memory_append {category, data}.
 Start a session with memory_list and memory_read of the categories you need; search before asking the user for something they may have said before.";
 
-fn tool(op: &Op, t: ops::Tool) -> Tool {
-    Tool::new(t.name, op.description, Arc::new(ops::input_schema(op)))
+fn tool(op: &Op, t: ops::Tool, profile: Profile) -> Tool {
+    // The spec gives destructiveHint and idempotentHint meaning only for a tool that is not
+    // read-only: a read-only tool leaves them out of every listing.
+    let mut annotations = ToolAnnotations::new()
+        .read_only(op.read_only)
+        .open_world(false);
+    if !op.read_only {
+        annotations = annotations
+            .destructive(op.destructive)
+            .idempotent(op.idempotent);
+    }
+    let tool = Tool::new(t.name, op.description, Arc::new(ops::input_schema(op)))
         .with_title(t.title)
         // The title is the tool's own (MCP 2025-06-18); the annotations' copy of it, which
         // older clients read, would only repeat it in every listing.
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(op.read_only)
-                .destructive(op.destructive)
-                .idempotent(op.idempotent)
-                .open_world(false),
-        )
+        .with_annotations(annotations);
+    // Output schemas would triple the default listing (about 25,000 characters for eleven
+    // tools, against a budget of 10,000), and models do not need them to read the answers:
+    // the default profile answers with structured content but lists no schema.
+    match profile {
+        Profile::Full => tool.with_raw_output_schema(Arc::new(output_schema(op))),
+        Profile::Default => tool,
+    }
+}
+
+/// A tool's output schema: its operation's response schema as the JSON object MCP requires
+/// of both the schema and the structured content.
+///
+/// A response that is an object, or one of several objects (`ingest`: one chunk or a batch),
+/// is its own schema, marked `type: object`. Any other response (no operation answers one
+/// today) is wrapped as `{"result": ...}`, as the spec suggests for a tool whose result is not
+/// an object, and [`structured`] wraps its values alike.
+fn output_schema(op: &Op) -> JsonObject {
+    let schema = ops::output_schema(op);
+    let object = |s: &Value| s.get("type") == Some(&json!("object"));
+    let alternatives = ["anyOf", "oneOf"]
+        .iter()
+        .find_map(|k| schema.get(*k).and_then(Value::as_array));
+    match schema {
+        Value::Object(mut m)
+            if object(&schema) || alternatives.is_some_and(|a| a.iter().all(object)) =>
+        {
+            m.insert("type".into(), json!("object"));
+            m
+        }
+        other => json!({"type": "object", "properties": {"result": other}, "required": ["result"]})
+            .as_object()
+            .cloned()
+            .expect("invariant: an object literal"),
+    }
+}
+
+/// The structured content of an answer: the answer itself when it is an object (every
+/// operation's is), else `{"result": ...}` as [`output_schema`] says.
+fn structured(v: Value) -> Value {
+    if v.is_object() {
+        v
+    } else {
+        json!({"result": v})
+    }
 }
 
 /// The tools of a profile.
 pub fn tools(profile: Profile) -> Vec<Tool> {
     ops::tools(profile)
         .into_iter()
-        .map(|(op, t)| tool(op, t))
+        .map(|(op, t)| tool(op, t, profile))
         .collect()
 }
 
@@ -102,19 +159,21 @@ impl Server {
     }
 }
 
-/// A tool's answer: its JSON, once, as the text content.
+/// A tool's answer: its JSON as the text content, and the same value as `structuredContent`,
+/// valid against the tool's output schema.
 ///
-/// Clients hand a model either the text content or the structured content, never both (some
-/// read only text; others prefer `structuredContent` when it is there and fall back to the
-/// text when it is not), so sending both doubles every answer on the wire and decides
-/// nothing for the model. The MCP spec makes `structuredContent` optional for a tool without
-/// an output schema, and asks that a tool which sends it also send the same JSON as text: the
-/// one serialization every client reads is therefore the text.
+/// The text is what a client that reads only text hands its model, so it stays the lean JSON
+/// of the answer, serialized once; the structured copy is for clients and hosts that validate
+/// or render a result by its schema (the spec asks a tool that sends structured content to send
+/// the same JSON as text). A tool error carries only its text `{"error": {code, message,
+/// hints}}`: the output schema describes successful answers.
 fn tool_result(r: Result<Value>) -> CallToolResult {
     match r.map_err(|e| ops::for_surface(e, ops::Surface::Mcp)) {
         Ok(v) => {
             let text = serde_json::to_string(&v).unwrap_or_default();
-            CallToolResult::success(vec![ContentBlock::text(text)])
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(structured(v));
+            result
         }
         Err(e) => {
             let body = json!({"error": e.to_json()});
@@ -125,9 +184,49 @@ fn tool_result(r: Result<Value>) -> CallToolResult {
     }
 }
 
+impl Server {
+    /// The caller of a request: over stdio the configured device, over HTTP the one its token
+    /// maps to.
+    fn caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> std::result::Result<Caller, ErrorData> {
+        match self.caller_of {
+            None => Ok(self.caller.clone()),
+            Some(of) => of(&context.extensions).ok_or_else(|| {
+                ErrorData::internal_error(
+                    "invariant: an HTTP request reached the server without its caller",
+                    None,
+                )
+            }),
+        }
+    }
+
+    /// Runs `f` on the store for the request's caller, off the async runtime.
+    async fn run<T: Send + 'static>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        f: impl FnOnce(&Memdir, &Caller) -> Result<T> + Send + 'static,
+    ) -> std::result::Result<Result<T>, ErrorData> {
+        let caller = self.caller(context)?;
+        if let Err(e) = self.memdir.ensure_started() {
+            return Ok(Err(e));
+        }
+        let memdir = self.memdir.clone();
+        Ok(tokio::task::spawn_blocking(move || f(&memdir, &caller))
+            .await
+            .unwrap_or_else(|e| Err(Error::internal(format!("a request panicked: {e}")))))
+    }
+}
+
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("memdir", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -145,18 +244,6 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
-        let caller = match self.caller_of {
-            None => self.caller.clone(),
-            Some(of) => match of(&context.extensions) {
-                Some(c) => c,
-                None => {
-                    return Err(ErrorData::internal_error(
-                        "invariant: an HTTP request reached a tool without its caller",
-                        None,
-                    ));
-                }
-            },
-        };
         let name = request.name.to_string();
         let Some(op) = ops::find_tool(&name, self.profile) else {
             return Err(ErrorData::invalid_params(
@@ -165,14 +252,62 @@ impl ServerHandler for Server {
             ));
         };
         let a = Value::Object(request.arguments.unwrap_or_default());
-        let memdir = self.memdir.clone();
-        if let Err(e) = self.memdir.ensure_started() {
-            return Ok(tool_result(Err(e)).into());
-        }
-        let out = tokio::task::spawn_blocking(move || ops::call(&memdir, &caller, op, a))
-            .await
-            .unwrap_or_else(|e| Err(Error::internal(format!("tool call panicked: {e}"))));
+        let out = self
+            .run(&context, move |m, c| ops::call(m, c, op, a))
+            .await?;
         Ok(tool_result(out).into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourcesResult, ErrorData> {
+        let cursor = request.and_then(|r| r.cursor);
+        let out = self
+            .run(&context, move |m, c| {
+                resource::list(m, c, cursor.as_deref())
+            })
+            .await?;
+        out.map_err(resource::rpc_error)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(resource::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let out = self
+            .run(&context, move |m, c| resource::read(m, c, &uri))
+            .await?;
+        out.map(Into::into).map_err(resource::rpc_error)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(prompt::list()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<GetPromptResponse, ErrorData> {
+        prompt::get(&request.name, request.arguments.as_ref())
+            .map(Into::into)
+            .map_err(resource::rpc_error)
     }
 }
 
@@ -592,6 +727,35 @@ mod tests {
         );
         assert!(matches!(next_frame(&mut r, 10).await, Ok(Frame::Line(l, _)) if l == b"yyy"));
         assert!(matches!(next_frame(&mut r, 10).await, Ok(Frame::Eof)));
+    }
+
+    #[test]
+    fn every_output_schema_is_an_object_without_a_wrapper() {
+        for (op, t) in ops::tools(Profile::Full) {
+            let s = output_schema(op);
+            assert_eq!(s["type"], json!("object"), "{}", t.name);
+            // No operation needs `{"result": ...}` today: a response that would is a choice to
+            // make on purpose (and to document in docs/tools.md).
+            let props = s.get("properties").cloned().unwrap_or_default();
+            assert!(props.get("result").is_none(), "{}", t.name);
+        }
+        let listed = tools(Profile::Default);
+        assert!(listed.iter().all(|t| t.output_schema.is_none()));
+    }
+
+    #[test]
+    fn an_answer_is_its_lean_json_as_text_and_the_same_value_structured() {
+        let v = json!({"results": [{"a": 1}], "engine": "bm25"});
+        let r = serde_json::to_value(tool_result(Ok(v.clone()))).unwrap();
+        assert_eq!(
+            r["content"][0]["text"],
+            json!(serde_json::to_string(&v).unwrap())
+        );
+        assert_eq!(r["structuredContent"], v);
+        assert_eq!(structured(json!([1, 2])), json!({"result": [1, 2]}));
+        let e = serde_json::to_value(tool_result(Err(Error::invalid("x", "bad")))).unwrap();
+        assert_eq!(e["isError"], json!(true));
+        assert!(e.get("structuredContent").is_none());
     }
 
     #[test]

@@ -1,0 +1,226 @@
+//! Memories as MCP resources: sessions, chunks, categories, their versions and the status,
+//! each at its `memdir://` URI ([`memdir_api::uri`]).
+//!
+//! Every list and read runs an operation of the table through [`ops::call`] with the request's
+//! caller, exactly as a tool call does, so the access-control list applies unchanged: a
+//! category the caller may not read is absent from `resources/list` and its read fails as
+//! `memory_read` fails. Every resource is `application/json`: a category (or a version) is
+//! its document as it is stored (pretty JSON, the same bytes as its file, so the listed size
+//! is exact), with its hash and version in `_meta`; a session page, a chunk and the status are
+//! the lean JSON of the operation's answer.
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    ErrorCode, ListResourceTemplatesResult, ListResourcesResult, MetaObject, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate,
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use memdir_api::error::{Error, ErrorKind};
+use memdir_api::uri::{self, Resource as Uri};
+use memdir_api::{
+    CategorySummary, FetchResponse, ListResponse, OverviewResponse, ReadResponse, SessionSummary,
+};
+use memdir_engine::acl::Caller;
+use memdir_engine::ops;
+use memdir_engine::service::Memdir;
+
+/// Resources per page of `resources/list`.
+pub const PAGE: usize = 50;
+
+const JSON: &str = "application/json";
+
+/// The resource templates.
+pub fn templates() -> ListResourceTemplatesResult {
+    let t = |template: &str, name: &str, title: &str, description: &str| {
+        ResourceTemplate::new(template, name)
+            .with_title(title)
+            .with_description(description)
+            .with_mime_type(JSON)
+    };
+    ListResourceTemplatesResult::with_all_items(vec![
+        t(
+            "memdir://sessions/{session_id}",
+            "session",
+            "A session",
+            "A page of a session's chunks; add ?position=N (its next_position) for the next page.",
+        ),
+        t(
+            "memdir://sessions/{session_id}/{position}",
+            "chunk",
+            "A chunk of a session",
+            "One chunk, by its position in its session.",
+        ),
+        t(
+            "memdir://categories/{name}",
+            "category",
+            "A category",
+            "A category's current document.",
+        ),
+        t(
+            "memdir://categories/{name}/versions/{n}",
+            "category-version",
+            "A version of a category",
+            "A category's document as it was at version n (memory_history lists them).",
+        ),
+    ])
+}
+
+/// Runs operation `name` for `caller` and reads its answer as `T`.
+fn run<T: DeserializeOwned>(m: &Memdir, c: &Caller, name: &str, args: Value) -> Result<T, Error> {
+    let op = ops::find(name).expect("invariant: the resource operations are in the table");
+    let v = ops::call(m, c, op, args).map_err(|e| ops::for_surface(e, ops::Surface::Mcp))?;
+    serde_json::from_value(v).map_err(|e| Error::internal(format!("{name} answered {e}")))
+}
+
+/// A memdir error as the JSON-RPC error of a resource request: `not_found` is the spec's
+/// resource-not-found, bad input invalid params; the memdir error rides along as data.
+pub fn rpc_error(e: Error) -> ErrorData {
+    let code = match e.kind {
+        ErrorKind::NotFound => ErrorCode::RESOURCE_NOT_FOUND,
+        ErrorKind::Invalid | ErrorKind::TooLarge => ErrorCode::INVALID_PARAMS,
+        ErrorKind::Forbidden | ErrorKind::Denied => ErrorCode::INVALID_REQUEST,
+        _ => ErrorCode::INTERNAL_ERROR,
+    };
+    ErrorData::new(code, e.message.clone(), Some(e.to_json()))
+}
+
+fn status() -> Resource {
+    Resource::new(uri::STATUS, "status")
+        .with_title("Memory status")
+        .with_description("Counts, sizes and health of the store.")
+        .with_mime_type(JSON)
+}
+
+fn category(c: &CategorySummary) -> Resource {
+    Resource::new(uri::category(&c.name), &c.name)
+        .with_title(&c.name)
+        .with_description(format!(
+            "{} category, version {}, updated {} by {}",
+            c.kind, c.version, c.updated_at, c.updated_by
+        ))
+        .with_mime_type(JSON)
+        .with_size(u64::try_from(c.size_bytes).unwrap_or(0))
+}
+
+fn session(s: &SessionSummary) -> Resource {
+    let project = match s.project.as_str() {
+        "" => String::new(),
+        p => format!(", project {p}"),
+    };
+    Resource::new(uri::session(&s.session_id), &s.session_id)
+        .with_title(&s.title)
+        .with_description(format!(
+            "Session of {} chunks{project}, last active {}",
+            s.message_count, s.last_active
+        ))
+        .with_mime_type(JSON)
+}
+
+/// A page of `resources/list`: the status, every category the caller may read, then every
+/// session, newest first. The cursor is the index of the page's first resource.
+pub fn list(m: &Memdir, c: &Caller, cursor: Option<&str>) -> Result<ListResourcesResult, Error> {
+    let start = match cursor {
+        None => 0,
+        Some(s) => s
+            .parse::<usize>()
+            .map_err(|_| Error::invalid("cursor", format!("not a cursor of this list: {s:?}")))?,
+    };
+    let cats: ListResponse = run(m, c, "list", json!({}))?;
+    let mut page = Vec::new();
+    if start == 0 {
+        page.push(status());
+    }
+    let skip = start.saturating_sub(1);
+    page.extend(
+        cats.categories
+            .iter()
+            .skip(skip)
+            .take(PAGE - page.len())
+            .map(category),
+    );
+    let fixed = 1 + cats.categories.len();
+    let mut next = start + page.len();
+    let mut more = next < fixed;
+    if page.len() < PAGE {
+        let sessions: OverviewResponse = run(
+            m,
+            c,
+            "overview",
+            json!({"days": 0, "offset": next - fixed, "limit": PAGE - page.len()}),
+        )?;
+        next += sessions.sessions.len();
+        more = sessions.next_offset.is_some();
+        page.extend(sessions.sessions.iter().map(session));
+    }
+    let mut out = ListResourcesResult::with_all_items(page);
+    out.next_cursor = more.then(|| next.to_string());
+    Ok(out)
+}
+
+fn text(uri: &str, text: String, meta: Option<MetaObject>) -> ReadResourceResult {
+    let contents = ResourceContents::TextResourceContents {
+        uri: uri.to_string(),
+        mime_type: Some(JSON.into()),
+        text,
+        meta,
+    };
+    ReadResourceResult::new(vec![contents])
+}
+
+fn lean(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).expect("invariant: an answer serializes")
+}
+
+/// A category read as its resource: the document as stored, its metadata in `_meta`.
+fn document(at: &str, r: ReadResponse) -> ReadResourceResult {
+    let mut body = serde_json::to_string_pretty(&r.data).expect("invariant: JSON serializes");
+    body.push('\n');
+    let mut meta = serde_json::Map::new();
+    meta.insert("memdir/meta".into(), json!(r.meta));
+    text(at, body, Some(MetaObject(meta)))
+}
+
+/// Reads the resource at `at`.
+pub fn read(m: &Memdir, c: &Caller, at: &str) -> Result<ReadResourceResult, Error> {
+    let Some(r) = uri::parse(at) else {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("no memdir resource has the URI {at:?}"),
+        )
+        .hint("resources/templates/list shows the URIs memdir serves"));
+    };
+    Ok(match r {
+        Uri::Status => text(at, lean(&run::<Value>(m, c, "status", json!({}))?), None),
+        Uri::Session {
+            session_id,
+            position,
+        } => {
+            let args = json!({"session_id": session_id, "position": position});
+            text(at, lean(&run::<FetchResponse>(m, c, "fetch", args)?), None)
+        }
+        Uri::Chunk {
+            session_id,
+            position,
+        } => {
+            let args = json!({"session_id": session_id, "position": position, "limit": 1});
+            let page: FetchResponse = run(m, c, "fetch", args)?;
+            let Some(chunk) = page.chunks.first() else {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "session {session_id:?} has {} chunks; position {position} is past its end",
+                        page.total
+                    ),
+                ));
+            };
+            text(at, lean(chunk), None)
+        }
+        Uri::Category { name } => document(at, run(m, c, "read", json!({"category": name}))?),
+        Uri::Version { name, version } => {
+            let args = json!({"category": name, "version": version});
+            document(at, run(m, c, "read", args)?)
+        }
+    })
+}
