@@ -318,8 +318,10 @@ impl World {
     }
 
     fn ack(&mut self, i: usize, item: Item) {
-        self.origin
-            .insert(item.clone(), format!("at step {} on replica {i}", self.step));
+        self.origin.insert(
+            item.clone(),
+            format!("at step {} on replica {i}", self.step),
+        );
         self.known.get_mut(&Node::Replica(i)).unwrap().insert(item);
     }
 
@@ -506,7 +508,9 @@ impl World {
         format!(
             "replica {i}: {name} {}{}",
             args[1..].join(" "),
-            crash.map(|c| format!(" (crash {c:?} did not stop it)")).unwrap_or_default()
+            crash
+                .map(|c| format!(" (crash {c:?} did not stop it)"))
+                .unwrap_or_default()
         )
     }
 

@@ -215,12 +215,12 @@ fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
 /// A path a peer might name: the layout's, and what lies outside it.
 fn path() -> impl Strategy<Value = String> {
     prop_oneof![
-        Just("HELD_SEGMENT".to_string()),
-        Just("HELD_HISTORY".to_string()),
-        "[a-z]{1,4}".prop_map(|s| format!("sessions/{s}/peer-0001.jsonl")),
-        "[a-z]{1,4}".prop_map(|s| format!("history/{s}/20250101T000000000Z-0001_peer.json")),
-        "[a-z]{1,4}".prop_map(|s| format!("conflicts/{s}/{}.json", "a".repeat(64))),
-        prop::sample::select(vec![
+        3 => Just("HELD_SEGMENT".to_string()),
+        2 => Just("HELD_HISTORY".to_string()),
+        1 => "[a-z]{1,4}".prop_map(|s| format!("sessions/{s}/peer-0001.jsonl")),
+        1 => "[a-z]{1,4}".prop_map(|s| format!("history/{s}/20250101T000000000Z-0001_peer.json")),
+        1 => "[a-z]{1,4}".prop_map(|s| format!("conflicts/{s}/{}.json", "a".repeat(64))),
+        1 => prop::sample::select(vec![
             ".gitignore",
             "memdir.json",
             "..",
@@ -234,7 +234,7 @@ fn path() -> impl Strategy<Value = String> {
             "sessions//peer.jsonl",
         ])
         .prop_map(str::to_string),
-        "[ -~]{0,40}",
+        1 => "[ -~]{0,40}",
     ]
 }
 
@@ -264,10 +264,10 @@ struct Pushed {
 fn pushed() -> impl Strategy<Value = Pushed> {
     (
         path(),
-        prop_oneof![Just(0u64), 0u64..4096],
+        prop_oneof![3 => Just(0u64), 1 => 0u64..4096],
         prop::bool::weighted(0.9),
         data(),
-        prop::option::of(0u8..4),
+        prop::option::weighted(0.7, 0u8..4),
     )
         .prop_map(|(path, from, good_hash, data, from_held)| Pushed {
             path,
@@ -295,8 +295,17 @@ fn page(root: &Path, items: &[Pushed]) -> SyncPushRequest {
             if let (Some(how), Some(bytes)) = (it.from_held, held.get(&path)) {
                 let text = String::from_utf8_lossy(bytes).into_owned();
                 data = match how {
-                    0 => text.replace("held", "peer"),
-                    1 => text.lines().next().map(|l| format!("{l}\n")).unwrap_or_default(),
+                    // Every line rewritten, and one more: a "longer" copy.
+                    0 => {
+                        let rewritten = text.replace("held", "peer");
+                        let last = rewritten.lines().last().unwrap_or("").to_string();
+                        rewritten + &last + "\n"
+                    }
+                    1 => text
+                        .lines()
+                        .next()
+                        .map(|l| format!("{l}\n"))
+                        .unwrap_or_default(),
                     2 => text.lines().rev().map(|l| format!("{l}\n")).collect(),
                     _ => text + &it.data,
                 };
@@ -306,8 +315,10 @@ fn page(root: &Path, items: &[Pushed]) -> SyncPushRequest {
             } else {
                 "f".repeat(64)
             };
-            serde_json::from_value(json!({"path": path, "from": it.from, "hash": hash, "data": data}))
-                .expect("an item")
+            serde_json::from_value(
+                json!({"path": path, "from": it.from, "hash": hash, "data": data}),
+            )
+            .expect("an item")
         })
         .collect();
     SyncPushRequest {
