@@ -22,6 +22,7 @@ mod model;
 mod ops;
 mod patches;
 mod redaction;
+mod replication;
 mod search;
 mod snapshot;
 mod sync;

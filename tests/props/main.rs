@@ -14,6 +14,7 @@ mod history;
 mod hlc;
 mod name;
 mod query;
+mod sync;
 
 use proptest::test_runner::{Config, FileFailurePersistence};
 

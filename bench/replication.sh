@@ -1,0 +1,34 @@
+#!/bin/sh
+# The replication model test (tests/it/replication.rs) with fresh seeds for a while: three
+# replicas and a hub, random local operations, syncs over git and HTTP, crashes, and (with
+# HOSTILE=1) the hostile peer. Stops at the first seed that breaks an invariant and prints the
+# test's message, which names the seed, the step and the invariant; replay it with
+# MEMDIR_REPLICATION_SEED=<seed> MEMDIR_REPLICATION_HOSTILE=<0|1> cargo test -p memdir --test it replication
+#
+#   bench/replication.sh [MINUTES] [STEPS]        (defaults: 10 minutes, 80 steps per seed)
+#
+# Prints one JSON object: seeds run, steps per seed, minutes, failures.
+set -eu
+MINUTES=${1:-10}
+STEPS=${2:-80}
+HOSTILE=${HOSTILE:-0}
+cd "$(dirname "$0")/.."
+cargo test -q -p memdir --test it --no-run 2>/dev/null
+end=$(( $(date +%s) + MINUTES * 60 ))
+runs=0
+failed=0
+while [ "$(date +%s)" -lt "$end" ]; do
+  seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+  if ! MEMDIR_REPLICATION_SEED=$seed MEMDIR_REPLICATION_STEPS=$STEPS MEMDIR_REPLICATION_HOSTILE=$HOSTILE \
+    cargo test -q -p memdir --test it replication:: >"${TMPDIR:-/tmp}/replication-$seed.log" 2>&1; then
+    failed=$((failed + 1))
+    grep -A40 "invariant violated\|panicked" "${TMPDIR:-/tmp}/replication-$seed.log" | head -60 >&2
+    echo "seed $seed failed; full log: ${TMPDIR:-/tmp}/replication-$seed.log" >&2
+    break
+  fi
+  rm -f "${TMPDIR:-/tmp}/replication-$seed.log"
+  runs=$((runs + 1))
+done
+printf '{"seeds_passed": %d, "steps_per_seed": %d, "minutes": %d, "hostile": %d, "failed": %d}\n' \
+  "$runs" "$STEPS" "$MINUTES" "$HOSTILE" "$failed"
+[ "$failed" -eq 0 ]
