@@ -94,6 +94,17 @@ fn s<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
+/// `1 chunk`, `2 chunks`: a count and its noun, plural when it is not one (`word` is the
+/// singular; `words` the plural).
+fn count(x: u64, word: &str, words: &str) -> String {
+    format!("{x} {}", if x == 1 { word } else { words })
+}
+
+/// [`count`] of a numeric field (0 when absent).
+fn count_of(v: &Value, key: &str, word: &str, words: &str) -> String {
+    count(v[key].as_u64().unwrap_or(0), word, words)
+}
+
 fn n(v: &Value, key: &str) -> String {
     match v.get(key) {
         Some(Value::Number(x)) => x.to_string(),
@@ -687,16 +698,27 @@ fn written(op: &str, v: &Value, st: Style) -> String {
 }
 
 fn ingested(v: &Value, st: Style) -> String {
-    if v.get("chunks").is_some_and(Value::is_array) {
-        let chunks = v["chunks"].as_array().cloned().unwrap_or_default();
-        let mut sessions: Vec<&str> = chunks.iter().map(|c| s(c, "session_id")).collect();
-        sessions.sort();
-        sessions.dedup();
+    // Many chunks: one batch answers with each chunk, several with their counts.
+    if v.get("chunks").is_some_and(Value::is_array) || v.get("batches").is_some() {
+        let sessions = match v["chunks"].as_array() {
+            Some(chunks) => {
+                let mut ids: Vec<&str> = chunks.iter().map(|c| s(c, "session_id")).collect();
+                ids.sort();
+                ids.dedup();
+                ids.len() as u64
+            }
+            None => v["sessions"].as_u64().unwrap_or(0),
+        };
+        let skipped = v["skipped"].as_u64().unwrap_or(0);
         return format!(
-            "ingested {} chunks into {} session{}\n",
-            n(v, "count"),
-            sessions.len(),
-            if sessions.len() == 1 { "" } else { "s" }
+            "ingested {} into {}{}\n",
+            count_of(v, "count", "chunk", "chunks"),
+            count(sessions, "session", "sessions"),
+            if skipped > 0 {
+                format!(" ({skipped} already there)")
+            } else {
+                String::new()
+            }
         );
     }
     format!(

@@ -248,8 +248,9 @@ pub enum Command {
     /// Search session chunks and categories (BM25, exact, or auto).
     #[command(after_help = "Examples:\n  memdir search \"connection pool timeout\"
   memdir search 'ECONNREFUSED 127.0.0.1:5432' --mode exact
-  memdir search deploy --project web --since 2026-11-01 --context 2")]
-    Search(api::SearchRequest),
+  memdir search deploy --project web --since 2026-11-01 --context 2
+  memdir search redis eviction policy     # the words after search are the query")]
+    Search(SearchArgs),
     /// Print the OpenAPI document of the REST API (schema/openapi.json is this output).
     #[command(after_help = "Examples:\n  memdir openapi > openapi.json")]
     Openapi,
@@ -464,4 +465,26 @@ pub(super) fn flags(cli: &Cli) -> config::Flags {
         f.port = Some(port.unwrap_or(0));
     }
     f
+}
+
+/// `memdir search`: the words after it are the query, quoted or not (`memdir search redis
+/// eviction` searches for both words); a phrase in double quotes inside single ones is exact.
+#[derive(Debug, clap::Args)]
+pub struct SearchArgs {
+    /// Words to look for, or an exact identifier, error message or path; wrap a phrase in
+    /// double quotes (inside single ones for the shell) for an exact phrase
+    #[arg(required = true, num_args = 1.., value_name = "QUERY")]
+    pub words: Vec<String>,
+    #[command(flatten)]
+    pub req: api::SearchRequest,
+}
+
+impl SearchArgs {
+    /// The search request: the words, joined by spaces, are its query.
+    pub fn request(self) -> api::SearchRequest {
+        api::SearchRequest {
+            query: self.words.join(" "),
+            ..self.req
+        }
+    }
 }

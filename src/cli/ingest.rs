@@ -20,6 +20,31 @@ pub(super) fn ingest_request(a: &IngestArgs) -> Result<IngestRequest> {
         (Some(t), _) => t.clone(),
         (None, f) => read_source(f.as_ref(), "content")?,
     };
+    // A long document from a file or stdin is a note of many paragraphs, not one message: it
+    // becomes one chunk per section, so a search finds the paragraph, not the whole file.
+    let parts = if a.text.is_none() {
+        split_document(&content)
+    } else {
+        vec![content.clone()]
+    };
+    if parts.len() > 1 {
+        let chunks = parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, content)| NewChunk {
+                session_id: session_id.clone(),
+                content,
+                project: a.project.clone(),
+                metadata: metadata.clone(),
+                ts: a.ts.clone(),
+                source_id: a.source_id.as_ref().map(|s| format!("{s}#{i}")),
+            })
+            .collect();
+        return Ok(IngestRequest {
+            chunks: Some(chunks),
+            ..IngestRequest::default()
+        });
+    }
     Ok(IngestRequest {
         session_id: Some(session_id),
         content: Some(content),
@@ -29,6 +54,66 @@ pub(super) fn ingest_request(a: &IngestArgs) -> Result<IngestRequest> {
         source_id: a.source_id.clone(),
         chunks: None,
     })
+}
+
+/// A document longer than this many characters is split by [`split_document`].
+pub(super) const SPLIT_OVER_CHARS: usize = 4_000;
+
+/// The size sections are packed up to: paragraphs are joined until the next would pass it.
+pub(super) const SECTION_CHARS: usize = 1_500;
+
+/// Splits a long document into sections: each Markdown heading (`#` at the start of a line)
+/// starts one, and paragraphs (separated by blank lines) are packed into one up to
+/// [`SECTION_CHARS`]; a paragraph is never cut, and nothing is lost or reordered (joining the
+/// sections with blank lines gives back the paragraphs). A text of at most
+/// [`SPLIT_OVER_CHARS`] characters stays one chunk. Fenced code blocks are kept whole.
+pub(super) fn split_document(text: &str) -> Vec<String> {
+    if text.chars().count() <= SPLIT_OVER_CHARS {
+        return vec![text.to_string()];
+    }
+    // Paragraphs, with blank lines inside a ``` fence kept in their paragraph.
+    let mut paragraphs: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if !fenced && line.trim().is_empty() {
+            if !cur.is_empty() {
+                paragraphs.push(std::mem::take(&mut cur));
+            }
+            continue;
+        }
+        if !fenced && line.starts_with('#') && !cur.is_empty() {
+            paragraphs.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push('\n');
+        }
+        cur.push_str(line);
+    }
+    if !cur.is_empty() {
+        paragraphs.push(cur);
+    }
+    let mut out: Vec<String> = Vec::new();
+    for p in paragraphs {
+        let starts_section = p.starts_with('#');
+        match out.last_mut() {
+            Some(last)
+                if !starts_section
+                    && last.chars().count() + 2 + p.chars().count() <= SECTION_CHARS =>
+            {
+                last.push_str("\n\n");
+                last.push_str(&p);
+            }
+            _ => out.push(p),
+        }
+    }
+    if out.is_empty() {
+        out.push(text.to_string());
+    }
+    out
 }
 
 /// Chunks per batch of a streamed `ingest --jsonl` (each batch is all or nothing): the most a
@@ -102,6 +187,33 @@ pub(super) fn each_line(
     }
 }
 
+/// Adds the skipped chunks of a batch's answer to `list` (up to [`LIST_SKIPPED_MAX`]), each
+/// named by its line of the input instead of its index in the batch.
+fn list_skipped(list: &mut Vec<Value>, out: &Value, lines: &[usize]) {
+    for s in out["skipped_chunks"].as_array().into_iter().flatten() {
+        if list.len() < LIST_SKIPPED_MAX {
+            let mut s = s.clone();
+            let idx = s["index"].as_u64().unwrap_or(0) as usize;
+            s["line"] = Value::from(lines.get(idx).copied().unwrap_or(0));
+            if let Some(o) = s.as_object_mut() {
+                o.remove("index");
+            }
+            list.push(s);
+        }
+    }
+}
+
+/// Adds the sessions of a batch's ingested chunks to `seen`.
+fn note_sessions(seen: &mut std::collections::BTreeSet<String>, out: &Value) {
+    for c in out["chunks"].as_array().into_iter().flatten() {
+        if let Some(s) = c["session_id"].as_str()
+            && !seen.contains(s)
+        {
+            seen.insert(s.to_string());
+        }
+    }
+}
+
 /// `ingest --jsonl`: streams the file in batches of bounded size, each saved all or nothing.
 /// A regular file is read twice: first every line is checked, so a bad line anywhere changes
 /// nothing; stdin is checked batch by batch, and an error names the lines already saved.
@@ -143,6 +255,7 @@ pub(super) fn ingest_jsonl(m: &Ctx, a: &IngestArgs, path: &std::path::Path) -> R
     let mut count = 0usize;
     let mut skipped = 0usize;
     let mut skipped_list: Vec<Value> = Vec::new();
+    let mut sessions = std::collections::BTreeSet::new();
     let mut first: Option<Value> = None;
     let mut flush = |batch: &mut Vec<NewChunk>, lines: &mut Vec<usize>| -> Result<()> {
         if batch.is_empty() {
@@ -172,19 +285,8 @@ pub(super) fn ingest_jsonl(m: &Ctx, a: &IngestArgs, path: &std::path::Path) -> R
         batches += 1;
         count += out["count"].as_u64().unwrap_or(0) as usize;
         skipped += out["skipped"].as_u64().unwrap_or(0) as usize;
-        if let Some(list) = out["skipped_chunks"].as_array() {
-            for s in list {
-                if skipped_list.len() < LIST_SKIPPED_MAX {
-                    let mut s = s.clone();
-                    let idx = s["index"].as_u64().unwrap_or(0) as usize;
-                    s["line"] = Value::from(lines.get(idx).copied().unwrap_or(0));
-                    if let Some(o) = s.as_object_mut() {
-                        o.remove("index");
-                    }
-                    skipped_list.push(s);
-                }
-            }
-        }
+        note_sessions(&mut sessions, &out);
+        list_skipped(&mut skipped_list, &out, lines);
         saved_lines = lines.last().copied().unwrap_or(saved_lines);
         lines.clear();
         if batches == 1 {
@@ -223,7 +325,57 @@ pub(super) fn ingest_jsonl(m: &Ctx, a: &IngestArgs, path: &std::path::Path) -> R
         "count": count,
         "skipped": skipped,
         "skipped_chunks": skipped_list,
+        "sessions": sessions.len(),
         "batches": batches,
         "lines": saved_lines,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_text_stays_one_chunk_whatever_its_paragraphs() {
+        let t = "# Title\n\nfirst\n\nsecond";
+        assert_eq!(split_document(t), vec![t.to_string()]);
+    }
+
+    #[test]
+    fn a_long_document_splits_at_headings_and_packs_paragraphs_without_losing_any() {
+        let para = |i: usize| format!("paragraph {i} {}", "word ".repeat(60));
+        let mut doc = String::from("# Intro\n\n");
+        for i in 0..10 {
+            doc.push_str(&para(i));
+            doc.push_str("\n\n");
+        }
+        doc.push_str("## Setup\n```sh\ncargo build\n\ncargo test\n```\n\n");
+        for i in 10..20 {
+            doc.push_str(&para(i));
+            doc.push_str("\n\n");
+        }
+        let parts = split_document(&doc);
+        assert!(parts.len() > 2, "{parts:#?}");
+        assert!(parts[0].starts_with("# Intro"));
+        assert!(parts.iter().any(|p| p.starts_with("## Setup")));
+        // The fence is one piece with its blank line.
+        assert!(
+            parts
+                .iter()
+                .any(|p| p.contains("cargo build\n\ncargo test"))
+        );
+        for p in &parts {
+            assert!(p.chars().count() <= SECTION_CHARS, "{}", p.len());
+        }
+        // Nothing lost, nothing reordered.
+        let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(words(&parts.join("\n\n")), words(&doc));
+    }
+
+    #[test]
+    fn a_paragraph_longer_than_a_section_is_kept_whole() {
+        let long = "x".repeat(5_000);
+        let doc = format!("{long}\n\nshort");
+        assert_eq!(split_document(&doc), vec![long, "short".to_string()]);
+    }
 }

@@ -395,7 +395,7 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         }
         Command::Context(r) => call(m, "context", &r)?,
         Command::Delta(r) => call(m, "delta", &r)?,
-        Command::Search(r) => call(m, "search", &r)?,
+        Command::Search(a) => call(m, "search", &a.request())?,
         Command::Sync(r) => with_progress(m, "sync", &r, |show| {
             m.sync_with(
                 &r,

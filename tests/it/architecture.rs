@@ -323,7 +323,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
         129,
     ),
     ("crates/engine/src/service/log.rs", "append", 125),
-    ("src/cli/ingest.rs", "ingest_jsonl", 122),
     ("src/openapi/mod.rs", "document", 121),
 ];
 

@@ -758,7 +758,6 @@ def test_a_device_without_delete_rights_cannot_delete_a_category_by_pushing_a_to
         assert status == 403 and body["error"]["code"] == "forbidden", body
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_a_session_directory_that_is_a_link_is_not_read_through_by_fetch_or_sync(tmp_path, hubs):
     """Bug 12. `sessions/<id>` is a link to a directory outside the store that holds a
     well-formed segment. Writes never follow links; reads must not either: CLI fetch, REST
@@ -1020,7 +1019,6 @@ def test_private_spans_with_spaces_in_the_tag_or_nested_spans_leak_nothing(tmp_p
     assert leaks == [], f"private text was stored: {leaks}; chunks: {chunks(store, 's1')}"
 
 
-@pytest.mark.xfail(strict=True, reason="replication gate not built yet")
 def test_ledger_and_index_files_are_private_to_their_owner(tmp_path):
     """Risk: ledger and index files were 0644 while SECURITY.md promises 0600 files and 0700
     directories for what memdir creates. Under the usual umask 022, after writes and a search,

@@ -14,7 +14,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use serde_json::Value;
 
+use memdir_api::error::IoContext;
 use memdir_api::error::{Error, ErrorKind, Result};
+use memdir_store::fsx;
 use memdir_store::model::CategoryStatus;
 
 /// The ledger's schema version; a different version is rebuilt from the files.
@@ -232,6 +234,17 @@ impl Ledger {
     }
 
     fn open_once(path: &Path, wait_max: std::time::Duration) -> Result<(Ledger, bool)> {
+        // Private from its first byte: SQLite gives its -wal and -shm files the database
+        // file's permissions, so creating the file here first makes all three owner-only.
+        fsx::private_file(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false),
+        )
+        .open(path)
+        .at("create", path)?;
+        fsx::make_private(path)?;
         let conn = Connection::open(path).map_err(sql_error)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(sql_error)?;

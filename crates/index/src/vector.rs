@@ -20,6 +20,7 @@
 //! unit length, so the dot product of two is their cosine; it is computed on the integers
 //! (an i32 sum the compiler vectorises) and scaled once.
 
+use memdir_store::fsx::private_file;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -408,16 +409,6 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         b.mode(0o700);
     }
     b.create(dir)
-}
-
-/// Creates files only their owner may read (vectors say which texts were embedded).
-fn private_file(o: &mut OpenOptions) -> &mut OpenOptions {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600);
-    }
-    o
 }
 
 /// [`VectorCache::retain_all`] for one file: the kept records are streamed to a new file that

@@ -187,6 +187,24 @@ fn too_large(path: &Path, len: u64, limit: u64) -> IoError {
 /// that must be a directory is something else. Components that do not exist yet are fine (the
 /// caller creates them as directories, which are not links).
 pub fn check_no_links(root: &Path, path: &Path) -> Result<(), IoError> {
+    check_no_links_for("write", root, path)
+}
+
+/// Reads the regular file at `rel` below `root`, as [`read`] does, after checking that no
+/// component of it is a link: a directory inside the store that is a link to somewhere else is
+/// never read through (writes never follow links; reads do not either).
+pub fn read_under(root: &Path, rel: &Path, limit: u64) -> Result<Option<Vec<u8>>, IoError> {
+    let path = root.join(rel);
+    check_no_links_for("read", root, &path)?;
+    read(&path, limit)
+}
+
+/// Fails when the directory `dir` below `root`, or any directory on the way to it, is a link.
+pub fn check_dir_under(root: &Path, dir: &Path) -> Result<(), IoError> {
+    check_no_links_for("list", root, dir)
+}
+
+fn check_no_links_for(op: &'static str, root: &Path, path: &Path) -> Result<(), IoError> {
     let Ok(rel) = path.strip_prefix(root) else {
         return Ok(());
     };
@@ -204,9 +222,9 @@ pub fn check_no_links(root: &Path, path: &Path) -> Result<(), IoError> {
             }
         }
         match std::fs::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_symlink() => return Err(link_error("write", &cur)),
+            Ok(m) if m.file_type().is_symlink() => return Err(link_error(op, &cur)),
             Ok(m) if i + 1 < parts.len() && !m.is_dir() => {
-                return Err(err("write", &cur, io::Error::other("is not a directory")));
+                return Err(err(op, &cur, io::Error::other("is not a directory")));
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -326,6 +344,38 @@ pub fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     f.write_all(bytes).at("write", path)?;
     // DURABILITY: content must reach the disk before the manifest names it.
     f.sync_all().at("fsync", path)?;
+    Ok(())
+}
+
+/// Options that create files only their owner may read or write (memories are private):
+/// `fsx::private_file(OpenOptions::new().write(true).create(true))`.
+pub fn private_file(o: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o
+}
+
+/// Takes read and write access from group and others on a file created before memdir made
+/// its files private (an upgrade); a file that is already private is left untouched.
+pub fn make_private(path: &Path) -> Result<(), IoError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = match fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(err("stat", path, e)),
+        };
+        let mode = meta.permissions().mode();
+        if !meta.file_type().is_symlink() && mode & 0o077 != 0 {
+            let keep = if meta.is_dir() { 0o700 } else { 0o600 };
+            fs::set_permissions(path, fs::Permissions::from_mode(mode & keep))
+                .map_err(|e| err("chmod", path, e))?;
+        }
+    }
     Ok(())
 }
 

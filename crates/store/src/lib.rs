@@ -411,6 +411,8 @@ pub fn list_session_dirs(layout: &Layout) -> Result<Vec<(String, PathBuf)>, IoEr
 /// `<replica>.<n>.jsonl`, sorted by name.
 pub fn list_segments(layout: &Layout, session_rel: &Path) -> Result<Vec<SegmentFile>, IoError> {
     let dir = layout.root.join(session_rel);
+    // A session directory that is a link is never read through (see `fsx::read_under`).
+    fsx::check_dir_under(&layout.root, &dir)?;
     let mut out = Vec::new();
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,

@@ -30,13 +30,15 @@ fn jitter(seed: &mut u64) -> u64 {
 impl WriteLock {
     /// Takes the lock at `path`, waiting at most `timeout`.
     pub fn acquire(path: &Path, timeout: Duration) -> Result<WriteLock, Error> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .at("open lock file", path)?;
+        let file = crate::fsx::private_file(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+        )
+        .open(path)
+        .at("open lock file", path)?;
         let start = Instant::now();
         let mut seed =
             (std::process::id() as u64) << 32 | start.elapsed().subsec_nanos() as u64 | 1;

@@ -368,3 +368,56 @@ fn result_rows_keep_the_public_contract() {
     assert_eq!(beta["content"], BETA[7]);
     assert_eq!(v["query"], "canary_token");
 }
+
+#[test]
+fn the_note_counts_only_matching_turns_folded_into_a_shown_window() {
+    let note = |v: &serde_json::Value| -> Option<String> {
+        v["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str())
+            .find(|n| n.contains("inside the context windows"))
+            .map(str::to_string)
+    };
+    // One chunk: nothing else can be folded.
+    let env = TestEnv::new();
+    env.ok(&["ingest", "--session-id", "one", "--text", "a lone walrus"]);
+    for mode in ["bm25", "auto", "exact"] {
+        let v = search(&env, &["walrus", "--mode", mode]);
+        assert_eq!(note(&v), None, "{mode}: {v:#}");
+    }
+    // Five turns, one matches: its neighbours are shown but do not match.
+    let env = TestEnv::new();
+    for t in [
+        "hello",
+        "the pelican flew",
+        "a walrus swam",
+        "goodbye",
+        "later",
+    ] {
+        env.ok(&["ingest", "--session-id", "five", "--text", t]);
+    }
+    let v = search(&env, &["walrus", "--mode", "bm25"]);
+    assert_eq!(rows(&v).len(), 1, "{v:#}");
+    assert_eq!(note(&v), None, "{v:#}");
+    // Two neighbouring turns match: one is the hit, the other is in its window, said once.
+    env.ok(&["ingest", "--session-id", "five", "--text", "another walrus"]);
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "five",
+        "--text",
+        "the walrus again",
+    ]);
+    let v = search(
+        &env,
+        &["walrus", "--mode", "bm25", "--context", "4", "--limit", "1"],
+    );
+    assert_eq!(rows(&v).len(), 1, "{v:#}");
+    assert_eq!(
+        note(&v).as_deref(),
+        Some("2 more matching turns are shown inside the context windows of these hits"),
+        "{v:#}"
+    );
+}

@@ -22,6 +22,7 @@
 //! the next manifest shows.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -524,12 +525,7 @@ impl Memdir {
                 )
                 .detail("rule", Value::from("acl.rules.read")));
             }
-            let Some(bytes) = fsx::read(&layout.root.join(&w.path), local_bound(&kind))? else {
-                return Err(Error::new(
-                    ErrorKind::NotFound,
-                    format!("{} is not in this memory directory", w.path),
-                ));
-            };
+            let bytes = read_wanted(layout, &w.path, &kind)?;
             let bytes = if segment { whole_lines(bytes) } else { bytes };
             // A tail whose prefix is not what the receiver holds travels whole, to be merged.
             let whole = segment
@@ -1025,6 +1021,16 @@ impl Memdir {
         }
         Ok(())
     }
+}
+
+/// The bytes of a file a peer asked for, read without following any link on its way.
+fn read_wanted(layout: &Layout, path: &str, kind: &Place) -> Result<Vec<u8>> {
+    fsx::read_under(&layout.root, Path::new(path), local_bound(kind))?.ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("{path} is not in this memory directory"),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -177,12 +177,16 @@ impl TerminatingWrite for MemFile {
     }
 }
 
-/// A file written without fsync.
-struct LazyFile(std::fs::File);
+/// A file written to disk: synced when it is finished if the directory is durable, left to
+/// the page cache otherwise.
+struct LazyFile {
+    file: std::fs::File,
+    durable: bool,
+}
 
 impl std::io::Write for LazyFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.write(buf)
+        self.file.write(buf)
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -191,8 +195,24 @@ impl std::io::Write for LazyFile {
 
 impl TerminatingWrite for LazyFile {
     fn terminate_ref(&mut self, _: AntiCallToken) -> std::io::Result<()> {
-        std::io::Write::flush(&mut self.0)
+        std::io::Write::flush(&mut self.file)?;
+        if self.durable {
+            // DURABILITY: a segment file reaches the disk before a meta.json names it.
+            self.file.sync_data()?;
+        }
+        Ok(())
     }
+}
+
+/// Creates (or truncates) a file only its owner may read: the index holds the memories' text.
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    memdir_store::fsx::private_file(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true),
+    )
+    .open(path)
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
@@ -201,7 +221,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Writes a small file and its directory entry durably.
 pub(super) fn write_durable(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let mut f = std::fs::File::create(path)?;
+    let mut f = create_private(path)?;
     std::io::Write::write_all(&mut f, data)?;
     f.sync_all()?;
     sync_dir(path.parent().unwrap_or(Path::new(".")))
@@ -298,7 +318,7 @@ impl LazyDir {
                 .and_then(|p| p.split('.').next())
                 .unwrap_or_default();
             if named.contains(stem) {
-                let mut f = std::fs::File::create(self.root.join(path))?;
+                let mut f = create_private(&self.root.join(path))?;
                 std::io::Write::write_all(&mut f, data.as_slice())?;
                 if durable {
                     f.sync_data()?;
@@ -345,7 +365,7 @@ impl LazyDir {
             )
             .replace('/', "_"),
         );
-        std::fs::write(&tmp, data)?;
+        std::io::Write::write_all(&mut create_private(&tmp)?, data)?;
         std::fs::rename(&tmp, self.root.join(path))
     }
 
@@ -438,21 +458,22 @@ impl Directory for LazyDir {
                 dir: self.clone(),
             })));
         }
-        if self.durable() {
-            return self.inner.open_write(path);
-        }
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(self.root.join(path))
-            .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    OpenWriteError::FileAlreadyExists(path.to_path_buf())
-                } else {
-                    OpenWriteError::wrap_io_error(e, path.to_path_buf())
-                }
-            })?;
-        Ok(std::io::BufWriter::new(Box::new(LazyFile(file))))
+        let durable = self.durable();
+        let file = memdir_store::fsx::private_file(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+        )
+        .open(self.root.join(path))
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                OpenWriteError::FileAlreadyExists(path.to_path_buf())
+            } else {
+                OpenWriteError::wrap_io_error(e, path.to_path_buf())
+            }
+        })?;
+        Ok(std::io::BufWriter::new(Box::new(LazyFile {
+            file,
+            durable,
+        })))
     }
     fn atomic_read(&self, path: &Path) -> std::result::Result<Vec<u8>, OpenReadError> {
         if path == Path::new(META) {
@@ -525,6 +546,14 @@ impl Directory for LazyDir {
         sync_dir(&self.root)
     }
     fn acquire_lock(&self, lock: &Lock) -> std::result::Result<DirectoryLock, LockError> {
+        // The lock file is created here first, private, for the inner directory to lock.
+        let _ = memdir_store::fsx::private_file(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false),
+        )
+        .open(self.root.join(&lock.filepath));
         self.inner.acquire_lock(lock)
     }
     fn watch(&self, cb: WatchCallback) -> tantivy::Result<WatchHandle> {

@@ -88,6 +88,16 @@ fn tantivy_err(what: &str, e: TantivyError) -> Error {
     .hint("the index is derived state: {op:reindex} rebuilds it from the files")
 }
 
+/// Creates an index directory (and its parents) only its owner may list.
+fn create_private_dir(dir: &Path) -> Result<()> {
+    memdir_store::fsx::private_dir()
+        .recursive(true)
+        .create(dir)
+        .at("create directory", dir)?;
+    memdir_store::fsx::make_private(dir)?;
+    Ok(())
+}
+
 impl Part {
     pub(super) fn open(
         dir: &Path,
@@ -95,7 +105,7 @@ impl Part {
         cfg: &AnalyzerConfig,
         tail_in_memory: bool,
     ) -> Result<Part> {
-        std::fs::create_dir_all(dir).at("create directory", dir)?;
+        create_private_dir(dir)?;
         let mut lazy = None;
         let mut open = |schema: Schema| -> std::result::Result<Index, TantivyError> {
             let d =
@@ -108,12 +118,14 @@ impl Part {
         // torn; two processes doing that at once would see each other's half-made index as
         // damaged and remove it under the other. One opener at a time, across processes.
         let gate_path = part_sidecar(dir, "open");
-        let gate = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&gate_path)
-            .at("open index gate", &gate_path)?;
+        let gate = memdir_store::fsx::private_file(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true),
+        )
+        .open(&gate_path)
+        .at("open index gate", &gate_path)?;
         gate.lock().at("lock index gate", &gate_path)?;
         // The machine went down inside a window of lazy commits: what survived may be torn.
         let marker = lazy_marker(dir);
@@ -127,7 +139,7 @@ impl Part {
                 // A different schema, a damaged index, or one torn by a crash: it is derived,
                 // so start it afresh.
                 std::fs::remove_dir_all(dir).at("remove stale index", dir)?;
-                std::fs::create_dir_all(dir).at("create directory", dir)?;
+                create_private_dir(dir)?;
                 open(schema).map_err(|e| tantivy_err("create", e))?
             }
         };

@@ -30,8 +30,12 @@ pub(super) fn choose(
 ) -> Result<Vec<Hit>> {
     let mut hits = Vec::new();
     let mut chosen: Vec<(String, u64)> = Vec::new();
+    let mut inside: Vec<DocAddress> = Vec::new();
     for r in ranked {
-        if chosen.len() == req.limit {
+        // Past the limit the rest of the ranking is read only for the matching turns the
+        // windows shown already hold.
+        let full = chosen.len() == req.limit;
+        if full && req.context == 0 {
             break;
         }
         if req.context > 0
@@ -39,7 +43,12 @@ pub(super) fn choose(
                 .iter()
                 .any(|(s, p)| *s == r.session && p.abs_diff(r.position) <= req.context as u64)
         {
-            *folded += 1;
+            // Only a turn in the pool may be a matching turn: a place lifted by its
+            // neighbours alone (which may not even exist) is not one.
+            inside.extend(r.addr);
+            continue;
+        }
+        if full {
             continue;
         }
         // A turn lifted only by its neighbours is a candidate the query did not reach: it
@@ -60,6 +69,18 @@ pub(super) fn choose(
             order: r.order,
             parts: Some(r.parts),
         });
+    }
+    // What the note calls a matching turn is one whose own text holds a word of the query: a
+    // turn in the pool only for the words of the turn before it is not (a reader would see no
+    // match in it).
+    if !inside.is_empty() {
+        let mut terms = Terms::new(idx, &req.query)?;
+        for addr in inside {
+            let text = get_str(&doc(s, addr)?, idx.chunk_fields.content);
+            if terms.matches(&text) {
+                *folded += 1;
+            }
+        }
     }
     Ok(hits)
 }
