@@ -45,6 +45,13 @@ pub(super) fn read_source(path: Option<&PathBuf>, what: &str) -> Result<String> 
 }
 
 pub(super) fn parse_json(text: &str, field: &str) -> Result<Value> {
+    if text.trim().is_empty() {
+        return Err(Error::invalid(
+            field,
+            format!("{field} is empty: expected JSON (an object such as {{\"key\": \"value\"}})"),
+        )
+        .hint("pass it with --data, a file, or pipe it to stdin"));
+    }
     let v = serde_json::from_str(text)
         .map_err(|e| Error::invalid(field, format!("{field} is not valid JSON: {e}")))?;
     if let Some(n) = oversized_integer(text) {

@@ -244,6 +244,17 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         return man(out.as_deref());
     }
     let dir = cfg.dir()?;
+    if std::fs::metadata(&dir.value).is_ok_and(|m| !m.is_dir()) {
+        return Err(Error::invalid(
+            "dir",
+            format!(
+                "the memory directory {} ({}) is a file, not a directory",
+                dir.value.display(),
+                dir.source.describe()
+            ),
+        )
+        .hint("name a directory (memdir creates it when it does not exist)"));
+    }
     let settings = cfg.settings()?;
     if let Command::Serve {
         transport, token, ..

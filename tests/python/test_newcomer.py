@@ -72,3 +72,56 @@ def test_ingest_of_a_long_file_makes_one_chunk_per_section(tmp_path: Path):
     p = run(store, "ingest", "--session-id", "short", "--file", "-", input=b"one line\n\nand another\n")
     assert p.returncode == 0, p.stderr
     assert len(json.loads(run(store, "fetch", "short").stdout)["chunks"]) == 1
+
+
+def test_unquoted_words_after_search_are_the_query(tmp_path: Path):
+    store = tmp_path / "store"
+    assert run(store, "ingest", "--session-id", "s", "--text", "redis eviction policy is allkeys-lru").returncode == 0
+    p = run(store, "search", "redis", "eviction", "--limit", "3")
+    assert p.returncode == 0, p.stderr
+    v = json.loads(p.stdout)
+    assert v["query"] == "redis eviction" and v["count"] == 1, v
+
+
+@pytest.mark.parametrize("since", ["7d", "12h", "30m", "2w", "yesterday", "today"])
+def test_since_takes_a_time_ago_and_day_names(tmp_path: Path, since: str):
+    store = tmp_path / "store"
+    assert run(store, "ingest", "--session-id", "s", "--text", "the walrus swam today").returncode == 0
+    # An old chunk, outside every window but the broadest.
+    assert run(store, "ingest", "--session-id", "old", "--text", "an old walrus", "--ts", "2020-01-01").returncode == 0
+    p = run(store, "search", "walrus", "--since", since)
+    assert p.returncode == 0, p.stderr
+    assert [r["session_id"] for r in json.loads(p.stdout)["results"]] == ["s"], p.stdout
+    p = run(store, "search", "walrus", "--until", "yesterday")
+    assert [r["session_id"] for r in json.loads(p.stdout)["results"]] == ["old"], p.stdout
+    p = run(store, "search", "walrus", "--since", "7 days")
+    assert p.returncode == 3 and b"a time ago (30m, 12h, 7d, 2w)" in p.stderr, p.stderr
+
+
+def test_a_dir_that_is_a_file_is_refused(tmp_path: Path):
+    f = tmp_path / "notes.txt"
+    f.write_text("not a store")
+    p = subprocess.run([str(MEMDIR_BIN), "--dir", str(f), "search", "x"], capture_output=True, timeout=60)
+    assert p.returncode == 3, p
+    assert "is a file, not a directory" in p.stderr.decode()
+    assert f.read_text() == "not a store"
+
+
+def test_writing_nothing_from_stdin_says_the_data_is_empty(tmp_path: Path):
+    store = tmp_path / "store"
+    p = run(store, "write", "base", input=b"")
+    assert p.returncode == 3
+    err = json.loads(p.stderr)["error"]
+    assert "data is empty" in err["message"] and "EOF" not in err["message"], err
+    assert not (store / "categories").exists() or not list((store / "categories").iterdir())
+
+
+def test_an_import_with_nothing_at_its_default_place_names_the_place_and_the_variable(tmp_path: Path):
+    store = tmp_path / "store"
+    env = server_env(store, HOME=str(tmp_path / "home"))
+    env.pop("MEMORY_DB_PATH", None)
+    p = subprocess.run([str(MEMDIR_BIN), "import", "local-memory"], capture_output=True, env=env, timeout=60)
+    assert p.returncode == 3
+    err = json.loads(p.stderr)["error"]
+    assert "local-memory/memory.db" in err["message"], err
+    assert any("MEMORY_DB_PATH" in h for h in err["hints"]), err

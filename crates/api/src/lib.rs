@@ -392,11 +392,13 @@ pub struct SearchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["chunk", "category"]))]
     pub kind: Option<String>,
-    /// Only items at or after this time: RFC 3339, a date (YYYY-MM-DD) or epoch milliseconds.
+    /// Only items at or after this time: RFC 3339, a date (YYYY-MM-DD), epoch milliseconds,
+    /// a time ago (30m, 12h, 7d, 2w), today or yesterday.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
-    /// Only items at or before this time (a bare date means the whole day).
+    /// Only items at or before this time, in the forms of `since` (a day, as a date, today or
+    /// yesterday, means the whole of it).
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
@@ -2071,7 +2073,8 @@ pub struct ExportRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
-    /// Only chunks (and categories) from this time on: RFC 3339, a date or epoch ms.
+    /// Only chunks (and categories) from this time on: RFC 3339, a date, epoch ms, a time ago
+    /// (7d, 12h) or today / yesterday.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,

@@ -81,6 +81,36 @@ pub fn rfc3339(ms: i64) -> String {
     )
 }
 
+/// A time a person types for a filter, in epoch milliseconds: whatever [`parse_time`] takes,
+/// or a time relative to `now_ms`: `30m`, `12h`, `7d`, `2w` ago, `today` or `yesterday` (the
+/// start of that day, UTC). Returns whether it names a whole day (a date, `today`,
+/// `yesterday`), so an upper bound can take the whole of it.
+pub fn parse_when(s: &str, now_ms: i64) -> Option<(i64, bool)> {
+    let s = s.trim();
+    let day = 86_400_000;
+    let today = now_ms.div_euclid(day) * day;
+    match s.to_ascii_lowercase().as_str() {
+        "today" => return Some((today, true)),
+        "yesterday" => return Some((today - day, true)),
+        "now" => return Some((now_ms, false)),
+        _ => {}
+    }
+    if let Some(unit) = s.chars().last().filter(|c| "mhdw".contains(*c))
+        && s.len() > 1
+        && s[..s.len() - 1].bytes().all(|b| b.is_ascii_digit())
+    {
+        let n: i64 = s[..s.len() - 1].parse().ok()?;
+        let ms = match unit {
+            'm' => 60_000,
+            'h' => 3_600_000,
+            'd' => day,
+            _ => 7 * day,
+        };
+        return Some((now_ms.checked_sub(n.checked_mul(ms)?)?, false));
+    }
+    parse_time(s).map(|t| (t, s.len() == 10))
+}
+
 /// Parses RFC 3339 (`Z` or `±HH:MM` offset, optional fraction), a bare date `YYYY-MM-DD`, or
 /// an integer of milliseconds since the epoch.
 pub fn parse_time(s: &str) -> Option<i64> {
@@ -259,6 +289,32 @@ impl std::fmt::Display for Hlc {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_person_may_type_relative_times_and_day_names() {
+        use super::parse_when;
+        let now = super::parse_time("2026-12-02T15:30:00Z").unwrap();
+        let at = |s: &str| parse_when(s, now).map(|(t, day)| (super::rfc3339(t), day));
+        let day = |s: &str| Some((s.to_string(), true));
+        assert_eq!(at("today"), day("2026-12-02T00:00:00.000Z"));
+        assert_eq!(at("Yesterday"), day("2026-12-01T00:00:00.000Z"));
+        assert_eq!(at("7d"), Some(("2026-11-25T15:30:00.000Z".into(), false)));
+        assert_eq!(at("12h"), Some(("2026-12-02T03:30:00.000Z".into(), false)));
+        assert_eq!(at("30m"), Some(("2026-12-02T15:00:00.000Z".into(), false)));
+        assert_eq!(at("2w"), Some(("2026-11-18T15:30:00.000Z".into(), false)));
+        assert_eq!(at("2026-11-29"), day("2026-11-29T00:00:00.000Z"));
+        for bad in [
+            "d",
+            "7y",
+            "-7d",
+            "seven days",
+            "7 d",
+            "99999999999999999999d",
+            "",
+        ] {
+            assert_eq!(parse_when(bad, now), None, "{bad}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -56,6 +56,16 @@ pub const FORMATS: &[&str] = &[
 /// The formats that write categories rather than sessions (access control asks more of them).
 pub const CATEGORY_FORMATS: &[&str] = &["mcp-memory-rs", "mcp-memory-jsonl"];
 
+/// The environment variable that names each format's data, where it has one.
+const DEFAULT_VARS: &[(&str, &str)] = &[
+    ("claude-code", "CLAUDE_CONFIG_DIR"),
+    ("codex", "CODEX_HOME"),
+    ("opencode", "XDG_DATA_HOME"),
+    ("local-memory", "MEMORY_DB_PATH"),
+    ("mcp-memory-rs", "MCP_MEMORY_DIR"),
+    ("mcp-memory-jsonl", "MEMORY_FILE_PATH"),
+];
+
 /// Where a format's data lives by default; `env` looks up an environment variable.
 pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
@@ -264,7 +274,8 @@ pub fn run(
             ),
         ));
     }
-    let path = match req.path.as_deref().filter(|p| !p.is_empty()) {
+    let given = req.path.as_deref().filter(|p| !p.is_empty());
+    let path = match given {
         Some(p) => PathBuf::from(p),
         None => default_path(format, env).ok_or_else(|| {
             Error::invalid(
@@ -275,10 +286,21 @@ pub fn run(
     };
     let stdin = path.as_os_str() == "-";
     if !stdin && !path.exists() {
-        return Err(
-            Error::invalid("path", format!("{} does not exist", path.display()))
-                .detail("path", Value::from(path.display().to_string())),
-        );
+        let mut e = Error::invalid("path", format!("{} does not exist", path.display()))
+            .detail("path", Value::from(path.display().to_string()));
+        if given.is_none() {
+            // The default place was looked at: say which and how to name another.
+            e.message = format!("{format}: nothing at its default place {}", path.display());
+            e = e.hint(format!(
+                "give the path as an argument (memdir import {format} PATH){}",
+                DEFAULT_VARS
+                    .iter()
+                    .find(|(f, _)| *f == format)
+                    .map(|(_, v)| format!(" or set {v}"))
+                    .unwrap_or_default()
+            ));
+        }
+        return Err(e);
     }
     if stdin && format != "jsonl" {
         return Err(Error::invalid(

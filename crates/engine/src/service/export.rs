@@ -32,10 +32,10 @@ impl Memdir {
         };
         let since = match req.since.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             None => None,
-            Some(s) => Some(clock::parse_time(s).ok_or_else(|| {
+            Some(s) => Some(clock::parse_when(s, clock::now_ms()).map(|(t, _)| t).ok_or_else(|| {
                 Error::invalid(
                     "since",
-                    format!("since {s:?} is not a time: use RFC 3339, a date (YYYY-MM-DD) or epoch milliseconds"),
+                    format!("since {s:?} is not a time: use RFC 3339, a date (YYYY-MM-DD), epoch milliseconds, a time ago (30m, 12h, 7d, 2w), today or yesterday"),
                 )
             })?),
         };

@@ -30,22 +30,19 @@ impl Plan for SearchRequest {
                 ),
             ));
         }
-        let time = |field: &str, v: &Option<String>| -> Result<Option<i64>> {
+        let now = clock::now_ms();
+        let time = |field: &str, v: &Option<String>| -> Result<Option<(i64, bool)>> {
             match v.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
                 None => Ok(None),
-                Some(s) => clock::parse_time(s).map(Some).ok_or_else(|| {
-                    Error::invalid(field, format!("{field} {s:?} is not a time: use RFC 3339 (2026-11-29T10:00:00Z), a date (2026-11-29) or epoch milliseconds"))
+                Some(s) => clock::parse_when(s, now).map(Some).ok_or_else(|| {
+                    Error::invalid(field, format!("{field} {s:?} is not a time: use RFC 3339 (2026-11-29T10:00:00Z), a date (2026-11-29), epoch milliseconds, a time ago (30m, 12h, 7d, 2w), today or yesterday"))
                 }),
             }
         };
         let nonempty = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
-        let mut until = time("until", &self.until)?;
-        if let (Some(u), Some(s)) = (until, self.until.as_deref())
-            && s.trim().len() == 10
-        {
-            // A bare date as upper bound means the whole of that day.
-            until = Some(u + 86_400_000 - 1);
-        }
+        // A day as upper bound (a date, today, yesterday) means the whole of that day.
+        let until = time("until", &self.until)?
+            .map(|(u, whole_day)| if whole_day { u + 86_400_000 - 1 } else { u });
         Ok(search::Request {
             query: self.query.clone(),
             mode: match self.mode.as_deref() {
@@ -58,7 +55,7 @@ impl Plan for SearchRequest {
                 session_id: nonempty(&self.session_id),
                 category: nonempty(&self.category),
                 kind: nonempty(&self.kind).map(|k| Kind::parse(&k)).transpose()?,
-                since: time("since", &self.since)?,
+                since: time("since", &self.since)?.map(|(t, _)| t),
                 until,
                 hidden_categories: Vec::new(),
             },
