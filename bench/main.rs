@@ -1311,7 +1311,7 @@ fn window_recall(
                             break;
                         }
                         if let Some(c) = context.iter().find(|c| c.position == turn) {
-                            text.get_or_insert_with(|| c.text.clone());
+                            text.get_or_insert_with(|| c.content.clone());
                         }
                     }
                 }

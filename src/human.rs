@@ -397,7 +397,7 @@ fn search(v: &Value, st: Style) -> String {
                 shown_hit = true;
             }
             let text = c
-                .get("text")
+                .get("content")
                 .or_else(|| c.get("content"))
                 .and_then(Value::as_str)
                 .unwrap_or("");

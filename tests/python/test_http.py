@@ -604,7 +604,7 @@ def test_search(http_server):
         assert k in top, top
     assert (top["session_id"], top["position"]) == ("s2", 0)
     assert isinstance(top["score"], (int, float)) and top["score"] > 0
-    assert all(set(c) == {"position", "text"} for c in top["context"])
+    assert all(set(c) == {"position", "content"} for c in top["context"])
 
     exact = srv.post("/search", {"query": "ECONNREFUSED 127.0.0.1:5432", "kind": "chunk"})
     assert exact["engine"] == "exact"

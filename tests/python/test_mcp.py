@@ -414,7 +414,7 @@ async def test_search_result_shape(store, mcp_server):
         # Default 3 per side, clipped at 0; the hit itself is not repeated.
         assert [c["position"] for c in ctx] == [0, 1, 3, 4, 5]
         for c in ctx:
-            assert set(c) == {"position", "text"}
+            assert set(c) == {"position", "content"}
         # Scores are ordered.
         scores = [r["score"] for r in s["results"]]
         assert scores == sorted(scores, reverse=True)

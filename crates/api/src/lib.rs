@@ -1257,14 +1257,15 @@ pub struct DeltaResponse {
 }
 
 /// A neighbouring chunk in a hit's context window: only what differs from the hit (its
-/// position and text); the hit itself is not repeated.
+/// position and content, as `{position, content}` the way session-memory tools give it);
+/// the hit itself is not repeated.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ContextChunk {
     /// Its position in the hit's session (`fetch` returns it whole).
     pub position: u64,
     /// An excerpt of its text, centred on the query's words when it has any, with `…` where
     /// cut (the whole text when `full`).
-    pub text: String,
+    pub content: String,
 }
 
 /// What an answer left out to fit `max_tokens`.

@@ -229,7 +229,7 @@ mod tests {
             context: (0..ctx as u64)
                 .map(|i| ContextChunk {
                     position: p + 1 + i,
-                    text: "x".repeat(120),
+                    content: "x".repeat(120),
                 })
                 .collect(),
             uri: memdir_api::uri::chunk("s", p),

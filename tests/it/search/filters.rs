@@ -246,7 +246,7 @@ fn invalid_filter_values_are_rejected_with_exit_3() {
     let env = fixture();
     for (args, field) in [
         (vec!["search", "pool", "--kind", "note"], "kind"),
-        (vec!["search", "pool", "--since", "yesterday"], "since"),
+        (vec!["search", "pool", "--since", "last tuesday"], "since"),
         (vec!["search", "pool", "--until", "2026-13-01"], "until"),
         (vec!["search", "pool", "--mode", "fuzzy"], "mode"),
     ] {

@@ -75,7 +75,7 @@ fn a_hand_edited_session_line_is_found_by_its_new_words_only() {
     // The window shows the edited text too.
     let v = search(&env, &["ferry", "--mode", "exact"]);
     assert_eq!(
-        rows(&v)[0]["context"][0]["text"],
+        rows(&v)[0]["context"][0]["content"],
         "we flew to kilimanjaro instead"
     );
     env.assert_clean();

@@ -293,7 +293,7 @@ fn assert_window(env: &TestEnv, row: &Value, lo: u64, hi: u64) {
     for c in ctx {
         let p = c["position"].as_u64().unwrap();
         let (_, _, content) = &chunks[p as usize];
-        let text = c["text"].as_str().expect("text");
+        let text = c["content"].as_str().expect("content");
         let core = text.trim_start_matches('…').trim_end_matches('…');
         assert!(
             text == content || (core.len() < content.len() && content.contains(core)),
@@ -301,8 +301,8 @@ fn assert_window(env: &TestEnv, row: &Value, lo: u64, hi: u64) {
         );
         assert_eq!(
             c.as_object().unwrap().keys().collect::<Vec<_>>(),
-            ["position", "text"],
-            "a context line carries only its position and text: {row:#}"
+            ["content", "position"],
+            "a context line carries only its position and content: {row:#}"
         );
     }
 }

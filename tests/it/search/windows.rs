@@ -172,7 +172,12 @@ fn windows_follow_positions_across_the_segments_of_two_replicas() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|c| (c["position"].as_u64().unwrap(), c["text"].as_str().unwrap()))
+            .map(|c| {
+                (
+                    c["position"].as_u64().unwrap(),
+                    c["content"].as_str().unwrap(),
+                )
+            })
             .collect();
         let want: Vec<(u64, &str)> = (p.saturating_sub(1)..=(p + 1).min(5))
             .filter(|i| *i != p)
@@ -300,12 +305,12 @@ fn texts_are_cut_to_excerpts_around_the_query_unless_full_is_asked_for() {
         .map(|c| c["position"].as_u64().unwrap())
         .collect();
     assert_eq!(positions, [0, 1, 3, 4]);
-    assert_eq!(ctx[0]["text"], short);
-    assert_eq!(ctx[2]["text"], short);
-    let near = ctx[1]["text"].as_str().unwrap();
+    assert_eq!(ctx[0]["content"], short);
+    assert_eq!(ctx[2]["content"], short);
+    let near = ctx[1]["content"].as_str().unwrap();
     assert!(near.chars().count() <= 200 && near.ends_with('…') && !near.starts_with('…'));
     assert!(plain.starts_with(near.trim_end_matches('…')));
-    let far = ctx[3]["text"].as_str().unwrap();
+    let far = ctx[3]["content"].as_str().unwrap();
     assert!(far.chars().count() <= 100 && far.ends_with('…'), "{far}");
     for c in ctx {
         assert_eq!(c.as_object().unwrap().len(), 2, "{c}");
@@ -316,8 +321,8 @@ fn texts_are_cut_to_excerpts_around_the_query_unless_full_is_asked_for() {
     assert_eq!(r["content"], long.as_str());
     assert!(r.get("truncated").is_none(), "{r:#}");
     let ctx = r["context"].as_array().unwrap();
-    assert_eq!(ctx[1]["text"], plain.as_str());
-    assert_eq!(ctx[3]["text"], plain.as_str());
+    assert_eq!(ctx[1]["content"], plain.as_str());
+    assert_eq!(ctx[3]["content"], plain.as_str());
     // Exactly 300 characters are not cut.
     let exact300 = format!("edgemarker {}", "x".repeat(289));
     assert_eq!(exact300.chars().count(), 300);
@@ -347,7 +352,7 @@ fn result_rows_keep_the_public_contract() {
                 assert!(r.get(f).is_some(), "chunk row without {f}: {r:#}");
             }
             for c in r["context"].as_array().unwrap() {
-                assert!(c["position"].is_u64() && c["text"].is_string(), "{c}");
+                assert!(c["position"].is_u64() && c["content"].is_string(), "{c}");
             }
         } else {
             assert!(is_category(r), "{r}");

@@ -156,7 +156,10 @@ pub fn window(
             }
         });
         let (text, _) = excerpt(&get_str(&d, f.content), terms, max);
-        rows.push(ContextChunk { position: p, text });
+        rows.push(ContextChunk {
+            position: p,
+            content: text,
+        });
     }
     rows.sort_by_key(|r| r.position);
     Ok(rows)
