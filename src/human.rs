@@ -274,16 +274,7 @@ pub fn render(op: &str, v: &Value, st: Style) -> String {
         "context" => context(v, st),
         "sync" => synced(v, st),
         "import" => imported(v),
-        "forget" => format!(
-            "{} {} chunks and {} versions\n",
-            if v["dry_run"] == Value::Bool(true) {
-                "would forget"
-            } else {
-                "forgot"
-            },
-            v["chunks"].as_array().map_or(0, Vec::len),
-            v["versions"].as_array().map_or(0, Vec::len)
-        ),
+        "forget" => forgot(v, st),
         "snapshot" => format!(
             "snapshot of {} files ({} bytes) in {}{}\n{}",
             n(v, "files"),
@@ -496,6 +487,12 @@ fn fetch(v: &Value, st: Style) -> String {
     );
     for c in v["chunks"].as_array().into_iter().flatten() {
         let role = c["metadata"]["role"].as_str().unwrap_or("");
+        // A forgotten chunk keeps its place with no text: say so instead of a blank line.
+        let content = match s(c, "content") {
+            "" if c["metadata"].get("forgotten").is_some() => st.dim("[forgotten]"),
+            "" => st.dim("[empty]"),
+            t => t.to_string(),
+        };
         out.push_str(&format!(
             "{} {}{}\n",
             st.dim(&format!("{:>4} {}", n(c, "position"), when(s(c, "ts")))),
@@ -504,7 +501,7 @@ fn fetch(v: &Value, st: Style) -> String {
             } else {
                 st.cyan(&format!("{role}: "))
             },
-            s(c, "content")
+            content
         ));
     }
     if let Some(next) = v["next_position"].as_u64() {
@@ -727,6 +724,43 @@ fn ingested(v: &Value, st: Style) -> String {
         n(v, "position"),
         st.dim(s(v, "chunk_id"))
     )
+}
+
+/// A forget: the count, then each chunk (session, position, id, what it said) and version,
+/// so a dry run shows what would go and which ids to pick with `--chunk-id`.
+fn forgot(v: &Value, st: Style) -> String {
+    let chunks = v["chunks"].as_array().cloned().unwrap_or_default();
+    let versions = v["versions"].as_array().cloned().unwrap_or_default();
+    let dry = v["dry_run"] == Value::Bool(true);
+    let mut out = format!(
+        "{} {} and {}\n",
+        if dry { "would forget" } else { "forgot" },
+        count(chunks.len() as u64, "chunk", "chunks"),
+        count(versions.len() as u64, "version", "versions")
+    );
+    for c in &chunks {
+        out.push_str(&format!(
+            "  {} {} {}\n",
+            st.bold(&format!("{}#{}", s(c, "session_id"), n(c, "position"))),
+            st.dim(s(c, "chunk_id")),
+            one_line(s(c, "preview"))
+        ));
+    }
+    for x in &versions {
+        out.push_str(&format!(
+            "  {} v{} {}\n",
+            st.bold(s(x, "category")),
+            n(x, "version"),
+            st.dim(s(x, "id"))
+        ));
+    }
+    if dry && !chunks.is_empty() {
+        out.push_str(&st.dim(
+            "to forget only some: memdir forget --session-id SESSION --chunk-id ID [--chunk-id ID ...]",
+        ));
+        out.push('\n');
+    }
+    out
 }
 
 fn compacted(v: &Value, st: Style) -> String {

@@ -243,18 +243,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     if let Command::Man { out } = &cli.command {
         return man(out.as_deref());
     }
-    let dir = cfg.dir()?;
-    if std::fs::metadata(&dir.value).is_ok_and(|m| !m.is_dir()) {
-        return Err(Error::invalid(
-            "dir",
-            format!(
-                "the memory directory {} ({}) is a file, not a directory",
-                dir.value.display(),
-                dir.source.describe()
-            ),
-        )
-        .hint("name a directory (memdir creates it when it does not exist)"));
-    }
+    let dir = memory_dir(&cfg)?;
     let settings = cfg.settings()?;
     if let Command::Serve {
         transport, token, ..
@@ -654,4 +643,21 @@ mod tests {
             None
         );
     }
+}
+
+/// The memory directory; one that names a regular file is refused before anything opens it.
+fn memory_dir(cfg: &Config) -> Result<&crate::config::Setting<PathBuf>> {
+    let dir = cfg.dir()?;
+    if std::fs::metadata(&dir.value).is_ok_and(|m| !m.is_dir()) {
+        return Err(Error::invalid(
+            "dir",
+            format!(
+                "the memory directory {} ({}) is a file, not a directory",
+                dir.value.display(),
+                dir.source.describe()
+            ),
+        )
+        .hint("name a directory (memdir creates it when it does not exist)"));
+    }
+    Ok(dir)
 }

@@ -125,3 +125,34 @@ def test_an_import_with_nothing_at_its_default_place_names_the_place_and_the_var
     err = json.loads(p.stderr)["error"]
     assert "local-memory/memory.db" in err["message"], err
     assert any("MEMORY_DB_PATH" in h for h in err["hints"]), err
+
+
+def test_a_relative_dir_of_one_name_works(tmp_path: Path):
+    """`memdir --dir store ...` in the directory that is to hold it: the parent of a one-name
+    relative path is the working directory."""
+    env = server_env(tmp_path / "unused")
+    env.pop("MEMDIR_DIR", None)
+    for argv in (["init"], ["ingest", "--session-id", "s", "--text", "relative walrus"], ["search", "walrus"]):
+        p = subprocess.run([str(MEMDIR_BIN), "--dir", "store", *argv], capture_output=True, env=env, cwd=tmp_path, timeout=60)
+        assert p.returncode == 0, (argv, p.stderr)
+    assert (tmp_path / "store" / "sessions").is_dir()
+
+
+def test_forget_by_query_takes_only_chunks_with_every_word_and_a_dry_run_lists_them(tmp_path: Path):
+    """`forget --query "pool timeout"` takes the turn saying both, not one that only says
+    "pool"; a dry run on a terminal lists each chunk with its id; a forgotten chunk reads as
+    [forgotten] in fetch."""
+    store = tmp_path / "store"
+    for t in ["the pool timeout was raised to 30s", "pool password on staging is hunter2", "timeout of the cache"]:
+        assert run(store, "ingest", "--session-id", "s", "--text", t).returncode == 0
+    code, out = on_tty(store, "forget", "--query", "pool timeout", "--dry-run", NO_COLOR="1")
+    assert code == 0, out
+    assert "would forget 1 chunk and 0 versions" in out, out
+    assert "s#0" in out and "pool timeout was raised" in out and "hunter2" not in out, out
+    assert "--chunk-id" in out, out
+    p = run(store, "forget", "--query", "pool timeout", "--yes")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["count"] == 1
+    code, out = on_tty(store, "fetch", "s", NO_COLOR="1")
+    assert code == 0, out
+    assert "[forgotten]" in out and "hunter2" in out and "timeout of the cache" in out, out

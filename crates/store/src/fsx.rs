@@ -306,7 +306,8 @@ pub fn sync_dir(dir: &Path) -> Result<(), IoError> {
 
 /// Creates `dir` and any missing parents, fsyncing each parent that gained an entry.
 pub fn create_dir_durable(dir: &Path) -> Result<(), IoError> {
-    if dir.is_dir() {
+    // The parent of a relative one-component path is "": the current directory.
+    if dir.as_os_str().is_empty() || dir.is_dir() {
         return Ok(());
     }
     if let Some(parent) = dir.parent() {
@@ -325,7 +326,11 @@ pub fn create_dir_durable(dir: &Path) -> Result<(), IoError> {
     }
     if let Some(parent) = dir.parent() {
         // DURABILITY: the new directory entry lives in the parent.
-        sync_dir(parent)?;
+        sync_dir(if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        })?;
     }
     Ok(())
 }
@@ -393,6 +398,13 @@ pub fn private_dir() -> fs::DirBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_empty_parent_of_a_relative_name_is_the_current_directory() {
+        // `Path::new("store").parent()` is "": nothing to create (the CLI test runs
+        // `memdir --dir store` in a working directory of its own).
+        assert!(create_dir_durable(Path::new("")).is_ok());
+    }
 
     #[test]
     fn holds_is_true_only_for_exactly_the_same_bytes_in_a_regular_file() {

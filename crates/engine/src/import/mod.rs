@@ -60,7 +60,6 @@ pub const CATEGORY_FORMATS: &[&str] = &["mcp-memory-rs", "mcp-memory-jsonl"];
 const DEFAULT_VARS: &[(&str, &str)] = &[
     ("claude-code", "CLAUDE_CONFIG_DIR"),
     ("codex", "CODEX_HOME"),
-    ("opencode", "XDG_DATA_HOME"),
     ("local-memory", "MEMORY_DB_PATH"),
     ("mcp-memory-rs", "MCP_MEMORY_DIR"),
     ("mcp-memory-jsonl", "MEMORY_FILE_PATH"),

@@ -144,9 +144,12 @@ impl Memdir {
             ..from_args(args)?
         };
         // Nor may a neighbour lifted by the match beside it go: plain BM25 order, no spreading.
+        // And a chunk goes only when it holds every word of the query (`pool timeout` does
+        // not take a turn that only says "pool"); a quoted phrase must occur as written.
         let found = self.search_tuned(&search, |plan| {
             plan.neighbour_share = 0.0;
             plan.session_share = 0.0;
+            plan.all_words = true;
         })?;
         for hit in found.results {
             if let SearchHit::Chunk {

@@ -69,6 +69,7 @@ impl Plan for SearchRequest {
             neighbour_share: search::NEIGHBOUR_SHARE,
             session_share: search::SESSION_SHARE,
             explain: self.explain,
+            all_words: false,
         })
     }
 }
@@ -201,7 +202,10 @@ impl Memdir {
         let hybrid = match plan.mode {
             Mode::Semantic => false,
             Mode::Hybrid => true,
-            Mode::Auto if configured && plan.mode.wants_hybrid(&plan.query) => true,
+            // Every word must be in the text: nearness of meaning cannot say so.
+            Mode::Auto if configured && !plan.all_words && plan.mode.wants_hybrid(&plan.query) => {
+                true
+            }
             _ => return Ok((search::run(idx, plan)?, None, None)),
         };
         match self.dense_hits(idx, plan.query.trim(), &plan.filters) {

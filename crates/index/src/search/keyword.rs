@@ -16,7 +16,12 @@ use memdir_api::error::Result;
 fn bm25_chunk_query(idx: &View<'_>, req: &Request, words: &[(usize, String)]) -> Box<dyn Query> {
     let f = &idx.chunk_fields;
     with_filters(
-        bm25_text_query(f.content, Some((f.context, req.context_weight)), words),
+        bm25_text_query(
+            f.content,
+            Some((f.context, req.context_weight)),
+            words,
+            req.all_words,
+        ),
         filter_clauses(&req.filters, Some(f), None, f.ts),
     )
 }
@@ -25,7 +30,7 @@ fn bm25_chunk_query(idx: &View<'_>, req: &Request, words: &[(usize, String)]) ->
 fn bm25_category_query(idx: &View<'_>, req: &Request, words: &[(usize, String)]) -> Box<dyn Query> {
     let f = &idx.category_fields;
     with_filters(
-        bm25_text_query(f.content, None, words),
+        bm25_text_query(f.content, None, words, req.all_words),
         filter_clauses(&req.filters, None, Some(f.category), f.ts),
     )
 }

@@ -152,6 +152,9 @@ pub struct Request {
     pub session_share: f32,
     /// Add each hit's score parts.
     pub explain: bool,
+    /// BM25 matches only texts holding every word of the query (not any one of them): what a
+    /// destructive operation selects by (a forget by query).
+    pub all_words: bool,
 }
 
 /// One hit before shaping.

@@ -146,10 +146,12 @@ pub(super) fn with_filters(
     Box::new(BooleanQuery::new(clauses))
 }
 
+/// With `all`, every word must occur in `field` itself (the context field only adds score).
 pub(super) fn bm25_text_query(
     field: Field,
     context: Option<(Field, f32)>,
     words: &[(usize, String)],
+    all: bool,
 ) -> Box<dyn Query> {
     let mut seen = Vec::new();
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
@@ -159,7 +161,7 @@ pub(super) fn bm25_text_query(
         }
         seen.push(w.clone());
         clauses.push((
-            Occur::Should,
+            if all { Occur::Must } else { Occur::Should },
             Box::new(TermQuery::new(
                 Term::from_field_text(field, w),
                 IndexRecordOption::WithFreqs,
