@@ -105,6 +105,25 @@ fn count_of(v: &Value, key: &str, word: &str, words: &str) -> String {
     count(v[key].as_u64().unwrap_or(0), word, words)
 }
 
+/// A size for people: `812 bytes`, `117 KiB`, `3.4 MiB`, `1.2 GiB`.
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 3] = ["KiB", "MiB", "GiB"];
+    if bytes < 1024 {
+        return count(bytes, "byte", "bytes");
+    }
+    let mut x = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while x >= 1024.0 && unit + 1 < UNITS.len() {
+        x /= 1024.0;
+        unit += 1;
+    }
+    if x < 10.0 {
+        format!("{x:.1} {}", UNITS[unit])
+    } else {
+        format!("{x:.0} {}", UNITS[unit])
+    }
+}
+
 fn n(v: &Value, key: &str) -> String {
     match v.get(key) {
         Some(Value::Number(x)) => x.to_string(),
@@ -248,6 +267,9 @@ fn pretty(v: &Value) -> String {
 
 /// The text of operation `op`'s result `v`.
 pub fn render(op: &str, v: &Value, st: Style) -> String {
+    if v["declined"] == Value::Bool(true) {
+        return format!("{}\n", s(v, "message"));
+    }
     match op {
         "search" | "search_semantic" => search(v, st),
         "overview" => overview(v, st),
@@ -306,6 +328,24 @@ pub fn render(op: &str, v: &Value, st: Style) -> String {
                 .unwrap_or_default()
         ),
         "delta" => delta(v, st),
+        "resolve" => format!(
+            "resolved {} as v{} {}{}\n",
+            st.bold(s(v, "category")),
+            n(v, "version"),
+            st.dim(short_hash(v["hash"].as_str().unwrap_or("(deleted)"))),
+            match v["resolved"].as_array().map_or(0, Vec::len) {
+                0 => String::new(),
+                k => format!(", closing {}", count(k as u64, "conflict", "conflicts")),
+            }
+        ),
+        "export" => format!(
+            "exported {} and {} to {}\n",
+            count_of(v, "chunks", "chunk", "chunks"),
+            count_of(v, "categories", "category", "categories"),
+            s(v, "output")
+        ),
+        "config_show" => config_show(v, st),
+        "models" => models(v, st),
         "init" => format!(
             "{} {}\n",
             if v["created"] == Value::Bool(true) {
@@ -590,17 +630,20 @@ fn status(v: &Value, st: Style) -> String {
         return out;
     }
     out.push_str(&format!(
-        "{} sessions, {} chunks · {} categories ({} logs) · {} bytes\n",
-        n(v, "sessions"),
-        n(v, "chunks"),
-        n(v, "categories"),
-        n(v, "logs"),
-        n(v, "size_bytes")
+        "{}, {} · {} ({}) · {}\n",
+        count_of(v, "sessions", "session", "sessions"),
+        count_of(v, "chunks", "chunk", "chunks"),
+        count_of(v, "categories", "category", "categories"),
+        count_of(v, "logs", "log", "logs"),
+        size(v["size_bytes"].as_u64().unwrap_or(0))
     ));
     out.push_str(&format!(
         "device {} · replica {} · index {}\n",
         s(v, "actor"),
-        s(v, "replica"),
+        match s(v, "replica") {
+            "" => st.dim("(named by the first write)"),
+            r => r.to_string(),
+        },
         v["index"]["state"].as_str().unwrap_or("?")
     ));
     if let Some(a) = v.get("access").filter(|a| !a.is_null()) {
@@ -763,10 +806,103 @@ fn forgot(v: &Value, st: Style) -> String {
     out
 }
 
+/// `config show`: where each setting comes from, the file, access rules and embeddings.
+fn config_show(v: &Value, st: Style) -> String {
+    let f = &v["file"];
+    let mut out = format!(
+        "config file {} {}\n",
+        s(f, "path"),
+        st.dim(&if f["found"] == Value::Bool(true) {
+            format!("({})", s(f, "source"))
+        } else {
+            format!("(not there; {}: built-in defaults)", s(f, "source"))
+        })
+    );
+    let rows: Vec<Vec<String>> = v["settings"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, x)| {
+            let value = match &x["value"] {
+                Value::String(t) if t.is_empty() => "\"\"".to_string(),
+                Value::String(t) => t.clone(),
+                Value::Null => "-".to_string(),
+                other => other.to_string(),
+            };
+            vec![k.clone(), value, s(x, "source").to_string()]
+        })
+        .collect();
+    out.push_str(&table(&["setting", "value", "from"], &rows, st));
+    out.push_str(&format!("access rules: {}\n", s(&v["acl"], "summary")));
+    out.push_str(&format!(
+        "embeddings: {}\n",
+        match &v["embeddings"] {
+            Value::Null => "none (keyword search only)".to_string(),
+            e => one_line(&e.to_string()),
+        }
+    ));
+    let tokens = v["http_tokens"].as_array().map_or(0, Vec::len) as u64;
+    out.push_str(&format!(
+        "HTTP tokens: {}\n",
+        count(tokens, "configured", "configured")
+    ));
+    out
+}
+
+/// `models`: the configured model, whether it is ready, and what the cache holds.
+fn models(v: &Value, st: Style) -> String {
+    let mut out = format!(
+        "configured: {}{}\n",
+        match &v["configured"] {
+            Value::Null => "none (keyword search only; see docs/embeddings.md)".to_string(),
+            Value::String(t) => t.clone(),
+            other => one_line(&other.to_string()),
+        },
+        if v["ready"] == Value::Bool(true) {
+            st.green(" (ready)")
+        } else if v["configured"].is_null() {
+            String::new()
+        } else {
+            st.yellow(" (not ready)")
+        }
+    );
+    out.push_str(&format!(
+        "cache: {} {}\n",
+        s(v, "cache_dir"),
+        st.dim(&format!(
+            "({})",
+            count(
+                v["cached"].as_array().map_or(0, Vec::len) as u64,
+                "model",
+                "models"
+            )
+        ))
+    ));
+    for m in v["cached"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  {}\n",
+            match m {
+                Value::String(t) => t.clone(),
+                other => s(other, "name").to_string() + " " + &n(other, "bytes"),
+            }
+        ));
+    }
+    if v["local_provider_built"] == Value::Bool(false) {
+        out.push_str(&st.dim("this build has no local provider (cargo feature local-embeddings)"));
+        out.push('\n');
+    }
+    out
+}
+
 fn compacted(v: &Value, st: Style) -> String {
     let mut out = format!(
-        "removed {} old versions, keeping {} per category\n",
-        n(v, "removed"),
+        "{} {}, keeping {} per category\n",
+        if v["dry_run"] == Value::Bool(true) {
+            "would remove"
+        } else {
+            "removed"
+        },
+        count_of(v, "removed", "old version", "old versions"),
         n(v, "keep_versions")
     );
     for c in v["categories"].as_array().into_iter().flatten() {

@@ -55,9 +55,15 @@ fn call<T: serde::Serialize>(m: &Ctx, name: &str, req: &T) -> Result<Value> {
     ops::call(m.memdir, &m.caller, op, args)
 }
 
-/// Asks a person on a terminal to confirm `question` (y/N); without a terminal, refuses with
-/// the hint to pass --yes. `what` says what would happen.
-fn confirm(question: &str, what: &str) -> Result<()> {
+/// What a command answers when the person at the terminal said no: not an error (exit 0),
+/// and nothing was done.
+fn declined(what: &str) -> Value {
+    json!({"declined": true, "message": format!("not confirmed: {what}")})
+}
+
+/// Asks a person on a terminal to confirm `question` (y/N): `Ok(false)` when they decline.
+/// Without a terminal, refuses with the hint to pass --yes. `what` says what would happen.
+fn confirm(question: &str, what: &str) -> Result<bool> {
     let refuse = |why: &str| {
         Error::invalid("yes", format!("{what}; {why}, so nothing was done"))
             .hint("pass --yes to do it anyway, or name one target")
@@ -73,10 +79,7 @@ fn confirm(question: &str, what: &str) -> Result<()> {
     std::io::stdin()
         .read_line(&mut answer)
         .map_err(|e| Error::new(ErrorKind::Unavailable, format!("reading the answer: {e}")))?;
-    match answer.trim().to_lowercase().as_str() {
-        "y" | "yes" => Ok(()),
-        _ => Err(refuse("it was not confirmed")),
-    }
+    Ok(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes"))
 }
 
 /// The operation of the table a command runs, if it runs one.
@@ -217,7 +220,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     let cfg = Config::load(&flags(&cli), &env)?;
     if let Command::Config(args) = &cli.command {
         return match (&args.action, &args.client) {
-            (Some(ConfigAction::Show), _) => Ok((Output::Json(cfg.show()), 0)),
+            (Some(ConfigAction::Show), _) => Ok((Output::Op("config_show", cfg.show()), 0)),
             (Some(ConfigAction::Init { .. }), _) => Err(Error::internal(
                 "invariant: config init is handled before the configuration is loaded",
             )),
@@ -302,7 +305,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         let mut v = call(&ctx, "export", r)?;
         return Ok(match v.get_mut("text").map(Value::take) {
             Some(Value::String(t)) => (Output::Text(t), 0),
-            _ => (Output::Json(v), 0),
+            _ => (Output::Op("export", v), 0),
         });
     }
     let op = op_of(&cli.command);
@@ -382,14 +385,18 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Diff(r) => call(m, "diff", &r)?,
         Command::Restore(r) => call(m, "restore", &r)?,
         Command::Compact(CompactArgs { req, yes }) => {
-            if req.category.is_none() && !yes {
-                confirm(
+            if req.category.is_none()
+                && !yes
+                && !req.dry_run
+                && !confirm(
                     &format!(
                         "Trim the history of every category to its newest {} versions?",
                         req.keep_versions
                     ),
                     "compact with no category trims every category's history",
-                )?;
+                )?
+            {
+                return Ok(declined("nothing was compacted"));
             }
             call(m, "compact", &req)?
         }
@@ -502,11 +509,8 @@ fn forget(m: &Ctx, req: api::ForgetRequest, yes: bool) -> Result<Value> {
     std::io::stdin()
         .read_line(&mut answer)
         .map_err(|e| Error::new(ErrorKind::Unavailable, format!("reading the answer: {e}")))?;
-    if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
-        return Err(Error::invalid(
-            "yes",
-            "not confirmed: nothing was forgotten",
-        ));
+    if !matches!(answer.trim().to_lowercase().as_str(), "y" | "yes") {
+        return Ok(declined("nothing was forgotten"));
     }
     if !plan.versions.is_empty() {
         return call(m, "forget", &req);

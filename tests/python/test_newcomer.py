@@ -156,3 +156,51 @@ def test_forget_by_query_takes_only_chunks_with_every_word_and_a_dry_run_lists_t
     code, out = on_tty(store, "fetch", "s", NO_COLOR="1")
     assert code == 0, out
     assert "[forgotten]" in out and "hunter2" in out and "timeout of the cache" in out, out
+
+
+def test_compact_has_a_dry_run_and_declining_is_not_an_error(tmp_path: Path):
+    store = tmp_path / "store"
+    for i in range(7):
+        assert run(store, "write", "base", "--data", json.dumps({"v": i})).returncode == 0
+    p = run(store, "compact", "--keep", "2", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    v = json.loads(p.stdout)
+    assert v["dry_run"] is True and v["removed"] == 5, v
+    assert len(json.loads(run(store, "history", "base").stdout)["versions"]) == 7
+    code, out = on_tty(store, "compact", "--keep", "2", answer=b"n\n", NO_COLOR="1")
+    assert code == 0, out
+    assert "not confirmed: nothing was compacted" in out and "error" not in out, out
+    assert len(json.loads(run(store, "history", "base").stdout)["versions"]) == 7
+    code, out = on_tty(store, "compact", "--keep", "2", "--dry-run", NO_COLOR="1")
+    assert "would remove 5 old versions, keeping 2 per category" in out, out
+
+
+def test_status_for_people_counts_in_words_and_sizes_in_units(tmp_path: Path):
+    store = tmp_path / "store"
+    assert run(store, "init").returncode == 0
+    code, out = on_tty(store, "status", NO_COLOR="1")
+    assert code == 0, out
+    assert "replica (named by the first write)" in out, out
+    assert "bytes" not in out.split("·")[-1] or "KiB" in out, out
+    assert run(store, "ingest", "--session-id", "s", "--text", "one").returncode == 0
+    code, out = on_tty(store, "status", NO_COLOR="1")
+    assert "1 session, 1 chunk · 0 categories (0 logs) · " in out and "KiB" in out, out
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["config", "show"], "setting"),
+    (["models"], "configured:"),
+])
+def test_reports_that_were_json_are_text_on_a_terminal(tmp_path: Path, argv: list[str], expect: str):
+    code, out = on_tty(tmp_path / "store", *argv, NO_COLOR="1")
+    assert code == 0, out
+    assert expect in out and not out.lstrip().startswith("{"), out
+
+
+def test_export_to_a_file_says_what_it_wrote(tmp_path: Path):
+    store = tmp_path / "store"
+    assert run(store, "ingest", "--session-id", "s", "--text", "one").returncode == 0
+    dest = tmp_path / "all.jsonl"
+    code, out = on_tty(store, "export", "--output", str(dest), NO_COLOR="1")
+    assert code == 0, out
+    assert f"exported 1 chunk and 0 categories to {dest}" in out, out

@@ -800,6 +800,10 @@ pub struct CompactRequest {
     #[serde(default = "defaults::keep_versions", deserialize_with = "num::usize")]
     #[schemars(range(min = 1, max = 100000))]
     pub keep_versions: usize,
+    /// Only report what would be removed.
+    #[arg(long)]
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// Parameters of a multi-category read.
@@ -1215,6 +1219,9 @@ pub struct Compacted {
 /// `compact`: history entries removed.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct CompactResponse {
+    /// Nothing was removed: `removed` counts what would be.
+    #[serde(default)]
+    pub dry_run: bool,
     /// Entries removed in all.
     pub removed: usize,
     /// The versions kept per category.

@@ -98,7 +98,7 @@ fn commands_print_for_people_with_human_format() {
     assert!(out.contains("merge"), "{out}");
 
     let out = human(&env, &["status"]);
-    assert!(out.contains("2 sessions, 3 chunks · 1 categories"), "{out}");
+    assert!(out.contains("2 sessions, 3 chunks · 1 category (0 logs)"), "{out}");
 
     let out = human(&env, &["write", "notes", "--data", "{}"]);
     assert!(out.starts_with("wrote notes v1 "), "{out}");

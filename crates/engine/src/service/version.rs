@@ -674,6 +674,7 @@ impl Memdir {
         };
         if !self.layout().exists() {
             return Ok(CompactResponse {
+                dry_run: req.dry_run,
                 removed: 0,
                 keep_versions: keep,
                 categories: Vec::new(),
@@ -701,7 +702,7 @@ impl Memdir {
                     }
                     removed.push(id.clone());
                 }
-                if !removed.is_empty() {
+                if !removed.is_empty() && !req.dry_run {
                     let txid = format!("{}_compact", self.tick(inner, clock::now_ms())?);
                     let writes: Vec<txn::FileWrite> = removed
                         .iter()
@@ -731,6 +732,7 @@ impl Memdir {
                 });
             }
             Ok(CompactResponse {
+                dry_run: req.dry_run,
                 removed: total,
                 keep_versions: keep,
                 categories: report,
