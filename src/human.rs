@@ -14,18 +14,18 @@ use serde_json::Value;
 /// lines or files by name.
 fn imported(v: &Value) -> String {
     let mut out = format!(
-        "{}{} chunks in {} sessions from {} files ({} already there){}{}\n",
+        "{}{} in {} from {} ({} already there){}{}\n",
         if v["dry_run"] == Value::Bool(true) {
             "would import "
         } else {
             "imported "
         },
-        n(v, "chunks"),
-        n(v, "sessions"),
-        n(v, "files"),
+        count_of(v, "chunks", "chunk", "chunks"),
+        count_of(v, "sessions", "session", "sessions"),
+        count_of(v, "files", "file", "files"),
         n(v, "existing"),
         match v["categories"].as_u64() {
-            Some(c) if c > 0 => format!(", {c} category versions"),
+            Some(c) if c > 0 => format!(", {}", count(c, "category version", "category versions")),
             _ => String::new(),
         },
         v["seconds"]

@@ -741,7 +741,9 @@ fn mcp_memory_jsonl_fixture_gives_the_expected_category() {
     let human = env.run(&["import", "mcp-memory-jsonl", "--dry-run", "--human"]);
     assert_eq!(human.code, 0, "{}", human.stderr);
     assert!(
-        human.stdout.starts_with("would import 0 chunks in 0 sessions from 1 files (0 already there), 1 category versions"),
+        human.stdout.starts_with(
+            "would import 0 chunks in 0 sessions from 1 file (0 already there), 1 category version"
+        ),
         "{}",
         human.stdout
     );

@@ -98,7 +98,10 @@ fn commands_print_for_people_with_human_format() {
     assert!(out.contains("merge"), "{out}");
 
     let out = human(&env, &["status"]);
-    assert!(out.contains("2 sessions, 3 chunks · 1 category (0 logs)"), "{out}");
+    assert!(
+        out.contains("2 sessions, 3 chunks · 1 category (0 logs)"),
+        "{out}"
+    );
 
     let out = human(&env, &["write", "notes", "--data", "{}"]);
     assert!(out.starts_with("wrote notes v1 "), "{out}");
@@ -111,12 +114,12 @@ fn commands_print_for_people_with_human_format() {
         &["import", "jsonl", export.to_str().unwrap(), "--dry-run"],
     );
     assert!(
-        out.starts_with("would import 4 chunks in 3 sessions from 1 files"),
+        out.starts_with("would import 4 chunks in 3 sessions from 1 file"),
         "{out}"
     );
     let out = human(&env, &["forget", "--session-id", "s2", "--dry-run"]);
     assert!(
-        out.starts_with("would forget 1 chunks and 0 versions"),
+        out.starts_with("would forget 1 chunk and 0 versions"),
         "{out}"
     );
     let out = human(&env, &["verify-store"]);
