@@ -41,6 +41,19 @@ fn imported(v: &Value) -> String {
         let list: Vec<String> = flagged.iter().map(|(k, c)| format!("{k} {c}")).collect();
         out.push_str(&format!("kept, marked: {}\n", list.join(", ")));
     }
+    if let Some(r) = v["replaced"].as_array().filter(|r| !r.is_empty()) {
+        let names: Vec<&str> = r.iter().filter_map(Value::as_str).collect();
+        out.push_str(&format!(
+            "{} the current version of {} (the old one stays in history: memdir history {})\n",
+            if v["dry_run"] == Value::Bool(true) {
+                "would replace"
+            } else {
+                "replaced"
+            },
+            names.join(", "),
+            names[0]
+        ));
+    }
     if let Some(bad) = v["bad_lines"].as_array().filter(|b| !b.is_empty()) {
         let list: Vec<&str> = bad.iter().filter_map(Value::as_str).collect();
         out.push_str(&format!("unreadable: {}\n", list.join(", ")));

@@ -794,6 +794,41 @@ fn mcp_memory_jsonl_fixture_gives_the_expected_category() {
     env.assert_clean();
 }
 
+/// An import that gives a category the user already had a new current version says so, in
+/// the dry run and in the summary (JSON `replaced`, and a line for people); the old version
+/// stays in history. A category the import creates is not "replaced".
+#[test]
+fn an_import_over_an_existing_category_names_it_as_replaced() {
+    let mut env = TestEnv::new();
+    let file = env.tmp.path().join("memory.jsonl");
+    std::fs::write(&file, fixture("mcp-memory-server-memory.jsonl")).unwrap();
+    env.set_env("MEMORY_FILE_PATH", file.to_str().unwrap());
+    let fresh = env.ok(&["import", "mcp-memory-jsonl", "--dry-run"]);
+    assert!(fresh.get("replaced").is_none(), "{fresh}");
+    env.ok(&["write", "mcp-memory-graph", "--data", r#"{"mine": true}"#]);
+    let dry = env.ok(&["import", "mcp-memory-jsonl", "--dry-run"]);
+    assert_eq!(dry["replaced"], json!(["mcp-memory-graph"]), "{dry}");
+    let human = env.run(&["import", "mcp-memory-jsonl", "--dry-run", "--human"]);
+    assert!(
+        human.stdout.contains(
+            "would replace the current version of mcp-memory-graph (the old one stays in history"
+        ),
+        "{}",
+        human.stdout
+    );
+    assert_eq!(
+        env.category_data("mcp-memory-graph").unwrap(),
+        json!({"mine": true})
+    );
+    let out = env.ok(&["import", "mcp-memory-jsonl"]);
+    assert_eq!(out["replaced"], json!(["mcp-memory-graph"]), "{out}");
+    let h = env.ok(&["history", "mcp-memory-graph"]);
+    assert_eq!(h["versions"].as_array().unwrap().len(), 2, "{h}");
+    // Again: nothing new, nothing replaced.
+    let again = env.ok(&["import", "mcp-memory-jsonl"]);
+    assert!(again.get("replaced").is_none(), "{again}");
+}
+
 /// The server writes its file without a last newline: the last line still counts. Bytes that
 /// are not UTF-8 are repaired; a file with no graph at all writes nothing; without
 /// $MEMORY_FILE_PATH the path must be given.

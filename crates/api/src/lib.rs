@@ -1687,6 +1687,10 @@ pub struct ImportResponse {
     pub flagged: BTreeMap<String, u64>,
     /// The first malformed lines, as `file:line` (1-based).
     pub bad_lines: Vec<String>,
+    /// Categories that held other data before this import and now have (with dry_run: would
+    /// have) an imported version as their current one; their history keeps what they held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<String>,
     /// Seconds taken.
     pub seconds: f64,
 }

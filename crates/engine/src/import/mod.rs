@@ -119,6 +119,8 @@ pub struct Report {
     pub skipped: BTreeMap<String, u64>,
     pub flagged: BTreeMap<String, u64>,
     pub bad_lines: Vec<String>,
+    /// Categories that existed before this run, by whether the run gave them a new head.
+    pub replaced: BTreeMap<String, bool>,
 }
 
 impl Report {
@@ -230,11 +232,28 @@ impl<'a> Sink<'a> {
     /// `categories` when it is (or, in a dry run, would be) written, else as a version already
     /// imported.
     pub fn category(&mut self, name: &str, content: &Value, reason: &str) -> Result<bool> {
+        if !self.report.replaced.contains_key(name) {
+            // Checked once, before this run's first version of it: a category the user
+            // already had is named in the report when the import replaces its head.
+            let layout = self.memdir.layout();
+            let existed = layout.exists()
+                && memdir_store::read_category(
+                    layout,
+                    &memdir_store::model::CategoryName::new(name)?,
+                )?
+                .is_some();
+            if existed {
+                self.report.replaced.insert(name.to_string(), false);
+            }
+        }
         let written = self
             .memdir
             .import_version(name, content, reason, self.dry_run)?;
         if written {
             self.report.categories += 1;
+            if let Some(r) = self.report.replaced.get_mut(name) {
+                *r = true;
+            }
         } else {
             self.report.skip("version_already_imported");
         }
@@ -333,6 +352,12 @@ pub fn run(
         skipped: r.skipped,
         flagged: r.flagged,
         bad_lines: r.bad_lines,
+        replaced: r
+            .replaced
+            .into_iter()
+            .filter(|(_, new_head)| *new_head)
+            .map(|(name, _)| name)
+            .collect(),
         seconds: start.elapsed().as_secs_f64(),
     })
 }
