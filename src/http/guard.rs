@@ -214,8 +214,7 @@ pub(super) async fn guard(State(app): State<App>, req: Request, next: Next) -> R
     else {
         return busy_response("too many requests at once; retry");
     };
-    let method = req.method().clone();
-    let mut response = if is_mcp {
+    let response = if is_mcp {
         // MCP keeps streams open (SSE): no overall deadline there.
         next.run(req).await
     } else {
@@ -225,12 +224,6 @@ pub(super) async fn guard(State(app): State<App>, req: Request, next: Next) -> R
         }
     };
     drop(permit);
-    // A client ends its MCP session with a DELETE, which the spec answers 200 (or 405 where
-    // clients may not end sessions). rmcp answers 202, which clients such as the Python SDK
-    // report as a failed termination on every close.
-    if is_mcp && method == Method::DELETE && response.status() == StatusCode::ACCEPTED {
-        *response.status_mut() = StatusCode::OK;
-    }
     if let Some(sessions) = &app.sessions
         && initialize
         && let Some(id) = response
@@ -251,6 +244,18 @@ pub(super) async fn guard(State(app): State<App>, req: Request, next: Next) -> R
             r.headers_mut().insert(header::ALLOW, a);
         }
         return r;
+    }
+    response
+}
+
+/// Ends of MCP sessions as the MCP spec answers them. A client ends its session with a DELETE,
+/// answered 200 (or 405 where clients may not end sessions); rmcp answers 202, which clients
+/// such as the Python SDK report as a failed termination on every close.
+pub(super) async fn session_end(req: Request, next: Next) -> Response {
+    let delete = req.method() == Method::DELETE;
+    let mut response = next.run(req).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
     }
     response
 }

@@ -198,7 +198,7 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
                 // Host and token checks happen in `guard`, for both transports alike.
                 config = config.disable_allowed_hosts();
                 let service = StreamableHttpService::new(move || Ok(Server::shared(m.clone(), profile, mcp_caller)), sessions.manager.clone(), config);
-                Router::new().nest_service("/mcp", service).route("/health", get(health)).fallback(not_found)
+                Router::new().nest_service("/mcp", service).layer(middleware::from_fn(session_end)).route("/health", get(health)).fallback(not_found)
             }
         };
         let router = router.layer(middleware::from_fn_with_state(app, guard));
