@@ -986,3 +986,30 @@ fn a_port_in_use_names_port_0_and_another_port() {
     }
     drop(taken);
 }
+
+/// The files in `examples/` are what `config --client` prints (naming a bare `memdir`).
+#[test]
+fn the_example_registrations_are_what_config_client_prints() {
+    let env = TestEnv::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    for (client, file) in [
+        ("claude", "claude.sh"),
+        ("claude-desktop", "claude-desktop-config.json"),
+        ("codex", "codex.toml"),
+        ("cursor", "cursor-mcp.json"),
+        ("gemini", "gemini-settings.json"),
+        ("generic", "generic-mcp.json"),
+        ("opencode", "opencode.json"),
+        ("vscode", "vscode-mcp.json"),
+        ("windsurf", "windsurf-mcp-config.json"),
+        ("zed", "zed-settings.json"),
+    ] {
+        let r = env.run(&["config", "--client", client, "--command", "memdir"]);
+        assert_eq!(r.code, 0, "{client}: {}", r.stderr);
+        let want = std::fs::read_to_string(examples.join(file)).unwrap();
+        assert_eq!(
+            r.stdout, want,
+            "examples/{file} differs from `config --client {client}`"
+        );
+    }
+}
