@@ -10,8 +10,7 @@
   const TOKEN_KEY = 'memdir.token';
   const SESSION_PAGE = 50;
   const CATALOG_PAGE = 50;
-  // The chunks read from a session's start to find its title.
-  const TITLE_PEEK = 20;
+  // A title's length, as the server cuts it.
   const TITLE_CHARS = 80;
   const TYPE_DELAY_MS = 120;
   const main = document.getElementById('main');
@@ -399,29 +398,24 @@
   // Session titles
   // ------------------------------------------------------------------------------------------
 
-  // A session's title, as the catalog's: its first chunk's `title` in the metadata, else the
-  // first words of its first user turn (else of its first chunk). Null when it has no words.
+  // A session's title by the catalog's rule (the server's), so a session is called the same
+  // everywhere: its first chunk's `title` in the metadata, else that chunk's first line, cut
+  // at TITLE_CHARS characters. Null when it has no words.
   function titleOf(chunks) {
-    const t = chunks.length && chunks[0].metadata && chunks[0].metadata.title;
-    if (typeof t === 'string' && t.trim()) return clip(t.trim());
-    const firstLine = (c) => (String(c.content || '').split('\n').find((l) => l.trim()) || '').trim();
-    const role = (c) => c.metadata && c.metadata.role;
-    const c = chunks.find((x) => role(x) === 'user' && firstLine(x)) || chunks.find(firstLine);
-    return c ? clip(firstLine(c).replace(/^(#+|>|[-*+])\s+/, '')) : null;
-  }
-
-  function clip(t) {
-    if ([...t].length <= TITLE_CHARS) return t;
-    const cut = [...t].slice(0, TITLE_CHARS).join('');
-    const space = cut.lastIndexOf(' ');
-    return (space > TITLE_CHARS / 2 ? cut.slice(0, space) : cut) + '…';
+    const c = chunks[0];
+    if (!c) return null;
+    const t = c.metadata && c.metadata.title;
+    if (typeof t === 'string' && t.trim()) return [...t.trim()].slice(0, TITLE_CHARS).join('');
+    const line = [...(String(c.content || '').split('\n').find((l) => l.trim()) || '').trim()];
+    if (!line.length) return null;
+    return line.length > TITLE_CHARS ? line.slice(0, TITLE_CHARS).join('') + '…' : line.join('');
   }
 
   // Titles of the sessions this view shows, read once each (forgotten on navigation).
   const titles = new Map();
   function sessionTitle(id) {
     if (!titles.has(id)) {
-      titles.set(id, call('POST', '/fetch', { session_id: id, position: 0, limit: TITLE_PEEK })
+      titles.set(id, call('POST', '/fetch', { session_id: id, position: 0, limit: 1 })
         .then((d) => titleOf(d.chunks), () => null));
     }
     return titles.get(id);
@@ -514,7 +508,7 @@
     replace(main, back, h('h1', null, 'Session'), h('p', { class: 'muted' }, 'Loading…'));
     const data = await call('POST', '/fetch', { session_id: id, position, limit: SESSION_PAGE });
     if (!live()) return;
-    if (position === 0 && !titles.has(id)) titles.set(id, Promise.resolve(titleOf(data.chunks.slice(0, TITLE_PEEK))));
+    if (position === 0 && !titles.has(id)) titles.set(id, Promise.resolve(titleOf(data.chunks)));
     const title = await sessionTitle(id);
     if (!live()) return;
     const first = data.chunks.length ? data.chunks[0].position : position;

@@ -704,16 +704,18 @@ def test_a_session_reads_as_a_conversation_with_rendered_markdown(page: Page, se
         "| maxmemory | 2gb |",
     ])
     chunks = [
-        {"session_id": "s-md", "content": "Hello! What can I look at?", "metadata": {"role": "assistant"}},
         {"session_id": "s-md", "content": "Why is redis_eviction slow?\nIt takes seconds.", "metadata": {"role": "user"}},
+        {"session_id": "s-md", "content": "Let me look.", "metadata": {"role": "assistant"}},
         {"session_id": "s-md", "content": answer, "metadata": {"role": "assistant"}},
     ]
     jsonl = tmp_path / "md.jsonl"
     jsonl.write_text("".join(json.dumps(c) + "\n" for c in chunks))
     ok(server.store, "ingest", "--jsonl", str(jsonl))
+    # Titled as in the catalog (its first line: it has no title field), the id beside it.
+    page.go("#/sessions")
+    page.until("the catalog", lambda: "Why is redis_eviction slow?" in [a.text for a in page.all("#session-list .session-link")])
     page.go("#/session/s-md")
     page.until("the session", lambda: len(page.all("#chunks > li")) == 3)
-    # Titled by its first user turn, the id beside it.
     assert page.text("main h1") == "Why is redis_eviction slow?"
     assert page.text("#session-id") == "s-md"
     # User and assistant turns look different.
