@@ -7,7 +7,29 @@ use serde_json::json;
 use memdir_api::error::{Error, Result};
 
 /// The MCP clients memdir can print a registration for.
-pub const CLIENTS: &[&str] = &["claude", "codex", "cursor", "opencode", "generic"];
+pub const CLIENTS: &[&str] = &[
+    "claude",
+    "claude-desktop",
+    "codex",
+    "cursor",
+    "gemini",
+    "opencode",
+    "vscode",
+    "windsurf",
+    "zed",
+    "generic",
+];
+
+/// Whether `client` is a desktop app. A desktop app is started by the desktop, not from a
+/// shell, so it may not see the `PATH` a shell profile sets (macOS apps never do): its snippet
+/// names memdir by an absolute path. The terminal agents (Claude Code, Codex, Gemini CLI,
+/// opencode) start from a shell and find a bare `memdir` where the user does.
+pub fn is_desktop(client: &str) -> bool {
+    matches!(
+        client,
+        "claude-desktop" | "cursor" | "vscode" | "windsurf" | "zed" | "generic"
+    )
+}
 
 /// A registration: the snippet to paste, where it goes, and the command that registers it
 /// when the client has one.
@@ -15,6 +37,9 @@ pub struct Registration {
     pub snippet: String,
     pub file: Option<&'static str>,
     pub command: Option<Vec<String>>,
+    /// The command that takes an existing registration away, for a client whose `command`
+    /// refuses to replace one.
+    pub unregister: Option<Vec<String>>,
 }
 
 fn quote(s: &str) -> String {
@@ -63,6 +88,11 @@ pub fn registration(client: &str, binary: &str, dir: Option<&Path>) -> Result<Re
                 snippet: shell_line(&cmd) + "\n",
                 file: None,
                 command: Some(cmd),
+                unregister: Some(
+                    ["claude", "mcp", "remove", "--scope", "user", "memdir"]
+                        .map(String::from)
+                        .to_vec(),
+                ),
             }
         }
         "codex" => {
@@ -78,20 +108,47 @@ pub fn registration(client: &str, binary: &str, dir: Option<&Path>) -> Result<Re
                 .map(String::from)
                 .to_vec();
             cmd.extend(args);
+            // `codex mcp add` replaces a server of the same name: running it again is harmless.
             Registration {
                 snippet,
                 file: Some("~/.codex/config.toml"),
                 command: Some(cmd),
+                unregister: None,
             }
         }
-        "cursor" | "generic" => Registration {
+        "cursor" | "claude-desktop" | "gemini" | "windsurf" | "generic" => Registration {
             snippet: pretty(json!({"mcpServers": {"memdir": {"command": binary, "args": args}}})),
-            file: Some(if client == "cursor" {
-                "~/.cursor/mcp.json"
-            } else {
-                "your client's MCP configuration"
+            file: Some(match client {
+                "cursor" => "~/.cursor/mcp.json (or .cursor/mcp.json in a project)",
+                "claude-desktop" => {
+                    "claude_desktop_config.json (macOS: ~/Library/Application Support/Claude/, Windows: %APPDATA%\\Claude\\)"
+                }
+                "gemini" => "~/.gemini/settings.json (or .gemini/settings.json in a project)",
+                "windsurf" => "~/.codeium/windsurf/mcp_config.json",
+                _ => "your client's MCP configuration",
             }),
             command: None,
+            unregister: None,
+        },
+        "vscode" => Registration {
+            snippet: pretty(
+                json!({"servers": {"memdir": {"type": "stdio", "command": binary, "args": args}}}),
+            ),
+            file: Some(
+                ".vscode/mcp.json in a workspace, or the user mcp.json (command \"MCP: Open User Configuration\")",
+            ),
+            command: None,
+            unregister: None,
+        },
+        "zed" => Registration {
+            snippet: pretty(
+                json!({"context_servers": {"memdir": {"command": binary, "args": args, "env": {}}}}),
+            ),
+            file: Some(
+                "Zed's settings.json (~/.config/zed/settings.json; command \"zed: open settings\")",
+            ),
+            command: None,
+            unregister: None,
         },
         "opencode" => {
             let mut command = vec![binary.to_string()];
@@ -103,6 +160,7 @@ pub fn registration(client: &str, binary: &str, dir: Option<&Path>) -> Result<Re
                 ),
                 file: Some("opencode.json (project) or ~/.config/opencode/opencode.json"),
                 command: None,
+                unregister: None,
             }
         }
         other => {

@@ -226,6 +226,19 @@ mod tests {
         );
     }
 
+    /// Issue 29, item 11: the viewer asked for 10 hits where the CLI and REST give 5.
+    #[test]
+    fn the_viewer_shows_as_many_hits_as_every_other_surface() {
+        let js = std::str::from_utf8(ASSETS[0].body).expect("app.js is UTF-8");
+        let want = format!(
+            "const SEARCH_LIMIT = {};",
+            memdir_api::defaults::SEARCH_LIMIT
+        );
+        assert!(js.contains(&want), "app.js does not say {want:?}");
+        // The request leaves the number to the server unless the person asks for one.
+        assert!(js.contains("const body = { query: v.q };"));
+    }
+
     #[test]
     fn only_the_viewer_files_are_assets() {
         assert!(is_asset(&Method::GET, "/"));

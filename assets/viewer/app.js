@@ -10,6 +10,8 @@
   const TOKEN_KEY = 'memdir.token';
   const SESSION_PAGE = 50;
   const CATALOG_PAGE = 50;
+  // A title's length, as the server cuts it.
+  const TITLE_CHARS = 80;
   const TYPE_DELAY_MS = 120;
   const main = document.getElementById('main');
   const login = document.getElementById('login');
@@ -201,6 +203,7 @@
 
   async function render(navigated) {
     const gen = ++generation;
+    if (navigated) titles.clear();
     const r = route();
     const view = VIEWS[r.view] || viewSessions;
     const section = { session: 'sessions', category: 'categories' }[r.view] || (VIEWS[r.view] ? r.view : 'sessions');
@@ -255,7 +258,9 @@
   }
 
   // What to mark for a query: the literal for an exact search, else every word (a word in the
-  // text marks when it starts with the query word's stem, as the analyzer stems both).
+  // text marks when it starts with the query word's stem, as the analyzer stems both). Words
+  // are split as the index splits them: letters and digits, so `_`, `-` and `.` separate the
+  // parts of an identifier (`redis` is found, and marked, in `redis_eviction`).
   function matcher(q, engine) {
     q = (q || '').trim();
     if (!q) return null;
@@ -263,10 +268,10 @@
       const lit = q.replace(/^"([\s\S]*)"$/, '$1');
       return lit ? new RegExp(escapeRe(lit), 'giu') : null;
     }
-    const words = (q.toLowerCase().match(/[\p{L}\p{N}_]+/gu) || []).filter((w) => !STOP.has(w)).map(stem);
+    const words = (q.toLowerCase().match(/[\p{L}\p{M}\p{N}]+/gu) || []).filter((w) => !STOP.has(w)).map(stem);
     if (!words.length) return null;
     words.sort((a, b) => b.length - a.length);
-    return new RegExp('(?<![\\p{L}\\p{N}_])(?:' + words.map(escapeRe).join('|') + ')[\\p{L}\\p{N}_]*', 'giu');
+    return new RegExp('(?<![\\p{L}\\p{M}\\p{N}])(?:' + words.map(escapeRe).join('|') + ')[\\p{L}\\p{M}\\p{N}]*', 'giu');
   }
 
   function highlight(text, re) {
@@ -284,6 +289,139 @@
   }
 
   // ------------------------------------------------------------------------------------------
+  // Markdown: a safe subset, built as DOM nodes
+  // ------------------------------------------------------------------------------------------
+
+  // Headings, paragraphs (line breaks kept), fenced code, block quotes, lists, tables, rules;
+  // inline code, bold, italics, strike-through and http(s)/mailto links. Every piece of text
+  // becomes a text node (marked where the query matches), never markup: HTML in a memory is
+  // shown as the characters it is, and a link to anything but http(s) or mailto stays text.
+
+  const INLINE = new RegExp([
+    '(`+)([^`][\\s\\S]*?)\\1(?!`)', // code: 1 fence, 2 text
+    '\\*\\*(?=\\S)([\\s\\S]*?\\S)\\*\\*', // 3 bold
+    '(?<![\\p{L}\\p{N}_])__(?=\\S)([\\s\\S]*?\\S)__(?![\\p{L}\\p{N}_])', // 4 bold
+    '\\*(?=[^\\s*])([\\s\\S]*?[^\\s*])\\*', // 5 italics
+    '(?<![\\p{L}\\p{N}_])_(?=[^\\s_])([\\s\\S]*?[^\\s_])_(?![\\p{L}\\p{N}_])', // 6 italics
+    '~~(?=\\S)([\\s\\S]*?\\S)~~', // 7 struck
+    '\\[([^\\]\\n]+)\\]\\(((?:https?:\\/\\/|mailto:)[^\\s()]+)\\)', // 8 text, 9 URL
+  ].join('|'), 'gu');
+
+  function inline(text, re) {
+    const frag = document.createDocumentFragment();
+    let at = 0;
+    for (const m of text.matchAll(INLINE)) {
+      frag.append(highlight(text.slice(at, m.index), re));
+      at = m.index + m[0].length;
+      if (m[2] != null) frag.append(h('code', null, highlight(m[2], re)));
+      else if (m[3] != null || m[4] != null) frag.append(h('strong', null, inline(m[3] ?? m[4], re)));
+      else if (m[5] != null || m[6] != null) frag.append(h('em', null, inline(m[5] ?? m[6], re)));
+      else if (m[7] != null) frag.append(h('del', null, inline(m[7], re)));
+      else frag.append(h('a', { href: m[9], rel: 'noopener noreferrer', target: '_blank' }, inline(m[8], re)));
+    }
+    frag.append(highlight(text.slice(at), re));
+    return frag;
+  }
+
+  // Lines joined with line breaks, each line's inline markup rendered.
+  function lines(ls, re) {
+    return ls.flatMap((l, i) => (i ? [h('br'), inline(l, re)] : [inline(l, re)]));
+  }
+
+  const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+  const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
+  const RULE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
+  const ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
+  const QUOTE = /^ {0,3}> ?(.*)$/;
+  const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+
+  function cells(line) {
+    return line.trim().replace(/^\|/, '').replace(/\|$/, '').split('|').map((c) => c.trim());
+  }
+
+  function markdown(text, re) {
+    const src = String(text == null ? '' : text).replace(/\r\n?/g, '\n').split('\n');
+    const out = h('div', { class: 'md' });
+    let i = 0;
+    const starts = (l) => FENCE.test(l) || HEADING.test(l) || RULE.test(l) || ITEM.test(l) || QUOTE.test(l);
+    while (i < src.length) {
+      const line = src[i];
+      let m;
+      if (!line.trim()) { i++; continue; }
+      if ((m = FENCE.exec(line))) {
+        const fence = m[1];
+        const body = [];
+        const closes = (l) => {
+          const c = /^ {0,3}(`{3,}|~{3,})\s*$/.exec(l);
+          return c && c[1][0] === fence[0] && c[1].length >= fence.length;
+        };
+        for (i++; i < src.length && !closes(src[i]); i++) body.push(src[i]);
+        i++;
+        out.append(h('pre', { class: 'code' }, h('code', null, highlight(body.join('\n'), re))));
+      } else if ((m = HEADING.exec(line))) {
+        out.append(h('h' + Math.min(6, m[1].length + 2), { class: 'md-h' }, inline(m[2], re)));
+        i++;
+      } else if (RULE.test(line)) {
+        out.append(h('hr'));
+        i++;
+      } else if (QUOTE.test(line)) {
+        const body = [];
+        for (; i < src.length && (m = QUOTE.exec(src[i])); i++) body.push(m[1]);
+        out.append(h('blockquote', null, [...markdown(body.join('\n'), re).childNodes]));
+      } else if ((m = ITEM.exec(line))) {
+        const ordered = /\d/.test(m[2]);
+        const list = h(ordered ? 'ol' : 'ul', ordered && parseInt(m[2], 10) !== 1 ? { start: parseInt(m[2], 10) } : null);
+        while (i < src.length && (m = ITEM.exec(src[i])) && /\d/.test(m[2]) === ordered) {
+          const body = [m[3]];
+          // An item goes on over its indented lines.
+          for (i++; i < src.length && /^\s{2,}\S/.test(src[i]) && !ITEM.test(src[i]); i++) body.push(src[i].trim());
+          list.append(h('li', null, lines(body, re)));
+        }
+        out.append(list);
+      } else if (line.includes('|') && i + 1 < src.length && TABLE_RULE.test(src[i + 1]) && src[i + 1].includes('-')) {
+        const head = cells(line);
+        const rows = [];
+        for (i += 2; i < src.length && src[i].includes('|') && src[i].trim(); i++) rows.push(cells(src[i]));
+        out.append(h('div', { class: 'scroll' }, h('table', { class: 'md-table' },
+          h('thead', null, h('tr', null, head.map((c) => h('th', { scope: 'col' }, inline(c, re))))),
+          h('tbody', null, rows.map((r) => h('tr', null, head.map((_, k) => h('td', null, inline(r[k] || '', re)))))))));
+      } else {
+        const body = [];
+        for (; i < src.length && src[i].trim() && (!body.length || !starts(src[i])); i++) body.push(src[i]);
+        out.append(h('p', null, lines(body, re)));
+      }
+    }
+    return out;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Session titles
+  // ------------------------------------------------------------------------------------------
+
+  // A session's title by the catalog's rule (the server's), so a session is called the same
+  // everywhere: its first chunk's `title` in the metadata, else that chunk's first line, cut
+  // at TITLE_CHARS characters. Null when it has no words.
+  function titleOf(chunks) {
+    const c = chunks[0];
+    if (!c) return null;
+    const t = c.metadata && c.metadata.title;
+    if (typeof t === 'string' && t.trim()) return [...t.trim()].slice(0, TITLE_CHARS).join('');
+    const line = [...(String(c.content || '').split('\n').find((l) => l.trim()) || '').trim()];
+    if (!line.length) return null;
+    return line.length > TITLE_CHARS ? line.slice(0, TITLE_CHARS).join('') + '…' : line.join('');
+  }
+
+  // Titles of the sessions this view shows, read once each (forgotten on navigation).
+  const titles = new Map();
+  function sessionTitle(id) {
+    if (!titles.has(id)) {
+      titles.set(id, call('POST', '/fetch', { session_id: id, position: 0, limit: 1 })
+        .then((d) => titleOf(d.chunks), () => null));
+    }
+    return titles.get(id);
+  }
+
+  // ------------------------------------------------------------------------------------------
   // Sessions
   // ------------------------------------------------------------------------------------------
 
@@ -292,9 +430,10 @@
     const days = r.params.get('days') || '30';
     const offset = Math.max(0, parseInt(r.params.get('offset'), 10) || 0);
     const projectInput = h('input', { id: 'f-project', name: 'project', value: project, list: 'projects', placeholder: 'any' });
+    const windows = [['1', 'last day'], ['7', 'last 7 days'], ['30', 'last 30 days'], ['90', 'last 90 days'], ['365', 'last year'], ['0', 'all time']];
+    if (!windows.some(([v]) => v === days)) windows.splice(windows.length - 1, 0, [days, `last ${days} days`]);
     const daysSelect = h('select', { id: 'f-days', name: 'days' },
-      [['1', 'last day'], ['7', 'last 7 days'], ['30', 'last 30 days'], ['90', 'last 90 days'], ['365', 'last year'], ['0', 'all time']]
-        .map(([v, t]) => h('option', { value: v, selected: v === days }, t)));
+      windows.map(([v, t]) => h('option', { value: v, selected: v === days }, t)));
     const datalist = h('datalist', { id: 'projects' });
     const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter sessions',
       onsubmit: (ev) => {
@@ -308,14 +447,38 @@
     const results = h('div', { 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Loading sessions…'));
     replace(main, h('h1', null, 'Sessions'), form, results);
 
-    const data = await call('GET', '/overview?' + query({ days, project, offset, limit: CATALOG_PAGE }));
+    // The catalog of every time too, to say what the window hides (and whether there is
+    // anything at all).
+    const [data, every] = await Promise.all([
+      call('GET', '/overview?' + query({ days, project, offset, limit: CATALOG_PAGE })),
+      days === '0' ? null : call('GET', '/overview?' + query({ days: 0, project, limit: 1 })),
+    ]);
     if (!live()) return;
     const projects = new Set(data.sessions.map((s) => s.project).filter(Boolean));
     replace(datalist, [...projects].sort().map((p) => h('option', { value: p })));
-    if (!data.sessions.length) {
-      replace(results, h('p', { class: 'muted' }, data.total ? 'No more sessions.' : 'No sessions match. Try “all time” or another project.'));
+    const all = every ? every.total : data.total;
+    const hidden = all - data.total;
+    const windowName = (windows.find(([v]) => v === days) || [days, `last ${days} days`])[1];
+    const showAll = h('a', { href: link('sessions', null, { project, days: 0 }), id: 'show-all' }, 'Show all time');
+    const windowNote = days === '0' ? null : h('p', { class: 'note', id: 'window-note' },
+      `Showing sessions active in the ${windowName}`,
+      hidden ? [`; ${hidden} older session${hidden === 1 ? ' is' : 's are'} hidden. `, showAll] : '.');
+    if (!all && !project) {
+      replace(results, h('div', { class: 'card', id: 'empty-store' },
+        h('p', null, h('strong', null, 'This memory has no sessions yet.')),
+        h('p', null, 'Sessions are what you and your agents said, saved chunk by chunk. To add some:'),
+        h('ul', null,
+          h('li', null, 'bring in the history you already have: ', h('code', null, 'memdir import claude-code'), ' (or codex, opencode)'),
+          h('li', null, 'save sessions as they happen: ', h('code', null, 'memdir config --client claude --hooks')),
+          h('li', null, 'or save a note: ', h('code', null, 'memdir ingest --session-id notes --text "…"'))),
+        h('p', { class: 'muted' }, 'Then reload this page.')));
+    } else if (!all) {
+      replace(results, h('p', { class: 'muted', id: 'no-sessions' }, `No session belongs to project “${project}”. `,
+        h('a', { href: link('sessions', null, { days }) }, 'Show every project')));
+    } else if (!data.sessions.length) {
+      replace(results, windowNote, h('p', { class: 'muted', id: 'no-sessions' }, data.total ? 'No more sessions.' : `No session was active in the ${windowName}.`));
     } else {
-      replace(results,
+      replace(results, windowNote,
         h('p', { class: 'muted' }, `${offset + 1}–${offset + data.sessions.length} of ${data.total} sessions, newest first`),
         h('ul', { class: 'list', id: 'session-list' }, data.sessions.map((s) => h('li', { class: 'card' },
           h('a', { href: link('session', s.id), class: 'session-link' }, s.title || s.id),
@@ -323,7 +486,7 @@
             s.project ? h('span', { class: 'badge' }, s.project) : null,
             h('span', null, `${s.message_count} chunk${s.message_count === 1 ? '' : 's'}`),
             h('span', null, 'last active ', time(s.last_active)),
-            h('span', { class: 'mono' }, s.id))))),
+            s.title ? h('span', { class: 'mono' }, s.id) : null)))),
         pager(offset > 0 ? link('sessions', null, { project, days, offset: Math.max(0, offset - CATALOG_PAGE) }) : null,
           data.next_offset != null ? link('sessions', null, { project, days, offset: data.next_offset }) : null));
     }
@@ -341,24 +504,28 @@
     const position = Math.max(0, parseInt(r.params.get('position'), 10) || 0);
     const hit = r.params.get('hit');
     const re = matcher(r.params.get('q'), r.params.get('engine'));
-    replace(main, h('p', null, h('a', { href: link('sessions') }, '← Sessions')), h('h1', null, 'Session ', h('span', { class: 'mono' }, id)),
-      h('p', { class: 'muted' }, 'Loading…'));
+    const back = h('p', null, h('a', { href: link('sessions') }, '← Sessions'));
+    replace(main, back, h('h1', null, 'Session'), h('p', { class: 'muted' }, 'Loading…'));
     const data = await call('POST', '/fetch', { session_id: id, position, limit: SESSION_PAGE });
+    if (!live()) return;
+    if (position === 0 && !titles.has(id)) titles.set(id, Promise.resolve(titleOf(data.chunks)));
+    const title = await sessionTitle(id);
     if (!live()) return;
     const first = data.chunks.length ? data.chunks[0].position : position;
     const last = data.chunks.length ? data.chunks[data.chunks.length - 1].position : position;
     const items = data.chunks.map((c) => {
       const role = c.metadata && typeof c.metadata.role === 'string' ? c.metadata.role : null;
+      const kind = role === 'user' || role === 'assistant' ? role : role ? 'other' : 'none';
       const isHit = hit != null && String(c.position) === hit;
-      return h('li', { class: 'card chunk' + (isHit ? ' hit' : ''), id: 'c-' + c.position, tabindex: isHit ? '-1' : null,
-        'data-autofocus': isHit ? '' : null, 'aria-current': isHit ? 'true' : null },
-      h('div', { class: 'meta' }, h('span', null, '#' + c.position), role ? h('span', { class: 'badge' }, role) : null,
+      return h('li', { class: `card chunk role-${kind}` + (isHit ? ' hit' : ''), id: 'c-' + c.position, 'data-role': role,
+        tabindex: isHit ? '-1' : null, 'data-autofocus': isHit ? '' : null, 'aria-current': isHit ? 'true' : null },
+      h('div', { class: 'meta' }, role ? h('span', { class: 'role' }, role) : null, h('span', null, '#' + c.position),
         c.project ? h('span', { class: 'badge' }, c.project) : null, time(c.ts)),
-      h('pre', null, highlight(c.content, re)));
+      markdown(c.content, re));
     });
-    replace(main,
-      h('p', null, h('a', { href: link('sessions') }, '← Sessions')),
-      h('h1', null, 'Session ', h('span', { class: 'mono' }, id)),
+    replace(main, back,
+      h('h1', null, title || h('span', { class: 'mono' }, id)),
+      h('p', { class: 'meta' }, h('span', null, 'Session ', h('code', { id: 'session-id' }, id))),
       h('p', { class: 'muted' }, data.total ? `Chunks ${first}–${last} of ${data.total}` : 'This session has no chunks.'),
       h('ol', { class: 'list', id: 'chunks' }, items),
       pager(position > 0 ? link('session', id, { position: Math.max(0, position - SESSION_PAGE) }) : null,
@@ -371,6 +538,8 @@
   // Search
   // ------------------------------------------------------------------------------------------
 
+  // The number of hits when none is asked for: the server's default (api::defaults).
+  const SEARCH_LIMIT = 5;
   const SEARCH_FIELDS = ['q', 'mode', 'kind', 'project', 'session', 'category', 'since', 'until', 'limit', 'context', 'full'];
   let searchAbort = null;
 
@@ -391,7 +560,7 @@
     const [categoryL, category] = field('category', 'Category');
     const [sinceL, since] = field('since', 'Since', { placeholder: 'YYYY-MM-DD' });
     const [untilL, until] = field('until', 'Until', { placeholder: 'YYYY-MM-DD' });
-    const [limitL, limit] = field('limit', 'Hits', { type: 'number', min: 1, max: 1000, placeholder: '10' });
+    const [limitL, limit] = field('limit', 'Hits', { type: 'number', min: 1, max: 1000, placeholder: String(SEARCH_LIMIT) });
     const [contextL, context] = field('context', 'Context chunks', { type: 'number', min: 0, max: 20, placeholder: '3' });
     const full = h('input', { id: 's-full', type: 'checkbox', name: 'full', checked: p('full') === 'true' });
     const filtersOpen = ['kind', 'project', 'session', 'category', 'since', 'until', 'limit', 'context', 'full'].some((k) => r.params.get(k));
@@ -426,7 +595,9 @@
         replace(results);
         return;
       }
-      const body = { query: v.q, limit: v.limit ? Number(v.limit) : 10 };
+      // Without a number of hits the server's default applies, as on the CLI and over MCP.
+      const body = { query: v.q };
+      if (v.limit) body.limit = Number(v.limit);
       if (v.mode) body.mode = v.mode;
       for (const k of ['kind', 'project', 'category', 'since', 'until']) if (v[k]) body[k] = v[k];
       if (v.session) body.session_id = v.session;
@@ -446,12 +617,15 @@
       }
       if (mine !== seq || !live()) return;
       const d = res.data;
+      const named = new Map(await Promise.all([...new Set(d.results.filter((x) => x.kind !== 'category').map((x) => x.session_id))]
+        .map(async (sid) => [sid, await sessionTitle(sid)])));
+      if (mine !== seq || !live()) return;
       const ms = Math.round(res.ms);
       summary.dataset.ms = String(res.ms);
       replace(summary, `${d.count} hit${d.count === 1 ? '' : 's'} · engine ${d.engine} · ${ms} ms`);
       const re = matcher(d.query, d.engine);
       replace(results, d.results.length
-        ? h('ol', { class: 'list', id: 'hits' }, d.results.map((hit) => renderHit(hit, d, re)))
+        ? h('ol', { class: 'list', id: 'hits' }, d.results.map((hit) => renderHit(hit, d, re, named.get(hit.session_id))))
         : h('p', { class: 'muted' }, 'No hits.' + (d.notes ? ' ' + d.notes.join(' ') : '')));
       performance.mark('memdir:search-answered');
     }
@@ -478,7 +652,7 @@
         (d.notes || []).map((n) => h('li', null, n))));
   }
 
-  function renderHit(hit, d, re) {
+  function renderHit(hit, d, re, title) {
     if (hit.kind === 'category') {
       return h('li', { class: 'card hit-card', 'data-kind': 'category' },
         h('div', { class: 'hit-head' },
@@ -496,7 +670,8 @@
       h('div', { class: 'hit-head' },
         h('a', { class: 'hit-link', href: link('session', hit.session_id,
           { position: Math.max(0, hit.position - 5), hit: hit.position, q: d.query, engine: d.engine }) },
-        hit.session_id, ' #', String(hit.position)),
+        title || hit.session_id, ' #', String(hit.position)),
+        title ? h('code', { class: 'session-id' }, hit.session_id) : null,
         hit.project ? h('span', { class: 'badge' }, hit.project) : null, time(hit.ts)),
       h('ol', { class: 'list ctx' }, ctx.map((c) => h('li', { class: c.hit ? 'self' : null },
         h('span', { class: 'pos' }, '#' + c.position), highlight(c.text, re)))),

@@ -339,18 +339,22 @@ pub enum Command {
 }
 
 #[derive(Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    group = clap::ArgGroup::new("acts").args(["setup", "hooks"]).multiple(true)
+)]
 pub struct ConfigArgs {
     #[command(subcommand)]
     pub(super) action: Option<ConfigAction>,
-    /// Register with this MCP client: claude, codex, cursor, opencode or generic (with
-    /// --dir PATH, the server command gets `--dir PATH`)
+    /// Register with this MCP client: claude, claude-desktop, codex, cursor, gemini, opencode,
+    /// vscode, windsurf, zed or generic (with --dir PATH, the server command gets `--dir PATH`)
     #[arg(long)]
     pub(super) client: Option<String>,
-    /// The memdir binary the client should launch
-    #[arg(long, default_value = "memdir")]
-    pub(super) command: String,
-    /// Run the registration command (claude, codex)
+    /// The memdir binary the client should launch [default: `memdir`; for the desktop apps
+    /// (claude-desktop, cursor, vscode, windsurf, zed, generic) the full path of this binary]
+    #[arg(long)]
+    pub(super) command: Option<String>,
+    /// Run the registration command (claude, codex); memdir registered already is no error
     #[arg(long)]
     pub(super) setup: bool,
     /// With --client claude: install `memdir hook claude-code` as Claude Code's Stop,
@@ -362,8 +366,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub(super) hooks: bool,
     /// With --setup: print the command instead of running it; with --hooks: print the new
-    /// settings file and write nothing
-    #[arg(long)]
+    /// settings file and write nothing (it needs one of them)
+    #[arg(long, requires = "acts")]
     pub(super) dry_run: bool,
 }
 

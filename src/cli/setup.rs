@@ -4,6 +4,10 @@
 use super::*;
 
 /// `config --client`: the registration snippet, or its command run or printed.
+///
+/// A snippet goes to stdout and where to put it to stderr. A desktop app's snippet names this
+/// binary by its absolute path unless `--command` names another (see
+/// [`crate::client::is_desktop`]), and a line on stderr says so.
 pub(super) fn register(
     args: &ConfigArgs,
     client: &str,
@@ -17,8 +21,21 @@ pub(super) fn register(
             })
         })
         .transpose()?;
-    let reg = crate::client::registration(client, &args.command, dir.as_deref())?;
+    let binary = match &args.command {
+        Some(c) => c.clone(),
+        None if crate::client::is_desktop(client) => this_binary()?,
+        None => "memdir".to_string(),
+    };
+    let reg = crate::client::registration(client, &binary, dir.as_deref())?;
     if !args.setup {
+        if let Some(file) = reg.file {
+            eprintln!("memdir: add this to {file}, beside any servers it already lists");
+        }
+        if args.command.is_none() && crate::client::is_desktop(client) {
+            eprintln!(
+                "memdir: it names this binary by its full path ({binary}): a desktop app does not start from your shell and may not find `memdir` on its PATH; pass --command to name another"
+            );
+        }
         return Ok((Output::Text(reg.snippet), 0));
     }
     let Some(cmd) = reg.command else {
@@ -31,23 +48,82 @@ pub(super) fn register(
             ),
         ));
     };
+    let line = crate::client::shell_line(&cmd);
     if args.dry_run {
-        return Ok((Output::Text(crate::client::shell_line(&cmd) + "\n"), 0));
+        return Ok((Output::Text(line + "\n"), 0));
     }
-    let status = std::process::Command::new(&cmd[0])
+    let ran = std::process::Command::new(&cmd[0])
         .args(&cmd[1..])
-        .status()
+        .stdin(std::process::Stdio::null())
+        .output()
         .map_err(|e| {
             Error::new(
                 ErrorKind::Unavailable,
                 format!("could not run {}: {e}", cmd[0]),
             )
-            .hint(format!(
-                "run it by hand: {}",
-                crate::client::shell_line(&cmd)
-            ))
+            .hint(format!("run it by hand: {line}"))
         })?;
-    Ok((Output::Nothing, status.code().unwrap_or(1)))
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let said = said.trim();
+    if ran.status.success() {
+        if !said.is_empty() {
+            eprintln!("{said}");
+        }
+        return Ok((
+            Output::Json(json!({"client": client, "changed": true, "command": line})),
+            0,
+        ));
+    }
+    // Claude Code refuses to add a server whose name it has: memdir is registered already.
+    // That registration is left as it is (it may name another binary or directory).
+    if said.to_lowercase().contains("already exists") {
+        let mut note =
+            format!("{client} already has an MCP server named memdir; it was left as it is");
+        if let Some(un) = &reg.unregister {
+            note.push_str(&format!(
+                ". To register this command instead: {}, then run this again",
+                crate::client::shell_line(un)
+            ));
+        }
+        return Ok((
+            Output::Json(json!({
+                "client": client,
+                "changed": false,
+                "already_registered": true,
+                "command": line,
+                "note": note,
+                "client_said": said,
+            })),
+            0,
+        ));
+    }
+    let code = ran
+        .status
+        .code()
+        .map_or_else(|| "a signal".to_string(), |c| format!("exit {c}"));
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        format!("{} failed ({code}): {said}", cmd[0]),
+    )
+    .detail("command", Value::from(line.clone()))
+    .hint(format!("run it by hand to see why: {line}")))
+}
+
+/// The absolute path of the running memdir binary, which a desktop app can start wherever its
+/// `PATH` points.
+fn this_binary() -> Result<String> {
+    let exe = std::env::current_exe().map_err(|e| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!("cannot tell where this memdir binary is: {e}"),
+        )
+        .hint("name the binary with --command PATH")
+    })?;
+    Ok(exe.display().to_string())
 }
 
 /// `config --client claude|codex --hooks`: the agent's settings with memdir's capture hook
@@ -78,6 +154,7 @@ pub(super) fn install_hooks(
             })
         })
         .transpose()?;
+    let binary = args.command.as_deref().unwrap_or("memdir");
     let env = config::process_env;
     // opencode reads plugins from its config directory, not its data directory.
     let root = if agent == "opencode" {
@@ -109,15 +186,15 @@ pub(super) fn install_hooks(
         Err(e) => return Err(io("read", &path, e)),
     };
     let (merged, command, events) = if agent == "opencode" {
-        let argv = crate::client::hook_argv("opencode", &args.command, dir.as_deref());
+        let argv = crate::client::hook_argv("opencode", binary, dir.as_deref());
         let merged = crate::client::opencode_plugin(existing.as_deref(), &argv);
         (merged, json!(argv), json!(["session.idle"]))
     } else if agent == "codex" {
-        let argv = crate::client::hook_argv("codex", &args.command, dir.as_deref());
+        let argv = crate::client::hook_argv("codex", binary, dir.as_deref());
         let merged = crate::client::codex_notify(existing.as_deref(), &argv);
         (merged, json!(argv), json!(["agent-turn-complete"]))
     } else {
-        let command = crate::client::hook_command(&args.command, dir.as_deref());
+        let command = crate::client::hook_command(binary, dir.as_deref());
         let merged = crate::client::claude_hooks(existing.as_deref(), &command);
         (merged, json!(command), json!(crate::client::HOOK_EVENTS))
     };

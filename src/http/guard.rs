@@ -248,6 +248,18 @@ pub(super) async fn guard(State(app): State<App>, req: Request, next: Next) -> R
     response
 }
 
+/// Ends of MCP sessions as the MCP spec answers them. A client ends its session with a DELETE,
+/// answered 200 (or 405 where clients may not end sessions); rmcp answers 202, which clients
+/// such as the Python SDK report as a failed termination on every close.
+pub(super) async fn session_end(req: Request, next: Next) -> Response {
+    let delete = req.method() == Method::DELETE;
+    let mut response = next.run(req).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
+}
+
 /// The caller the guard found for a request.
 pub(super) fn caller_of(req: &Request) -> Result<Caller> {
     req.extensions()

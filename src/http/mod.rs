@@ -198,13 +198,11 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
                 // Host and token checks happen in `guard`, for both transports alike.
                 config = config.disable_allowed_hosts();
                 let service = StreamableHttpService::new(move || Ok(Server::shared(m.clone(), profile, mcp_caller)), sessions.manager.clone(), config);
-                Router::new().nest_service("/mcp", service).route("/health", get(health)).fallback(not_found)
+                Router::new().nest_service("/mcp", service).layer(middleware::from_fn(session_end)).route("/health", get(health)).fallback(not_found)
             }
         };
         let router = router.layer(middleware::from_fn_with_state(app, guard));
-        let tcp = TcpListener::bind(addr)
-            .await
-            .map_err(|e| Error::new(ErrorKind::Unavailable, format!("cannot listen on {addr}: {e}")))?;
+        let tcp = TcpListener::bind(addr).await.map_err(|e| bind_error(addr, &e))?;
         let local = tcp.local_addr().map_err(|e| Error::internal(e.to_string()))?;
         let listener = TrackedListener { tcp, conns: Arc::new(Connections::new(limits)) };
         on_listening(&format!("http://{local}{}", if opts.transport == Transport::Mcp { "/mcp" } else { "" }));
@@ -225,6 +223,23 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
     // Stopped (SIGINT, SIGTERM): what the index kept in memory goes to disk.
     kept.land_index();
     served
+}
+
+/// Why the server cannot listen on `addr`: a port another program holds names the ways out.
+fn bind_error(addr: SocketAddr, e: &io::Error) -> Error {
+    let err = Error::new(
+        ErrorKind::Unavailable,
+        format!("cannot listen on {addr}: {e}"),
+    )
+    .detail("address", Value::from(addr.to_string()));
+    if e.kind() == io::ErrorKind::AddrInUse {
+        err.hint(format!(
+            "another program listens on port {}: pass --port 0 to take a free port (the URL is printed), or --port with another number (`http.port` in the config file sets the default)",
+            addr.port()
+        ))
+    } else {
+        err
+    }
 }
 
 /// Parses `--transport`.

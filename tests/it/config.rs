@@ -782,3 +782,234 @@ fn config_client_with_dir_puts_the_directory_in_the_server_command_and_dry_run_p
     let expected = env.tmp.path().join("rel");
     assert_eq!(words[words.len() - 2], expected.to_str().unwrap());
 }
+
+/// A fake `claude` on `PATH` that behaves as Claude Code does: `mcp add` registers a server
+/// once and refuses a name it has with "already exists" and exit 1; a name starting with
+/// `broken` fails otherwise.
+fn fake_claude(env: &mut TestEnv) -> PathBuf {
+    let bin = env.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let registry = env.tmp.path().join("claude-registry");
+    let script = bin.join("claude");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/sh
+reg='{reg}'
+if [ "$1 $2" != "mcp add" ]; then exit 64; fi
+if [ -e "$reg" ]; then
+  echo "MCP server memdir already exists in user config" >&2
+  exit 1
+fi
+if [ -e "$reg.broken" ]; then
+  echo "Error: could not write ~/.claude.json: permission denied" >&2
+  exit 3
+fi
+printf '%s\n' "$@" > "$reg"
+echo "Added stdio MCP server memdir to user config"
+"#,
+            reg = registry.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = env
+        .envs
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    env.set_env("PATH", &format!("{}:{path}", bin.display()));
+    registry
+}
+
+/// Issue 29, item 10: a second `--setup` passed Claude Code's "already exists" and its exit 1
+/// through, and exit 1 is memdir's "verify-store found problems".
+#[test]
+fn setup_twice_says_memdir_is_registered_already_and_succeeds() {
+    let mut env = TestEnv::new();
+    let registry = fake_claude(&mut env);
+    let first = env.run(&["config", "--client", "claude", "--setup"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let v = first.json();
+    assert_eq!(v["changed"], true, "{v}");
+    assert!(
+        first.stderr.contains("Added stdio MCP server"),
+        "{}",
+        first.stderr
+    );
+    let registered = std::fs::read_to_string(&registry).unwrap();
+
+    let again = env.run(&["config", "--client", "claude", "--setup"]);
+    assert_eq!(
+        again.code, 0,
+        "a second setup is no error: {}",
+        again.stderr
+    );
+    let v = again.json();
+    assert_eq!(v["changed"], false, "{v}");
+    assert_eq!(v["already_registered"], true, "{v}");
+    let note = v["note"].as_str().unwrap();
+    assert!(
+        note.contains("already has an MCP server named memdir"),
+        "{note}"
+    );
+    assert!(
+        note.contains("claude mcp remove --scope user memdir"),
+        "{note}"
+    );
+    assert_eq!(std::fs::read_to_string(&registry).unwrap(), registered);
+
+    // Any other failure of the client is memdir's `unavailable` (exit 8) with the client's
+    // words and the command to run by hand, never the client's own exit code.
+    std::fs::remove_file(&registry).unwrap();
+    std::fs::write(format!("{}.broken", registry.display()), "").unwrap();
+    let e = env.fail(&["config", "--client", "claude", "--setup"], 8);
+    assert_eq!(e["code"], "unavailable", "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("exit 3") && message.contains("permission denied"),
+        "{message}"
+    );
+    assert!(
+        e["hints"][0].as_str().unwrap().contains("claude mcp add"),
+        "{e}"
+    );
+}
+
+/// Issue 29, item 10: `--dry-run` without `--setup` or `--hooks` was ignored without a word.
+#[test]
+fn dry_run_without_setup_or_hooks_is_a_usage_error() {
+    let env = TestEnv::new();
+    for client in ["claude", "cursor"] {
+        let r = env.run(&["config", "--client", client, "--dry-run"]);
+        assert_eq!(r.code, 2, "{client}: {} {}", r.stdout, r.stderr);
+        assert!(r.stdout.is_empty(), "{client}: {}", r.stdout);
+        assert!(
+            r.stderr.contains("--setup") && r.stderr.contains("--hooks"),
+            "{client}: {}",
+            r.stderr
+        );
+    }
+    // With one of them it still means what it says.
+    let r = env.run(&["config", "--client", "claude", "--setup", "--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+/// Issue 29, item 10: VS Code, Claude Desktop, Gemini CLI, Windsurf and Zed had no snippet, and
+/// snippets for desktop apps named a bare `memdir` those apps may not find on their PATH.
+#[test]
+fn every_client_gets_a_snippet_in_its_own_format_and_desktop_apps_the_full_path() {
+    let env = TestEnv::new();
+    let exe = crate::util::bin();
+    let exe = std::fs::canonicalize(&exe).unwrap();
+    let exe = exe.to_str().unwrap();
+    let store = env.tmp.path().join("my store");
+    let store_s = store.to_str().unwrap();
+    // (client, the path to the server entry, whether it is a desktop app)
+    let cases: &[(&str, &[&str], bool)] = &[
+        ("vscode", &["servers", "memdir"], true),
+        ("claude-desktop", &["mcpServers", "memdir"], true),
+        ("windsurf", &["mcpServers", "memdir"], true),
+        ("zed", &["context_servers", "memdir"], true),
+        ("cursor", &["mcpServers", "memdir"], true),
+        ("generic", &["mcpServers", "memdir"], true),
+        ("gemini", &["mcpServers", "memdir"], false),
+    ];
+    for (client, at, desktop) in cases {
+        let r = env.run(&["config", "--client", client, "--dir", store_s]);
+        assert_eq!(r.code, 0, "{client}: {}", r.stderr);
+        let v = r.json();
+        let entry = at.iter().fold(&v, |v, k| &v[k]);
+        let command = entry["command"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{client}: {v}"));
+        let want = if *desktop { exe } else { "memdir" };
+        assert_eq!(command, want, "{client}: {v}");
+        assert_eq!(
+            entry["args"],
+            serde_json::json!(["--dir", store_s, "serve"]),
+            "{client}"
+        );
+        assert!(r.stderr.contains("add this to"), "{client}: {}", r.stderr);
+        assert_eq!(
+            r.stderr.contains("full path"),
+            *desktop,
+            "{client} says whether it names the full path: {}",
+            r.stderr
+        );
+        // --command names another binary, and nothing needs saying.
+        let r = env.run(&["config", "--client", client, "--command", "/opt/memdir"]);
+        let v = r.json();
+        assert_eq!(
+            at.iter().fold(&v, |v, k| &v[k])["command"],
+            "/opt/memdir",
+            "{client}"
+        );
+        assert!(!r.stderr.contains("full path"), "{client}: {}", r.stderr);
+    }
+    let v = env.ok(&["config", "--client", "vscode"]);
+    assert_eq!(v["servers"]["memdir"]["type"], "stdio", "{v}");
+    let v = env.ok(&["config", "--client", "zed"]);
+    assert_eq!(
+        v["context_servers"]["memdir"]["env"],
+        serde_json::json!({}),
+        "{v}"
+    );
+    // The terminal agents keep the bare name their shell finds.
+    let r = env.run(&["config", "--client", "claude", "--setup", "--dry-run"]);
+    assert!(
+        shell_words(&r.stdout).contains(&"memdir".to_string()),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Issue 29, item 10: a port in use stopped `serve` without a word on what to do.
+#[test]
+fn a_port_in_use_names_port_0_and_another_port() {
+    let env = TestEnv::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    for transport in ["http", "mcp-http"] {
+        let e = env.fail(&["serve", "--transport", transport, "--port", &port], 8);
+        assert_eq!(e["code"], "unavailable", "{e}");
+        assert!(e["message"].as_str().unwrap().contains(&port), "{e}");
+        let hint = e["hints"][0]
+            .as_str()
+            .unwrap_or_else(|| panic!("no hint: {e}"));
+        assert!(
+            hint.contains("--port 0") && hint.contains("another"),
+            "{hint}"
+        );
+    }
+    drop(taken);
+}
+
+/// The files in `examples/` are what `config --client` prints (naming a bare `memdir`).
+#[test]
+fn the_example_registrations_are_what_config_client_prints() {
+    let env = TestEnv::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    for (client, file) in [
+        ("claude", "claude.sh"),
+        ("claude-desktop", "claude-desktop-config.json"),
+        ("codex", "codex.toml"),
+        ("cursor", "cursor-mcp.json"),
+        ("gemini", "gemini-settings.json"),
+        ("generic", "generic-mcp.json"),
+        ("opencode", "opencode.json"),
+        ("vscode", "vscode-mcp.json"),
+        ("windsurf", "windsurf-mcp-config.json"),
+        ("zed", "zed-settings.json"),
+    ] {
+        let r = env.run(&["config", "--client", client, "--command", "memdir"]);
+        assert_eq!(r.code, 0, "{client}: {}", r.stderr);
+        let want = std::fs::read_to_string(examples.join(file)).unwrap();
+        assert_eq!(
+            r.stdout, want,
+            "examples/{file} differs from `config --client {client}`"
+        );
+    }
+}

@@ -33,6 +33,7 @@ import fcntl
 import http.client
 import itertools
 import json
+import logging
 import queue
 import re
 import resource
@@ -1494,6 +1495,38 @@ async def test_mcp_http_and_rest_share_semantics(http_server, tmp_path):
         assert [(t.name, t.description, t.input_schema) for t in listed] == [
             (t["name"], t["description"], t["input_schema"]) for t in rest_tools
         ]
+
+
+@pytest.mark.anyio
+async def test_closing_an_mcp_http_session_ends_it_without_a_warning(http_server, caplog):
+    """Issue 29: the SDK logged `Session termination failed: 202` on every close, since the
+    session's DELETE was answered 202; the MCP spec answers it 200 (or 405 where clients may
+    not end sessions)."""
+    srv = http_server("mcp-http")
+    seen: list[tuple[str, int, str | None]] = []
+
+    async def record(response: Any) -> None:
+        seen.append((response.request.method, response.status_code, response.request.headers.get("mcp-session-id")))
+
+    with caplog.at_level(logging.DEBUG):
+        async with httpx2.AsyncClient(trust_env=False, event_hooks={"response": [record]}) as http:
+            async with streamable_http_client(srv.mcp_url, http_client=http) as (read, write):
+                async with ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT_S) as session:
+                    await session.initialize()
+                    await session.list_tools()
+    warnings = [r.getMessage() for r in caplog.records if "termination" in r.getMessage().lower()]
+    assert not warnings, warnings
+    deletes = [(status, sid) for method, status, sid in seen if method == "DELETE"]
+    assert len(deletes) == 1 and deletes[0][0] == 200 and deletes[0][1], seen
+    # The session is gone: a request in it is refused.
+    r = srv.request(
+        "POST",
+        "/mcp",
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        headers=[("Accept", "application/json, text/event-stream"), ("mcp-session-id", deletes[0][1]), ("mcp-protocol-version", "2025-06-18")],
+        check=False,
+    )
+    assert r.status == 404, r.describe()
 
 
 @pytest.mark.anyio

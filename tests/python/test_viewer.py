@@ -438,14 +438,18 @@ def test_load_search_as_you_type_and_open_a_hits_session(page: Page, tmp_path: P
     q.send_keys("timed out")
     page.until("chunk hits", lambda: page.all("#hits > li[data-kind=chunk]"))
     link = page.all("#hits .hit-link")[0]
-    assert link.text.startswith("deploy-notes #")
+    # A hit names its session by its title; the id is beside it.
+    assert link.text.startswith("Deploying v2 #"), link.text
+    assert page.all("#hits .session-id")[0].text == "deploy-notes"
     position = link.text.split("#")[1]
     link.click()
     hit = page.css(".chunk.hit")
     assert hit.get_attribute("id") == f"c-{position}"
     assert "timed out" in hit.text
-    assert len(page.all("#chunks li")) == 4
+    assert len(page.all("#chunks > li")) == 4
     assert page.d.execute_script("return location.hash").startswith("#/session/deploy-notes")
+    assert page.text("main h1") == "Deploying v2"
+    assert page.text("#session-id") == "deploy-notes"
     page.shot("session", tmp_path)
 
 
@@ -638,3 +642,124 @@ def test_markup_in_a_memory_is_shown_as_text(page: Page, server: HttpServer):
         page.until(f"{fragment} shows the markup as text", lambda: "<img src=x" in page.text("#main"))
         assert not page.all("#main img, #main script, #injected"), f"{fragment} turned a memory into markup"
         assert page.d.title == "memdir"
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 29, item 11: what a newcomer sees first
+# --------------------------------------------------------------------------------------------
+
+
+def test_an_empty_store_says_it_has_no_sessions_yet_and_how_to_add_one(browser: Any, tmp_path: Path):
+    store = tmp_path / "empty"
+    ok(store, "init")
+    srv = start_server(store, "http")
+    try:
+        page = Page(browser, f"http://{srv.host_header}")
+        page.open()
+        browser.get_log("browser")
+        box = page.css("#empty-store")
+        text = box.text
+        assert "no sessions yet" in text, text
+        assert "memdir import claude-code" in text and "memdir ingest" in text, text
+        assert "No sessions match" not in page.text("#main")
+        # Nothing hides sessions in an empty store, so no note says so.
+        assert not page.all("#window-note")
+        assert not page.console_errors()
+    finally:
+        assert srv.stop() == 0
+
+
+def test_the_30_day_window_says_what_it_hides_and_shows_all_on_request(page: Page, server: HttpServer):
+    ok(server.store, "ingest", "--session-id", "old-notes", "--text", "Notes from long ago", "--ts", "2020-01-02T00:00:00Z")
+    page.open()
+    page.until("the recent sessions", lambda: len(page.all("#session-list > li")) == 2)
+    note = page.text("#window-note")
+    assert "last 30 days" in note and "1 older session is hidden" in note, note
+    page.css("#show-all").click()
+    page.until("every session", lambda: len(page.all("#session-list > li")) == 3)
+    assert "Notes from long ago" in [a.text for a in page.all("#session-list .session-link")]
+    assert page.css("#f-days").get_attribute("value") == "0"
+    assert not page.all("#window-note")
+
+
+def test_a_session_reads_as_a_conversation_with_rendered_markdown(page: Page, server: HttpServer, tmp_path: Path):
+    answer = "\n".join([
+        "## Cause",
+        "",
+        "The `maxmemory` policy is *allkeys-lru*, and **every** key counts:",
+        "",
+        "- one key",
+        "- two keys",
+        "",
+        "```",
+        "CONFIG SET maxmemory-policy <b>noeviction</b>",
+        "```",
+        "",
+        "> quoted",
+        "",
+        "See [the docs](https://redis.io/docs/eviction) and [this](javascript:alert(1)) <img src=x id=injected>",
+        "",
+        "| setting | value |",
+        "|---|---|",
+        "| maxmemory | 2gb |",
+    ])
+    chunks = [
+        {"session_id": "s-md", "content": "Why is redis_eviction slow?\nIt takes seconds.", "metadata": {"role": "user"}},
+        {"session_id": "s-md", "content": "Let me look.", "metadata": {"role": "assistant"}},
+        {"session_id": "s-md", "content": answer, "metadata": {"role": "assistant"}},
+    ]
+    jsonl = tmp_path / "md.jsonl"
+    jsonl.write_text("".join(json.dumps(c) + "\n" for c in chunks))
+    ok(server.store, "ingest", "--jsonl", str(jsonl))
+    # Titled as in the catalog (its first line: it has no title field), the id beside it.
+    page.go("#/sessions")
+    page.until("the catalog", lambda: "Why is redis_eviction slow?" in [a.text for a in page.all("#session-list .session-link")])
+    page.go("#/session/s-md")
+    page.until("the session", lambda: len(page.all("#chunks > li")) == 3)
+    assert page.text("main h1") == "Why is redis_eviction slow?"
+    assert page.text("#session-id") == "s-md"
+    # User and assistant turns look different.
+    user, assistant = page.css("#chunks > li.role-user"), page.all("#chunks > li.role-assistant")[1]
+    style = lambda el, prop: page.d.execute_script("return getComputedStyle(arguments[0])[arguments[1]]", el, prop)
+    assert style(user, "borderLeftColor") != style(assistant, "borderLeftColor")
+    assert style(user, "backgroundColor") != style(assistant, "backgroundColor")
+    assert user.find_element(page.By.CSS_SELECTOR, ".role").text.lower() == "user"
+    # The answer's markdown is rendered, and its markup stays text.
+    md = assistant.find_element(page.By.CSS_SELECTOR, ".md")
+    one = lambda sel: md.find_element(page.By.CSS_SELECTOR, sel)
+    assert one(".md-h").text == "Cause"
+    assert one("p code").text == "maxmemory"
+    assert one("em").text == "allkeys-lru" and one("strong").text == "every"
+    assert [li.text for li in md.find_elements(page.By.CSS_SELECTOR, "ul > li")] == ["one key", "two keys"]
+    assert one("pre.code").text == "CONFIG SET maxmemory-policy <b>noeviction</b>"
+    assert one("blockquote").text == "quoted"
+    links = md.find_elements(page.By.CSS_SELECTOR, "a")
+    assert [(a.text, a.get_attribute("href")) for a in links] == [("the docs", "https://redis.io/docs/eviction")]
+    assert "[this](javascript:alert(1)) <img src=x id=injected>" in md.text
+    assert [th.text for th in md.find_elements(page.By.CSS_SELECTOR, "table th")] == ["setting", "value"]
+    assert not page.all("#main img, #main script, #main b, #injected")
+    page.shot("conversation", tmp_path)
+    # A search hit in it is titled the same way.
+    page.go("#/search?q=eviction&kind=chunk")
+    page.until("the hit", lambda: page.all("#hits .hit-link"))
+    assert page.all("#hits .hit-link")[0].text.startswith("Why is redis_eviction slow? #")
+
+
+def test_a_word_inside_an_identifier_is_marked(page: Page, server: HttpServer):
+    ok(server.store, "ingest", "--session-id", "cache", "--text", "We tuned lru_redis and the redis_eviction policy.")
+    page.go("#/search?q=redis")
+    page.until("marked hits", lambda: page.all("#hits mark"))
+    assert "engine bm25" in page.text("#search-summary")
+    assert [m.text for m in page.all("#hits mark")] == ["redis", "redis"]
+
+
+def test_search_shows_as_many_hits_as_the_cli_unless_asked_for_more(page: Page, server: HttpServer, tmp_path: Path):
+    jsonl = tmp_path / "many.jsonl"
+    jsonl.write_text("".join(json.dumps({"session_id": f"w{i}", "content": f"wombat sighting number {i}"}) + "\n" for i in range(8)))
+    ok(server.store, "ingest", "--jsonl", str(jsonl))
+    cli_hits = ok(server.store, "search", "wombat")
+    page.go("#/search?q=wombat")
+    page.until("the hits", lambda: page.all("#hits > li"))
+    assert len(page.all("#hits > li")) == len(cli_hits["results"]) == 5
+    page.go("#/search?q=wombat&limit=8")
+    page.until("eight hits", lambda: len(page.all("#hits > li")) == 8)
