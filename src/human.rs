@@ -686,6 +686,10 @@ fn status(v: &Value, st: Style) -> String {
         out.push_str(&st.yellow(&format!("notice: {}", note.as_str().unwrap_or(""))));
         out.push('\n');
     }
+    out.push_str(&open_conflicts(
+        v["conflicts"].as_array().map_or(&[], Vec::as_slice),
+        st,
+    ));
     out
 }
 
@@ -1023,11 +1027,11 @@ fn context(v: &Value, st: Style) -> String {
 
 fn synced(v: &Value, st: Style) -> String {
     let mut out = format!(
-        "synced with {} ({}): {} committed, {} files received{}\n",
+        "synced with {} ({}): {} committed, {} received{}\n",
         s(v, "remote"),
         s(v, "branch"),
         n(v, "committed"),
-        n(v, "files_received"),
+        count_of(v, "files_received", "file", "files"),
         if v["pushed"] == Value::Bool(true) {
             ", pushed"
         } else {
@@ -1041,10 +1045,58 @@ fn synced(v: &Value, st: Style) -> String {
         )));
         out.push('\n');
     }
-    for c in v["conflicts"].as_array().into_iter().flatten() {
+    let open = v["open_conflicts"].as_array().cloned().unwrap_or_default();
+    if open.is_empty() {
+        for c in v["conflicts"].as_array().into_iter().flatten() {
+            out.push_str(&st.yellow(&format!(
+                "conflict: {} (`memdir resolve`)",
+                c.as_str().unwrap_or("")
+            )));
+            out.push('\n');
+        }
+    }
+    out.push_str(&open_conflicts(&open, st));
+    out
+}
+
+/// Open conflicts, each with what its pick set aside and the commands that settle it.
+fn open_conflicts(open: &[Value], st: Style) -> String {
+    let mut out = String::new();
+    for c in open {
+        let cat = s(c, "category");
         out.push_str(&st.yellow(&format!(
-            "conflict: {} (`memdir resolve`)",
-            c.as_str().unwrap_or("")
+            "open conflict in {cat}: {} settled it by {}",
+            s(c, "kind"),
+            s(c, "strategy")
+        )));
+        out.push('\n');
+        for a in c["set_aside"].as_array().into_iter().flatten() {
+            let keys: Vec<&str> = a["keys"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            out.push_str(&format!(
+                "  set aside: {}'s {} (version {})\n",
+                s(a, "actor"),
+                if keys.is_empty() {
+                    "whole version".to_string()
+                } else {
+                    format!(
+                        "change to {}",
+                        keys.iter()
+                            .map(|k| format!("{k:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                },
+                s(a, "head")
+            ));
+        }
+        out.push_str(&st.dim(&format!(
+            "  keep what is served: memdir resolve {cat} --pick {}; take a set-aside version: --pick ID; or write the result: --data JSON",
+            s(c, "merged")
         )));
         out.push('\n');
     }

@@ -314,6 +314,54 @@ fn open_conflicts(e: &TestEnv) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// A conflict a person can act on: status and the sync's answer name what the pick set
+/// aside, key by key and head by head; the version number both devices wrote is ambiguous
+/// and refused by name, and a head is picked by its hash as history shows it.
+#[test]
+fn a_conflict_names_what_it_set_aside_and_an_ambiguous_version_is_refused() {
+    let edit_a: &[&str] = &["write", "doc", "--merge", "--data", r#"{"a":2,"b":2}"#];
+    let edit_b: &[&str] = &["write", "doc", "--merge", "--data", r#"{"a":3,"c":3}"#];
+    let (f, rep) = conflict_case("last_write_wins", edit_a, edit_b);
+    // Replica 1 wrote last: its version is served; replica 0's a and b were set aside (its
+    // unchanged c was not).
+    let open = rep["open_conflicts"].as_array().unwrap();
+    assert_eq!(open.len(), 1, "{rep:#}");
+    let aside = open[0]["set_aside"].as_array().unwrap();
+    assert_eq!(aside.len(), 1, "{rep:#}");
+    assert_eq!(aside[0]["keys"], json!(["a", "b"]), "{rep:#}");
+    assert_eq!(
+        open_conflicts(&f.replicas[0])[0]["set_aside"],
+        open[0]["set_aside"]
+    );
+    let human = f.replicas[0].run(&["status", "--human"]);
+    assert!(
+        human.stdout.contains("open conflict in doc")
+            && human.stdout.contains("change to \"a\", \"b\""),
+        "{}",
+        human.stdout
+    );
+    // Version 2 was written on both devices.
+    let e = f.replicas[0].fail(&["resolve", "doc", "--pick", "2"], 3);
+    assert_eq!(e["field"], "version", "{e}");
+    assert_eq!(e["candidates"].as_array().unwrap().len(), 2, "{e}");
+    f.replicas[0].fail(&["read", "doc", "--version", "2"], 3);
+    // The set-aside head, by the hash history shows.
+    let head = aside[0]["head"].as_str().unwrap();
+    let h = f.replicas[0].ok(&["history", "doc"]);
+    let hash = h["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == head)
+        .unwrap()["hash"]
+        .as_str()
+        .unwrap()[..12]
+        .to_string();
+    f.replicas[0].ok(&["resolve", "doc", "--pick", &hash]);
+    assert_eq!(data(&f.replicas[0]), Some(json!({"a":2,"b":2,"c":1})));
+    assert!(open_conflicts(&f.replicas[0]).is_empty());
+}
+
 #[test]
 fn each_strategy_on_each_conflict_kind() {
     let edit_a: &[&str] = &["write", "doc", "--merge", "--data", r#"{"a":2,"b":2}"#];

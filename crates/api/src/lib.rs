@@ -660,7 +660,7 @@ pub struct ReadRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<Fields>,
-    /// An old version: its number or id from the history.
+    /// An old version: its number, id or hash (12+ digits) from the history.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<VersionRef>,
@@ -775,7 +775,7 @@ pub struct DiffRequest {
 pub struct RestoreRequest {
     /// The category's name.
     pub category: String,
-    /// The version to restore: its number or id from the history.
+    /// The version to restore: its number, id or hash (12+ digits) from the history.
     #[arg(long)]
     pub version: VersionRef,
     /// Restore only if the category has this hash now.
@@ -1740,6 +1740,9 @@ pub struct SyncResponse {
     pub categories: Vec<String>,
     /// Conflict records opened by this sync (`conflicts/<name>/<file>`).
     pub conflicts: Vec<String>,
+    /// The conflicts still open after this sync, with what each set aside (as `status`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_conflicts: Vec<OpenConflict>,
     /// Whether the remote now holds this replica's commit.
     pub pushed: bool,
     /// Commits not on the remote yet (offline, or the push failed).
@@ -1932,7 +1935,7 @@ pub struct SyncPushResponse {
 pub struct ResolveRequest {
     /// The conflicted category.
     pub category: String,
-    /// The version to keep: its number or id (every head is listed by `status`).
+    /// The version to keep: its number, id or hash (12+ digits); `status` lists every head.
     #[arg(long, conflicts_with = "data", required_unless_present = "data")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pick: Option<VersionRef>,
@@ -1974,6 +1977,22 @@ pub struct OpenConflict {
     /// Every concurrent head, by id.
     pub heads: Vec<String>,
     /// Keys decided by last-write-wins (strategy `merge`).
+    pub keys: Vec<String>,
+    /// What each head that was not kept had changed and the served version does not hold:
+    /// what a resolve may want back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<SetAside>,
+}
+
+/// One head's changes a sync's pick left out of the served version.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SetAside {
+    /// The head's version id (`resolve --pick` takes it).
+    pub head: String,
+    /// The device that wrote it.
+    pub actor: String,
+    /// The top-level keys it had changed that the served version holds otherwise; empty when
+    /// the head is not an object or was a delete (the whole of it was set aside).
     pub keys: Vec<String>,
 }
 

@@ -22,7 +22,8 @@ use crate::sync::git::{Blob, Change, EMPTY_TREE, Git, GitError};
 use crate::sync::merge::{self, PathKind, Strategy};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::{
-    LastSync, OpenConflict, Problem, ResolveRequest, ResolveResponse, SyncRequest, SyncResponse,
+    LastSync, OpenConflict, Problem, ResolveRequest, ResolveResponse, SetAside, SyncRequest,
+    SyncResponse,
 };
 use memdir_store::lock::WriteLock;
 use memdir_store::model::{CategoryName, HistoryEntry, VersionOp, decode_component};
@@ -160,7 +161,12 @@ impl Memdir {
         if req.remote.is_none() && !self.settings().sync_remote.is_empty() {
             req.remote = Some(self.settings().sync_remote.clone());
         }
-        let result = self.sync_run(&req, token, progress.unwrap_or(&|_, _| {}));
+        let mut result = self.sync_run(&req, token, progress.unwrap_or(&|_, _| {}));
+        if let Ok(r) = &mut result {
+            // What is still open, with what each pick set aside: a conflict is acted on where
+            // it is reported. Advisory: a failure to list leaves the list empty.
+            r.open_conflicts = self.open_conflicts().unwrap_or_default();
+        }
         let record = match &result {
             Ok(r) => Some(LastSync {
                 at: memdir_store::clock::rfc3339(memdir_store::clock::now_ms()),
@@ -1357,7 +1363,26 @@ impl Memdir {
                         .map(|a| a.iter().filter_map(f).collect())
                         .unwrap_or_default()
                 };
+                let served = by_id.get(merged.as_str()).map(|e| &e.content);
+                let base = v["base"]
+                    .as_str()
+                    .and_then(|b| by_id.get(b))
+                    .map(|e| &e.content);
+                let set_aside = v["heads"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|h| {
+                        let keys = merge::set_aside(base, &h["content"], served?)?;
+                        Some(SetAside {
+                            head: h["id"].as_str()?.to_string(),
+                            actor: h["actor"].as_str().unwrap_or_default().to_string(),
+                            keys,
+                        })
+                    })
+                    .collect();
                 out.push(OpenConflict {
+                    set_aside,
                     category: name.to_string(),
                     kind: v["kind"].as_str().unwrap_or_default().to_string(),
                     strategy: v["strategy"].as_str().unwrap_or_default().to_string(),

@@ -433,14 +433,30 @@ impl Memdir {
         if entries.is_empty() {
             return Err(not_found(name, self.available_names(inner)?));
         }
-        let found = match v {
-            VersionRef::Ordinal(n) => entries.iter().find(|e| e.ordinal() == *n),
-            // A number given as a string ("3") is an ordinal on every surface.
+        // A number given as a string ("3") is an ordinal on every surface; a hash (or its
+        // first 12 or more digits, as `history` shows it) names the version holding it.
+        let matches: Vec<&HistoryEntry> = match v {
+            VersionRef::Ordinal(n) => entries.iter().filter(|e| e.ordinal() == *n).collect(),
             VersionRef::Id(id) => match id.parse::<u64>() {
-                Ok(n) => entries.iter().find(|e| e.ordinal() == n),
-                Err(_) => entries.iter().find(|e| &e.id == id),
+                Ok(n) => entries.iter().filter(|e| e.ordinal() == n).collect(),
+                Err(_) => match entries.iter().find(|e| &e.id == id) {
+                    Some(e) => vec![e],
+                    None if memdir_store::model::is_hash_prefix(id) => entries
+                        .iter()
+                        .filter(|e| {
+                            e.hash
+                                .as_deref()
+                                .is_some_and(|h| h.starts_with(id.as_str()))
+                        })
+                        .collect(),
+                    None => Vec::new(),
+                },
             },
         };
+        if matches.len() > 1 {
+            return Err(ambiguous(name, v, &matches));
+        }
+        let found = matches.first();
         let Some(found) = found else {
             let have: Vec<u64> = entries.iter().map(HistoryEntry::ordinal).collect();
             return Err(Error::new(
@@ -458,7 +474,7 @@ impl Memdir {
             .detail("versions", Value::from(have))
             .hint("{op:history} lists the versions"));
         };
-        Ok(found.clone())
+        Ok((*found).clone())
     }
 
     /// Versions of a category, newest first.
@@ -739,6 +755,42 @@ impl Memdir {
             })
         })
     }
+}
+
+/// The error for a version number (or hash prefix) that names several versions: two devices
+/// each wrote a version with that number before a sync brought them together.
+fn ambiguous(name: &CategoryName, v: &VersionRef, found: &[&HistoryEntry]) -> Error {
+    let said = match v {
+        VersionRef::Ordinal(n) => n.to_string(),
+        VersionRef::Id(id) => id.clone(),
+    };
+    let each: Vec<String> = found
+        .iter()
+        .map(|e| {
+            format!(
+                "{}'s {} (id {})",
+                e.actor,
+                e.hash
+                    .as_deref()
+                    .map_or("delete", |h| &h[..h.len().min(12)]),
+                e.id
+            )
+        })
+        .collect();
+    Error::invalid(
+        "version",
+        format!(
+            "version {said} of {:?} names {} versions written on different devices before a sync: {}",
+            name.as_str(),
+            found.len(),
+            each.join(", ")
+        ),
+    )
+    .detail(
+        "candidates",
+        Value::from(found.iter().map(|e| e.id.clone()).collect::<Vec<_>>()),
+    )
+    .hint("name one by its hash as history shows it (12 digits or more) or by its id")
 }
 
 fn base_file_hash(layout: &Layout, name: &CategoryName) -> Result<Option<String>> {

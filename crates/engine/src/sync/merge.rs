@@ -309,6 +309,28 @@ pub fn resolve(
     Some(Resolution { entry, conflict })
 }
 
+/// What `head` had changed from `base` that `served` does not hold: `None` when nothing (the
+/// head's changes all made it in), else the top-level keys (empty when the head or the served
+/// version is not an object: the whole head was set aside).
+pub fn set_aside(base: Option<&Value>, head: &Value, served: &Value) -> Option<Vec<String>> {
+    if head == served {
+        return None;
+    }
+    let (Some(h), Some(s)) = (head.as_object(), served.as_object()) else {
+        return Some(Vec::new());
+    };
+    let empty = Map::new();
+    let b = base.and_then(Value::as_object).unwrap_or(&empty);
+    let mut names: BTreeSet<&String> = h.keys().collect();
+    names.extend(b.keys());
+    let keys: Vec<String> = names
+        .into_iter()
+        .filter(|k| h.get(*k) != b.get(*k) && h.get(*k) != s.get(*k))
+        .cloned()
+        .collect();
+    (!keys.is_empty()).then_some(keys)
+}
+
 /// Three-way merge per top-level key of several object heads against `base`: a key changed
 /// on one head takes that value; changed alike on several, that value; changed differently,
 /// the value of the newest head that changed it. Returns the keys decided that way.
@@ -467,6 +489,31 @@ impl PathKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_aside_names_only_the_keys_a_head_changed_that_the_pick_dropped() {
+        let base = json!({"editor": "vim", "shell": "bash"});
+        let lap = json!({"editor": "helix", "shell": "bash"});
+        let desk = json!({"editor": "vim", "shell": "fish", "term": "kitty"});
+        // Last-write-wins kept desk: lap's editor was set aside, its unchanged shell was not.
+        assert_eq!(
+            set_aside(Some(&base), &lap, &desk),
+            Some(vec!["editor".to_string()])
+        );
+        assert_eq!(set_aside(Some(&base), &desk, &desk), None);
+        // A key the head removed that the served version still has.
+        let removed = json!({"editor": "vim"});
+        assert_eq!(
+            set_aside(Some(&base), &removed, &desk),
+            Some(vec!["shell".to_string()])
+        );
+        // Changes that made it in through a merge are not set aside.
+        let merged = json!({"editor": "helix", "shell": "fish", "term": "kitty"});
+        assert_eq!(set_aside(Some(&base), &lap, &merged), None);
+        // A delete, or a document that is not an object: the whole head.
+        assert_eq!(set_aside(Some(&base), &Value::Null, &desk), Some(vec![]));
+        assert_eq!(set_aside(None, &json!([1]), &desk), Some(vec![]));
+    }
 
     fn entry(id: &str, parents: &[&str], vv: &[(&str, u64)], content: Value) -> HistoryEntry {
         let tomb = content.is_null();
