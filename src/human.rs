@@ -505,7 +505,7 @@ fn overview(v: &Value, st: Style) -> String {
             a.iter()
                 .map(|x| {
                     vec![
-                        s(x, "session_id").to_string(),
+                        s(x, "id").to_string(),
                         s(x, "project").to_string(),
                         n(x, "message_count"),
                         when(s(x, "last_active")),

@@ -109,7 +109,7 @@ fn session(s: &SessionSummary) -> Resource {
         "" => String::new(),
         p => format!(", project {p}"),
     };
-    Resource::new(uri::session(&s.session_id), &s.session_id)
+    Resource::new(uri::session(&s.id), &s.id)
         .with_title(&s.title)
         .with_description(format!(
             "Session of {} chunks{project}, last active {}",

@@ -204,3 +204,11 @@ def test_export_to_a_file_says_what_it_wrote(tmp_path: Path):
     code, out = on_tty(store, "export", "--output", str(dest), NO_COLOR="1")
     assert code == 0, out
     assert f"exported 1 chunk and 0 categories to {dest}" in out, out
+
+
+def test_overview_rows_name_the_session_once_as_the_spec_says(tmp_path: Path):
+    store = tmp_path / "store"
+    assert run(store, "ingest", "--session-id", "s1", "--text", "hello").returncode == 0
+    row = json.loads(run(store, "overview").stdout)["sessions"][0]
+    assert row["id"] == "s1" and "session_id" not in row, row
+    assert {"id", "title", "message_count", "start_time", "last_active"} <= set(row), row

@@ -959,10 +959,8 @@ pub struct FetchResponse {
 /// A session in the catalog.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct SessionSummary {
-    /// The session id.
+    /// The session id (what `fetch` and `search --session` take as `session_id`).
     pub id: String,
-    /// The session id again (the field name of the session tools).
-    pub session_id: String,
     /// Its title: the metadata title of its first chunk, or its first line.
     pub title: String,
     /// Its project ("" for none).

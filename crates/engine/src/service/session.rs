@@ -994,7 +994,6 @@ impl Memdir {
                 continue;
             }
             sessions.push(SessionSummary {
-                session_id: id.clone(),
                 title: first_seg.title.clone(),
                 project,
                 message_count: segs.iter().map(|s| s.chunks).sum::<i64>(),
