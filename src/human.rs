@@ -475,13 +475,30 @@ fn search(v: &Value, st: Style) -> String {
         )));
         out.push('\n');
     }
+    search_notes(v, st, &mut out);
+    out
+}
+
+/// A search's notes, and why keywords answered a semantic or hybrid search (no provider,
+/// not embedded yet).
+fn search_notes(v: &Value, st: Style, out: &mut String) {
     if let Some(notes) = v["notes"].as_array() {
         for note in notes {
             out.push_str(&st.dim(&format!("note: {}", note.as_str().unwrap_or(""))));
             out.push('\n');
         }
     }
-    out
+    if let Some(note) = v["note"].as_str() {
+        out.push_str(&st.yellow(&format!(
+            "{}: {note}{}",
+            s(v, "engine"),
+            v["coverage"]
+                .as_str()
+                .map(|c| format!(" (coverage {c})"))
+                .unwrap_or_default()
+        )));
+        out.push('\n');
+    }
 }
 
 /// A hit's score parts (`--explain`), as one dimmed line.

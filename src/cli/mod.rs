@@ -167,8 +167,43 @@ pub fn parse() -> std::result::Result<Cli, i32> {
                 printing,
             ))
         }
-        Err(e) => e.exit(),
+        Err(e) => usage_error(e),
     }
+}
+
+/// A usage error clap found (an unknown command or flag, a missing argument): clap's text
+/// for a person at a terminal, else one JSON document on stderr as every other error, exit 2.
+/// Help and version requests are printed by clap as they are.
+fn usage_error(e: clap::Error) -> std::result::Result<Cli, i32> {
+    use clap::error::ErrorKind as K;
+    let json = std::env::args().any(|w| w == "--json");
+    let shown = matches!(
+        e.kind(),
+        K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if shown || (!json && std::io::stderr().is_terminal()) {
+        e.exit()
+    }
+    let text = e.render().to_string();
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let message = lines
+        .next()
+        .unwrap_or("usage error")
+        .trim_start_matches("error: ")
+        .to_string();
+    let hints: Vec<String> = lines
+        .map(|l| l.trim().trim_start_matches("tip: ").to_string())
+        .filter(|l| !l.starts_with("For more information"))
+        .chain(["memdir --help lists the commands and flags".to_string()])
+        .collect();
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(
+            &json!({"error": {"code": "usage", "message": message, "hints": hints}})
+        )
+        .unwrap_or(message)
+    );
+    Err(2)
 }
 
 /// `verify-store` and `doctor`: read-only (no recovery, no adoption), the store reported

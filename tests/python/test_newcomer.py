@@ -212,3 +212,24 @@ def test_overview_rows_name_the_session_once_as_the_spec_says(tmp_path: Path):
     row = json.loads(run(store, "overview").stdout)["sessions"][0]
     assert row["id"] == "s1" and "session_id" not in row, row
     assert {"id", "title", "message_count", "start_time", "last_active"} <= set(row), row
+
+
+def test_a_semantic_search_that_keywords_answered_says_why_on_a_terminal(tmp_path: Path):
+    store = tmp_path / "store"
+    assert run(store, "ingest", "--session-id", "s", "--text", "the walrus swam").returncode == 0
+    v = json.loads(run(store, "search", "walrus", "--mode", "semantic").stdout)
+    assert v["engine"] == "keyword-fallback" and v.get("note"), v
+    code, out = on_tty(store, "search", "walrus", "--mode", "semantic", NO_COLOR="1")
+    assert code == 0, out
+    assert f"keyword-fallback: {v['note']}" in out, out
+
+
+def test_a_usage_error_into_a_pipe_is_json_on_stderr_as_help_promises(tmp_path: Path):
+    p = run(tmp_path / "store", "serch", "pool")
+    assert p.returncode == 2
+    err = json.loads(p.stderr)["error"]
+    assert err["code"] == "usage" and "serch" in err["message"], err
+    assert any("search" in h for h in err["hints"]), err
+    # On a terminal, clap's own text for a person.
+    code, out = on_tty(tmp_path / "store", "serch", NO_COLOR="1")
+    assert code == 2 and "unrecognized subcommand" in out and '"error"' not in out, out
