@@ -233,3 +233,35 @@ def test_a_usage_error_into_a_pipe_is_json_on_stderr_as_help_promises(tmp_path: 
     # On a terminal, clap's own text for a person.
     code, out = on_tty(tmp_path / "store", "serch", NO_COLOR="1")
     assert code == 2 and "unrecognized subcommand" in out and '"error"' not in out, out
+
+
+def readme_block(after_heading: str, lang: str) -> str:
+    """The first ```lang block after the README heading `after_heading`."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rest = text.split(f"\n{after_heading}\n", 1)[1]
+    return rest.split(f"```{lang}\n", 1)[1].split("```", 1)[0]
+
+
+def test_every_shell_line_of_the_readme_quickstart_runs_as_written(tmp_path: Path):
+    """The Quickstart pasted into a shell line by line, on a fresh HOME with `memdir` on the
+    PATH: every line exits 0. The one placeholder, the 12-digit hash after --expected-hash, is
+    the hash `memdir read base` shows at that point, as the comment beside it says."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "memdir").symlink_to(MEMDIR_BIN)
+    env = server_env(tmp_path / "store", HOME=str(tmp_path / "home"), PATH=f"{bindir}:/usr/bin:/bin")
+    (tmp_path / "home").mkdir()
+    # The JSONL example beside the Quickstart, as chunks.jsonl.
+    (tmp_path / "chunks.jsonl").write_text(readme_block("## Quickstart", "json"))
+    lines = [l.split("  #")[0].strip() for l in readme_block("## Quickstart", "sh").splitlines()]
+    lines = [l for l in lines if l and not l.startswith("#")]
+    lines.append("memdir ingest --jsonl chunks.jsonl")
+    assert len(lines) >= 10, lines
+    for line in lines:
+        if "--expected-hash" in line:
+            head = json.loads(subprocess.run(["memdir", "read", "base", "--json"], capture_output=True, env=env, cwd=tmp_path).stdout)
+            line = line.replace("1a2b3c4d5e6f", head["meta"]["hash"][:12])
+        p = subprocess.run(["bash", "-c", line], capture_output=True, env=env, cwd=tmp_path, timeout=120)
+        assert p.returncode == 0, (line, p.stdout[-2000:], p.stderr[-2000:])
+    v = json.loads(subprocess.run(["memdir", "fetch", "demo", "--json"], capture_output=True, env=env, cwd=tmp_path).stdout)
+    assert v["total"] == 2, v
