@@ -24,10 +24,9 @@ impl Progress {
             return Progress { bar: None };
         }
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
-        let style =
-            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
-                .map(|s| s.progress_chars("=> "))
-                .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style = ProgressStyle::with_template(template(what))
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         bar.set_prefix(what.to_string());
         Progress { bar: Some(bar) }
@@ -56,8 +55,47 @@ impl Progress {
     }
 }
 
+/// The bar's text for a job, in the unit its engine call counts: bytes read (ingest, import,
+/// reindex) as sizes with a rate, files copied (snapshot), chunks embedded (embed), or the
+/// steps of a sync (no rate: steps are not alike).
+fn template(what: &str) -> &'static str {
+    match what {
+        "ingest" | "checking" | "import" | "reindex" => {
+            "{prefix} [{bar:30}] {bytes}/{total_bytes} at {bytes_per_sec}, eta {eta}"
+        }
+        "snapshot" => "{prefix} [{bar:30}] {human_pos}/{human_len} files, eta {eta}",
+        "embed" => "{prefix} [{bar:30}] {human_pos}/{human_len} chunks, eta {eta}",
+        "sync" => "{prefix} [{bar:30}] step {pos} of {len}",
+        _ => "{prefix} [{bar:30}] {human_pos}/{human_len}, eta {eta}",
+    }
+}
+
 impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::template;
+
+    #[test]
+    fn every_bar_names_its_unit_and_none_prints_a_raw_rate() {
+        for what in [
+            "ingest", "checking", "import", "reindex", "snapshot", "embed", "sync", "x",
+        ] {
+            let t = template(what);
+            assert!(
+                indicatif::ProgressStyle::with_template(t).is_ok(),
+                "{what}: {t}"
+            );
+            assert!(
+                !t.contains("{per_sec}") && !t.contains("{pos}/{len}"),
+                "{what}: {t}"
+            );
+        }
+        assert!(template("import").contains("{bytes}"));
+        assert!(template("snapshot").contains("files"));
     }
 }

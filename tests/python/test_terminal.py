@@ -120,13 +120,17 @@ def test_long_jobs_draw_a_progress_bar_on_a_terminal_and_none_into_a_pipe(tmp_pa
     assert code == 0, out
     import re
 
-    assert re.search(r"snapshot \[[=> ]+\] \d+/\d+", out), out
+    assert re.search(r"snapshot \[[=> ]+\] \d+/\d+ files", out), out
     # A git sync counts its stages (commit, fetch, merge, push).
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     code, out = on_tty(store, "sync", "--init", str(remote))
     assert code == 0, out
-    assert re.search(r"sync \[[=> ]+\] \d+/4", out), out
+    assert re.search(r"sync \[[=> ]+\] step \d+ of 4", out), out
+    # Bytes read are sizes with a rate, never a raw count with decimals.
+    code, out = on_tty(store, "reindex")
+    assert code == 0, out
+    assert re.search(r"reindex \[[=> ]+\] [\d.]+ ?[KMG]?i?B/[\d.]+ ?[KMG]?i?B at ", out), out
     # Piped: the same job writes no bar, and stdout is the JSON answer.
     p = subprocess.run(
         [str(MEMDIR_BIN), "snapshot", str(tmp_path / "snap2")],
