@@ -12,6 +12,7 @@
 
 use serde_json::Value;
 
+use super::version::NewVersion;
 use super::{Inner, Memdir};
 use crate::ledger::CategoryRow;
 use crate::ledger::ChangeKind;
@@ -353,15 +354,11 @@ impl Memdir {
         self.commit_version(
             inner,
             lock,
-            name,
-            &base,
-            op,
-            "external",
-            Some(reason.to_string()),
-            Some(content),
-            None,
-            None,
-            false,
+            NewVersion {
+                reason: Some(reason.to_string()),
+                write_file: false,
+                ..NewVersion::new(name, &base, op, "external", Some(content))
+            },
         )?;
         self.sync_category(inner, name, Some(lock), Sync::Full)
     }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::adoption::{CatState, Sync, check_expect, malformed_error, not_found};
 use super::shape::check_object;
-use super::version::Delta;
+use super::version::{Delta, NewVersion};
 use super::{Memdir, check_reason, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;
@@ -236,15 +236,12 @@ impl Memdir {
             let mut c = self.commit_version(
                 inner,
                 lock,
-                &name,
-                &st,
-                op,
-                &self.actor(),
-                reason.clone(),
-                Some(new_content),
-                Some((new_bytes, new_hash)),
-                delta,
-                true,
+                NewVersion {
+                    reason: reason.clone(),
+                    serialized: Some((new_bytes, new_hash)),
+                    delta,
+                    ..NewVersion::new(&name, &st, op, self.actor(), Some(new_content))
+                },
             )?;
             self.remember_written(&name, &mut c, Some(leaves));
             Ok(WriteResponse {
@@ -410,15 +407,10 @@ impl Memdir {
             let c = self.commit_version(
                 inner,
                 lock,
-                &name,
-                &st,
-                VersionOp::Delete,
-                &self.actor(),
-                reason.clone(),
-                None,
-                None,
-                None,
-                true,
+                NewVersion {
+                    reason: reason.clone(),
+                    ..NewVersion::new(&name, &st, VersionOp::Delete, self.actor(), None)
+                },
             )?;
             Ok(DeleteResponse {
                 category: name.to_string(),
@@ -587,15 +579,16 @@ impl Memdir {
             self.commit_version(
                 inner,
                 lock,
-                &name,
-                &st,
-                VersionOp::Write,
-                &self.actor(),
-                reason.clone(),
-                Some(content.clone()),
-                None,
-                None,
-                true,
+                NewVersion {
+                    reason: reason.clone(),
+                    ..NewVersion::new(
+                        &name,
+                        &st,
+                        VersionOp::Write,
+                        self.actor(),
+                        Some(content.clone()),
+                    )
+                },
             )?;
             Ok(true)
         })

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::adoption::{Sync, malformed_error};
 use super::shape::{check_object, type_name};
+use super::version::NewVersion;
 use super::{Memdir, check_reason, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;
@@ -150,7 +151,14 @@ impl Memdir {
             let count = entries.len();
             obj.insert("entries".into(), Value::Array(entries));
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
-            let c = self.commit_version(inner, lock, &name, &st, VersionOp::Append, &self.actor(), reason.clone(), Some(log), None, None, true)?;
+            let c = self.commit_version(
+                inner,
+                lock,
+                NewVersion {
+                    reason: reason.clone(),
+                    ..NewVersion::new(&name, &st, VersionOp::Append, self.actor(), Some(log))
+                },
+            )?;
             Ok(AppendResponse {
                 category: name.to_string(),
                 id,

@@ -16,6 +16,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::adoption::Sync;
+use super::version::NewVersion;
 use super::{Inner, Memdir};
 use crate::sync::gate::{Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
 use crate::sync::git::{Blob, Change, EMPTY_TREE, Git, GitError};
@@ -1448,17 +1449,12 @@ impl Memdir {
             let c = self.commit_version(
                 inner,
                 lock,
-                &name,
-                &st,
-                op,
-                &self.actor(),
-                reason
-                    .clone()
-                    .or_else(|| Some("conflict resolved".to_string())),
-                content,
-                None,
-                None,
-                true,
+                NewVersion {
+                    reason: reason
+                        .clone()
+                        .or_else(|| Some("conflict resolved".to_string())),
+                    ..NewVersion::new(&name, &st, op, self.actor(), content)
+                },
             )?;
             Ok(ResolveResponse {
                 category: name.to_string(),

@@ -95,27 +95,72 @@ fn parse_vv(s: &str) -> BTreeMap<String, u64> {
     serde_json::from_str(s).unwrap_or_default()
 }
 
+/// One version to commit ([`Memdir::commit_version`]): what it is, who wrote it and why, and
+/// what the writer already computed of it.
+pub(super) struct NewVersion<'a> {
+    pub name: &'a CategoryName,
+    /// The category as the write found it (its head is the new version's parent).
+    pub base: &'a CatState,
+    pub op: VersionOp,
+    pub actor: String,
+    pub reason: Option<String>,
+    /// The new content; `None` for a delete.
+    pub content: Option<Value>,
+    /// The content's file bytes ([`codec::to_pretty`]) and their hash, when the writer has
+    /// them already: the content is then serialized and hashed once per write, for the file
+    /// and for its history entry alike.
+    pub serialized: Option<(Vec<u8>, String)>,
+    /// The keys a merge changed, for the ledger's change list.
+    pub delta: Option<Delta>,
+    /// Whether the category file is written too (false when adopting a file already there).
+    pub write_file: bool,
+}
+
+impl<'a> NewVersion<'a> {
+    /// A version of `content` (`None`: a delete) by `actor`, written to the category file,
+    /// with no reason and nothing precomputed.
+    pub fn new(
+        name: &'a CategoryName,
+        base: &'a CatState,
+        op: VersionOp,
+        actor: impl Into<String>,
+        content: Option<Value>,
+    ) -> NewVersion<'a> {
+        NewVersion {
+            name,
+            base,
+            op,
+            actor: actor.into(),
+            reason: None,
+            content,
+            serialized: None,
+            delta: None,
+            write_file: true,
+        }
+    }
+}
+
 impl Memdir {
     /// Writes one new version: a history entry and (when `write_file`) the category file, as
-    /// one transaction; then records it in the ledger. `serialized` is the content's file
-    /// bytes ([`codec::to_pretty`]) and their hash when the caller has them already: the
-    /// content is then serialized and hashed once per write, for the file and for its history
-    /// entry alike.
-    #[allow(clippy::too_many_arguments)]
+    /// one transaction; then records it in the ledger.
     pub(super) fn commit_version(
         &self,
         inner: &Inner,
         lock: &WriteLock,
-        name: &CategoryName,
-        base: &CatState,
-        op: VersionOp,
-        actor: &str,
-        reason: Option<String>,
-        content: Option<Value>,
-        serialized: Option<(Vec<u8>, String)>,
-        delta: Option<Delta>,
-        write_file: bool,
+        v: NewVersion<'_>,
     ) -> Result<Committed> {
+        let NewVersion {
+            name,
+            base,
+            op,
+            actor,
+            reason,
+            content,
+            serialized,
+            delta,
+            write_file,
+        } = v;
+        let actor = actor.as_str();
         let layout = self.layout();
         let content = content.unwrap_or(Value::Null);
         let tombstone = content.is_null();
@@ -652,15 +697,16 @@ impl Memdir {
             let c = self.commit_version(
                 inner,
                 lock,
-                &name,
-                &st,
-                VersionOp::Restore,
-                &self.actor(),
-                reason,
-                Some(entry.content.clone()),
-                None,
-                None,
-                true,
+                NewVersion {
+                    reason,
+                    ..NewVersion::new(
+                        &name,
+                        &st,
+                        VersionOp::Restore,
+                        self.actor(),
+                        Some(entry.content.clone()),
+                    )
+                },
             )?;
             Ok(RestoreResponse {
                 category: name.to_string(),
