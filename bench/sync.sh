@@ -61,7 +61,7 @@ done
 git -C "$T/remote.git" gc -q
 after=$(kib "$T/remote.git")
 # After compact: the trimmed history leaves the tree; git keeps the old blobs reachable.
-"$BIN" --dir "$A" compact --keep 5 >/dev/null
+"$BIN" --dir "$A" compact --keep 5 --yes >/dev/null
 "$BIN" --dir "$A" sync >/dev/null
 git -C "$T/remote.git" gc -q
 compacted=$(kib "$T/remote.git")

@@ -615,13 +615,24 @@ fn list(v: &Value, st: Style) -> String {
 }
 
 fn history(v: &Value, st: Style) -> String {
+    // A number two devices both wrote before a sync is marked: pick such a version by hash.
+    let mut seen = std::collections::HashMap::new();
+    for x in v["versions"].as_array().into_iter().flatten() {
+        *seen.entry(n(x, "version")).or_insert(0) += 1;
+    }
+    let twice = seen.values().any(|c| *c > 1);
     let rows: Vec<Vec<String>> = v["versions"]
         .as_array()
         .map(|a| {
             a.iter()
                 .map(|x| {
+                    let number = n(x, "version");
                     vec![
-                        n(x, "version"),
+                        if seen.get(&number).is_some_and(|c| *c > 1) {
+                            format!("{number}*")
+                        } else {
+                            number
+                        },
                         s(x, "op").to_string(),
                         when(s(x, "timestamp")),
                         s(x, "actor").to_string(),
@@ -642,6 +653,12 @@ fn history(v: &Value, st: Style) -> String {
         &rows,
         st,
     ));
+    if twice {
+        out.push_str(&st.dim(
+            "* one number, two devices: both wrote it before a sync; name such a version by its hash",
+        ));
+        out.push('\n');
+    }
     if let Some(d) = v.get("diff").filter(|d| !d.is_null()) {
         out.push('\n');
         out.push_str(&diff(s(d, "diff"), st));

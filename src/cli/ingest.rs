@@ -68,7 +68,9 @@ pub(super) const SECTION_CHARS: usize = 1_500;
 /// sections with blank lines gives back the paragraphs). A text of at most
 /// [`SPLIT_OVER_CHARS`] characters stays one chunk. Fenced code blocks are kept whole.
 pub(super) fn split_document(text: &str) -> Vec<String> {
-    if text.chars().count() <= SPLIT_OVER_CHARS {
+    // A `<private>` span must reach the redactor whole: a document holding one stays one
+    // chunk (a section boundary inside the span would leave its tail outside it).
+    if text.chars().count() <= SPLIT_OVER_CHARS || has_private_tag(text) {
         return vec![text.to_string()];
     }
     // Paragraphs, with blank lines inside a ``` fence kept in their paragraph.
@@ -114,6 +116,17 @@ pub(super) fn split_document(text: &str) -> Vec<String> {
         out.push(text.to_string());
     }
     out
+}
+
+/// Whether `text` holds a `<private>` or `</private>` tag in any spelling the redactor reads
+/// as one (any case, whitespace inside the brackets, attributes).
+fn has_private_tag(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.match_indices('<').any(|(i, _)| {
+        let rest = lower[i + 1..].trim_start();
+        let rest = rest.strip_prefix('/').unwrap_or(rest).trim_start();
+        rest.starts_with("private")
+    })
 }
 
 /// Chunks per batch of a streamed `ingest --jsonl` (each batch is all or nothing): the most a
@@ -370,6 +383,18 @@ mod tests {
         // Nothing lost, nothing reordered.
         let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
         assert_eq!(words(&parts.join("\n\n")), words(&doc));
+    }
+
+    #[test]
+    fn a_document_with_a_private_span_is_never_cut() {
+        for tag in ["<private>", "< PRIVATE >", "<private reason=\"x\">"] {
+            let doc = format!(
+                "{}\n\n{tag}\n## Credentials\nbank: hunter2\n</private>\n\n{}",
+                "intro words ".repeat(400),
+                "tail words ".repeat(400)
+            );
+            assert_eq!(split_document(&doc), vec![doc.clone()], "{tag}");
+        }
     }
 
     #[test]

@@ -177,11 +177,12 @@ pub fn parse() -> std::result::Result<Cli, i32> {
 fn usage_error(e: clap::Error) -> std::result::Result<Cli, i32> {
     use clap::error::ErrorKind as K;
     let json = std::env::args().any(|w| w == "--json");
+    let human = std::env::args().any(|w| w == "--human");
     let shown = matches!(
         e.kind(),
         K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
     );
-    if shown || (!json && std::io::stderr().is_terminal()) {
+    if shown || human || (!json && std::io::stderr().is_terminal()) {
         e.exit()
     }
     let text = e.render().to_string();

@@ -340,7 +340,13 @@ fn a_conflict_names_what_it_set_aside_and_an_ambiguous_version_is_refused() {
         "{}",
         human.stdout
     );
-    // Version 2 was written on both devices.
+    // Version 2 was written on both devices: marked in history, refused by number.
+    let human = f.replicas[0].run(&["history", "doc", "--human"]);
+    assert!(
+        human.stdout.matches("\n2* ").count() == 2 && human.stdout.contains("by its hash"),
+        "{}",
+        human.stdout
+    );
     let e = f.replicas[0].fail(&["resolve", "doc", "--pick", "2"], 3);
     assert_eq!(e["field"], "version", "{e}");
     assert_eq!(e["candidates"].as_array().unwrap().len(), 2, "{e}");

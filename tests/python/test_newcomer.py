@@ -265,3 +265,52 @@ def test_every_shell_line_of_the_readme_quickstart_runs_as_written(tmp_path: Pat
         assert p.returncode == 0, (line, p.stdout[-2000:], p.stderr[-2000:])
     v = json.loads(subprocess.run(["memdir", "fetch", "demo", "--json"], capture_output=True, env=env, cwd=tmp_path).stdout)
     assert v["total"] == 2, v
+
+
+def test_forget_by_query_never_widens_past_the_words_typed(tmp_path: Path):
+    """A quoted phrase must occur as written (no fallback to its words in any order), and a
+    stop word the index drops still has to be in the text."""
+    store = tmp_path / "store"
+    for t in ["the password for the pool is kept in vault", "production is down again", "this is not production"]:
+        assert run(store, "ingest", "--session-id", "s", "--text", t).returncode == 0
+    v = json.loads(run(store, "forget", "--query", '"pool password"', "--dry-run").stdout)
+    assert v["count"] == 0, v
+    v = json.loads(run(store, "forget", "--query", "not production", "--dry-run").stdout)
+    assert [c["position"] for c in v["chunks"]] == [2], v
+
+
+def test_a_long_file_with_a_private_span_stays_whole_and_the_secret_is_not_stored(tmp_path: Path):
+    store = tmp_path / "store"
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\n" + "intro words. " * 400 + "\n\n<private>\n## Credentials\nbank: hunter2\n</private>\n\n" + "tail words. " * 400)
+    assert run(store, "ingest", "--session-id", "n", "--file", str(doc)).returncode == 0
+    chunks = json.loads(run(store, "fetch", "n").stdout)["chunks"]
+    assert len(chunks) == 1, [c["content"][:40] for c in chunks]
+    for f in (store / "sessions").rglob("*.jsonl"):
+        assert "hunter2" not in f.read_text()
+
+
+def test_a_version_restored_to_an_older_content_is_found_by_its_hash(tmp_path: Path):
+    store = tmp_path / "store"
+    assert run(store, "write", "base", "--data", json.dumps({"v": 1})).returncode == 0
+    assert run(store, "write", "base", "--data", json.dumps({"v": 2})).returncode == 0
+    assert run(store, "restore", "base", "--version", "1").returncode == 0
+    first = json.loads(run(store, "read", "base", "--version", "1").stdout)["meta"]["hash"]
+    p = run(store, "read", "base", "--version", first[:12])
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["data"] == {"v": 1}
+
+
+def test_a_sessions_directory_that_is_a_link_breaks_only_session_memory(tmp_path: Path):
+    store = tmp_path / "store"
+    assert run(store, "write", "base", "--data", json.dumps({"k": "walrus"})).returncode == 0
+    outside = tmp_path / "elsewhere"
+    (outside / "x").mkdir(parents=True)
+    (outside / "x" / "r.jsonl").write_text("not read\n")
+    if (store / "sessions").exists():
+        (store / "sessions").rmdir()
+    (store / "sessions").symlink_to(outside, target_is_directory=True)
+    p = run(store, "search", "walrus")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["count"] == 1
+    assert run(store, "status").returncode == 0

@@ -221,11 +221,12 @@ pub enum VersionRef {
 }
 
 impl VersionRef {
-    /// Digits are a version number, anything else a history id.
+    /// Digits are a version number, anything else a history id or a hash; 12 digits or more
+    /// are a hash prefix (no version number is that long), kept as written.
     pub fn parse(s: &str) -> VersionRef {
         match s.trim().parse::<u64>() {
-            Ok(n) => VersionRef::Ordinal(n),
-            Err(_) => VersionRef::Id(s.to_string()),
+            Ok(n) if s.trim().len() < 12 => VersionRef::Ordinal(n),
+            _ => VersionRef::Id(s.trim().to_string()),
         }
     }
 }

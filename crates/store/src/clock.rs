@@ -82,8 +82,8 @@ pub fn rfc3339(ms: i64) -> String {
 }
 
 /// A time a person types for a filter, in epoch milliseconds: whatever [`parse_time`] takes,
-/// or a time relative to `now_ms`: `30m`, `12h`, `7d`, `2w` ago, `today` or `yesterday` (the
-/// start of that day, UTC). Returns whether it names a whole day (a date, `today`,
+/// or a time relative to `now_ms`: `30m`, `12h`, `7d`, `2w` ago (any case), `today` or
+/// `yesterday` (the start of that day in UTC, as every stored time is). Returns whether it names a whole day (a date, `today`,
 /// `yesterday`), so an upper bound can take the whole of it.
 pub fn parse_when(s: &str, now_ms: i64) -> Option<(i64, bool)> {
     let s = s.trim();
@@ -95,7 +95,11 @@ pub fn parse_when(s: &str, now_ms: i64) -> Option<(i64, bool)> {
         "now" => return Some((now_ms, false)),
         _ => {}
     }
-    if let Some(unit) = s.chars().last().filter(|c| "mhdw".contains(*c))
+    if let Some(unit) = s
+        .chars()
+        .last()
+        .map(|c| c.to_ascii_lowercase())
+        .filter(|c| "mhdw".contains(*c))
         && s.len() > 1
         && s[..s.len() - 1].bytes().all(|b| b.is_ascii_digit())
     {

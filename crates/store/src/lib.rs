@@ -381,6 +381,11 @@ pub struct SegmentFile {
 pub fn list_session_dirs(layout: &Layout) -> Result<Vec<(String, PathBuf)>, IoError> {
     let dir = layout.sessions_dir();
     let mut out = Vec::new();
+    // A `sessions/` that is a link is not followed (verify-store reports it); it breaks only
+    // the session memory it stands for, not every listing of the store.
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Ok(out);
+    }
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),

@@ -135,7 +135,8 @@ impl Memdir {
         let limit = check_limit("limit", req.limit.unwrap_or(DEFAULT_QUERY_LIMIT))?;
         // Only chunks whose own text matches: a match in the turn before (the context field)
         // must not take the neighbour with it.
-        let mut args = json!({"query": query, "limit": limit, "kind": "chunk", "context": 0});
+        let mut args =
+            json!({"query": query, "limit": limit, "kind": "chunk", "context": 0, "full": true});
         if let Some(p) = &req.project {
             args["project"] = Value::from(p.clone());
         }
@@ -155,8 +156,10 @@ impl Memdir {
             if let SearchHit::Chunk {
                 session_id,
                 chunk_id,
+                content,
                 ..
             } = hit
+                && holds_every_word(&content, query)
             {
                 sessions
                     .entry(session_id)
@@ -440,4 +443,52 @@ fn rewrite_segment(bytes: &[u8], seqs: &BTreeSet<u64>, at: &str) -> Vec<u8> {
         }
     }
     out
+}
+/// Whether `text` holds every word of `query` as it was typed (case aside), stop words
+/// included: the index drops words like "not", and a forget must not widen because of it
+/// (`not production` takes only a text that says both). A check that can only narrow what
+/// the search found.
+fn holds_every_word(text: &str, query: &str) -> bool {
+    fn words(s: &str) -> Vec<String> {
+        s.to_lowercase()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+    let have = words(text);
+    // A word of the text is the query's word, or it with a short ending (pool: pools,
+    // pooled, pooling); nothing longer ("not" is not "nothing").
+    words(query).iter().all(|w| {
+        have.iter().any(|t| {
+            t.strip_prefix(w.as_str())
+                .is_some_and(|rest| rest.chars().count() <= 3)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_every_word;
+
+    #[test]
+    fn every_typed_word_must_be_in_the_text_stop_words_too() {
+        assert!(holds_every_word(
+            "The POOL timeout was raised",
+            "pool timeout"
+        ));
+        assert!(!holds_every_word("production is down", "not production"));
+        assert!(holds_every_word(
+            "this is not production",
+            "\"not production\""
+        ));
+        assert!(!holds_every_word("pool password", "pool timeout"));
+        assert!(holds_every_word("Größe der Datei", "größe"));
+        assert!(holds_every_word("pools were resized", "pool"));
+        assert!(!holds_every_word("nothing in production", "not production"));
+        assert!(!holds_every_word(
+            "another production day",
+            "not production"
+        ));
+    }
 }

@@ -1364,7 +1364,12 @@ impl Memdir {
                         .map(|a| a.iter().filter_map(f).collect())
                         .unwrap_or_default()
                 };
-                let served = by_id.get(merged.as_str()).map(|e| &e.content);
+                // Compared with what is served now: a later sync version may hold more.
+                let heads_now = merge::heads(&entries);
+                let served = match heads_now.as_slice() {
+                    [h] => Some(&h.content),
+                    _ => by_id.get(merged.as_str()).map(|e| &e.content),
+                };
                 let base = v["base"]
                     .as_str()
                     .and_then(|b| by_id.get(b))

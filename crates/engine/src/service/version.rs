@@ -480,28 +480,32 @@ impl Memdir {
         }
         // A number given as a string ("3") is an ordinal on every surface; a hash (or its
         // first 12 or more digits, as `history` shows it) names the version holding it.
+        // A hash prefix of all decimal digits is a hash too: no version number has 12 digits.
+        let by_hash = |id: &str| -> Vec<&HistoryEntry> {
+            entries
+                .iter()
+                .filter(|e| e.hash.as_deref().is_some_and(|h| h.starts_with(id)))
+                .collect()
+        };
         let matches: Vec<&HistoryEntry> = match v {
             VersionRef::Ordinal(n) => entries.iter().filter(|e| e.ordinal() == *n).collect(),
-            VersionRef::Id(id) => match id.parse::<u64>() {
-                Ok(n) => entries.iter().filter(|e| e.ordinal() == n).collect(),
-                Err(_) => match entries.iter().find(|e| &e.id == id) {
-                    Some(e) => vec![e],
-                    None if memdir_store::model::is_hash_prefix(id) => entries
-                        .iter()
-                        .filter(|e| {
-                            e.hash
-                                .as_deref()
-                                .is_some_and(|h| h.starts_with(id.as_str()))
-                        })
-                        .collect(),
-                    None => Vec::new(),
+            VersionRef::Id(id) => match entries.iter().find(|e| &e.id == id) {
+                Some(e) => vec![e],
+                None if memdir_store::model::is_hash_prefix(id) => by_hash(id),
+                None => match id.parse::<u64>() {
+                    Ok(n) => entries.iter().filter(|e| e.ordinal() == n).collect(),
+                    Err(_) => Vec::new(),
                 },
             },
         };
-        if matches.len() > 1 {
+        // Versions of one content (a restore, a revert) are that content: the newest of them.
+        let one_content = matches
+            .windows(2)
+            .all(|w| w[0].hash.is_some() && w[0].hash == w[1].hash);
+        if matches.len() > 1 && !one_content {
             return Err(ambiguous(name, v, &matches));
         }
-        let found = matches.first();
+        let found = matches.last();
         let Some(found) = found else {
             let have: Vec<u64> = entries.iter().map(HistoryEntry::ordinal).collect();
             return Err(Error::new(
@@ -818,7 +822,7 @@ fn ambiguous(name: &CategoryName, v: &VersionRef, found: &[&HistoryEntry]) -> Er
                 e.actor,
                 e.hash
                     .as_deref()
-                    .map_or("delete", |h| &h[..h.len().min(12)]),
+                    .map_or("delete", |h| h.get(..12).unwrap_or(h)),
                 e.id
             )
         })

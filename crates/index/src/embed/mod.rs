@@ -98,6 +98,21 @@ pub fn cache_dir(xdg_cache: Option<&str>, home: Option<&str>) -> Option<PathBuf>
     }
 }
 
+/// What names a local model's files, not its directory: a hash of its `config.json` and
+/// `tokenizer.json` and the length of its weights, so two models in directories of one name
+/// never share a vector cache (and a model replaced in place gets a cache of its own).
+fn files_digest(dir: &std::path::Path) -> String {
+    let mut h = blake3::Hasher::new();
+    for f in ["config.json", "tokenizer.json"] {
+        let bytes = std::fs::read(dir.join(f)).unwrap_or_default();
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(&bytes);
+    }
+    let weights = std::fs::metadata(dir.join("model.safetensors")).map_or(0, |m| m.len());
+    h.update(&weights.to_le_bytes());
+    h.finalize().to_hex()[..12].to_string()
+}
+
 impl Spec {
     /// The identity of the model this spec names (see [`Embedder::model_id`]).
     pub fn model_id(&self) -> String {
@@ -109,11 +124,12 @@ impl Spec {
                 self.document_prefix
             ),
             Provider::Local(l) => format!(
-                "local:{}:{}",
+                "local:{}:{}:{}",
                 l.dir
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
+                files_digest(&l.dir),
                 self.document_prefix
             ),
         }
@@ -197,4 +213,36 @@ pub fn missing_files(dir: &std::path::Path) -> Vec<&'static str> {
         .copied()
         .filter(|f| !dir.join(f).is_file())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(dir: &std::path::Path) -> Spec {
+        Spec {
+            provider: Provider::Local(LocalSpec {
+                dir: dir.to_path_buf(),
+            }),
+            batch_size: 8,
+            max_per_search: 8,
+            query_prefix: String::new(),
+            document_prefix: String::new(),
+        }
+    }
+
+    #[test]
+    fn two_local_models_in_directories_of_one_name_have_two_ids() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("a/model"), t.path().join("b/model"));
+        for (d, vocab) in [(&a, "one"), (&b, "two")] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("config.json"), "{}").unwrap();
+            std::fs::write(d.join("tokenizer.json"), vocab).unwrap();
+        }
+        assert_ne!(local(&a).model_id(), local(&b).model_id());
+        std::fs::write(b.join("tokenizer.json"), "one").unwrap();
+        assert_eq!(local(&a).model_id(), local(&b).model_id(), "the same files");
+        assert!(local(&a).model_id().starts_with("local:model:"));
+    }
 }

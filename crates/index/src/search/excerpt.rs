@@ -33,11 +33,6 @@ impl Terms {
         }
     }
 
-    /// Whether a word of `text` is a word of the query.
-    pub fn matches(&mut self, text: &str) -> bool {
-        !self.spans(text).is_empty()
-    }
-
     /// Byte spans of the words of `text` that match the query.
     fn spans(&mut self, text: &str) -> Vec<(usize, usize)> {
         let (Some(a), false) = (self.analyzer.as_mut(), self.words.is_empty()) else {

@@ -269,7 +269,11 @@ pub fn run(idx: &View<'_>, req: &Request) -> Result<Outcome> {
         Mode::Auto => {
             if quoted || is_identifier_like(q) {
                 let hits = exact(idx, literal, req, &mut notes)?;
-                if hits.is_empty() {
+                // A quoted phrase that must occur as written (`all_words`) has no fallback:
+                // its words in another order are not it.
+                if hits.is_empty() && quoted && req.all_words {
+                    (hits, "exact")
+                } else if hits.is_empty() {
                     notes.push("no exact match; answered by BM25".to_string());
                     (bm25(idx, literal, req, &mut folded)?, "bm25")
                 } else {

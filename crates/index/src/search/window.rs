@@ -72,17 +72,45 @@ pub(super) fn choose(
     }
     // What the note calls a matching turn is one whose own text holds a word of the query: a
     // turn in the pool only for the words of the turn before it is not (a reader would see no
-    // match in it).
+    // match in it). Asked of the postings of the text field: no stored document is read.
     if !inside.is_empty() {
-        let mut terms = Terms::new(idx, &req.query)?;
+        let words = super::query::analyze(idx, &req.query)?;
+        let terms: Vec<tantivy::Term> = words
+            .iter()
+            .map(|(_, w)| tantivy::Term::from_field_text(idx.chunk_fields.content, w))
+            .collect();
         for addr in inside {
-            let text = get_str(&doc(s, addr)?, idx.chunk_fields.content);
-            if terms.matches(&text) {
+            if holds_a_term(s, idx.chunk_fields.content, &terms, addr)? {
                 *folded += 1;
             }
         }
     }
     Ok(hits)
+}
+
+/// Whether the document at `addr` holds one of `terms` in `field`.
+fn holds_a_term(
+    s: &Searcher,
+    field: tantivy::schema::Field,
+    terms: &[tantivy::Term],
+    addr: DocAddress,
+) -> Result<bool> {
+    let err = |e: tantivy::TantivyError| Error::internal(format!("window: {e}"));
+    let inverted = s
+        .segment_reader(addr.segment_ord)
+        .inverted_index(field)
+        .map_err(err)?;
+    for t in terms {
+        let postings = inverted
+            .read_postings(t, IndexRecordOption::Basic)
+            .map_err(|e| Error::internal(format!("window: {e}")))?;
+        if let Some(mut p) = postings
+            && p.seek(addr.doc_id) == addr.doc_id
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The live document at each position `lo..=hi` of `session` that the index holds, in
