@@ -606,6 +606,23 @@ pub fn main() -> i32 {
     code
 }
 
+/// The memory directory; one that names a regular file is refused before anything opens it.
+fn memory_dir(cfg: &Config) -> Result<&crate::config::Setting<PathBuf>> {
+    let dir = cfg.dir()?;
+    if std::fs::metadata(&dir.value).is_ok_and(|m| !m.is_dir()) {
+        return Err(Error::invalid(
+            "dir",
+            format!(
+                "the memory directory {} ({}) is a file, not a directory",
+                dir.value.display(),
+                dir.source.describe()
+            ),
+        )
+        .hint("name a directory (memdir creates it when it does not exist)"));
+    }
+    Ok(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -683,21 +700,4 @@ mod tests {
             None
         );
     }
-}
-
-/// The memory directory; one that names a regular file is refused before anything opens it.
-fn memory_dir(cfg: &Config) -> Result<&crate::config::Setting<PathBuf>> {
-    let dir = cfg.dir()?;
-    if std::fs::metadata(&dir.value).is_ok_and(|m| !m.is_dir()) {
-        return Err(Error::invalid(
-            "dir",
-            format!(
-                "the memory directory {} ({}) is a file, not a directory",
-                dir.value.display(),
-                dir.source.describe()
-            ),
-        )
-        .hint("name a directory (memdir creates it when it does not exist)"));
-    }
-    Ok(dir)
 }
