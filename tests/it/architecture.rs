@@ -322,7 +322,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
         "import_session",
         129,
     ),
-    ("crates/engine/src/service/log.rs", "append", 125),
     ("src/openapi/mod.rs", "document", 121),
 ];
 

@@ -328,7 +328,7 @@ fn observe(env: &TestEnv) -> Model {
     }
     let overview = env.ok(&["overview", "--limit", "1000"]);
     for s in overview["sessions"].as_array().expect("sessions") {
-        let id = s["session_id"].as_str().expect("session_id");
+        let id = s["id"].as_str().expect("id");
         m.sessions.insert(id.to_string(), env.session_contents(id));
     }
     m

@@ -943,8 +943,9 @@ fn patches_travel_and_a_forgotten_base_does_not_lose_a_patch_on_another_replica(
         assert_eq!(now["shared"], json!(1));
         let h = e.ok(&["history", "big"]);
         for v in h["versions"].as_array().unwrap() {
+            // By id: the two concurrent version 3s share their number.
             let n = v["version"].as_u64().unwrap().to_string();
-            let read = e.ok(&["read", "big", "--version", &n]);
+            let read = e.ok(&["read", "big", "--version", v["id"].as_str().unwrap()]);
             assert_eq!(
                 read["data"].is_null(),
                 n == "2",

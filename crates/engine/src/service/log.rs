@@ -39,6 +39,40 @@ pub fn check_log_shape(content: &Value) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// An append's entry and retention, checked before anything is read or written.
+fn check_append(req: &AppendRequest) -> Result<()> {
+    check_object("data", &req.data)?;
+    let size = serde_json::to_vec(&req.data).map(|v| v.len()).unwrap_or(0);
+    if size > limits::MAX_LOG_ENTRY_BYTES {
+        return Err(Error::too_large(
+            "data",
+            size,
+            limits::MAX_LOG_ENTRY_BYTES,
+            "bytes",
+        ));
+    }
+    if let Some(n) = req.max_entries
+        && !(1..=limits::MAX_LOG_ENTRIES).contains(&n)
+    {
+        return Err(Error::invalid(
+            "max_entries",
+            format!(
+                "max_entries must be between 1 and {}; got {n}",
+                limits::MAX_LOG_ENTRIES
+            ),
+        ));
+    }
+    if let Some(d) = req.max_age_days
+        && !(1..=36_500).contains(&d)
+    {
+        return Err(Error::invalid(
+            "max_age_days",
+            format!("max_age_days must be between 1 and 36500; got {d}"),
+        ));
+    }
+    Ok(())
+}
+
 impl Memdir {
     /// Appends an entry to a log category, creating it, and applies retention.
     pub fn append(&self, req: &AppendRequest) -> Result<AppendResponse> {
@@ -55,35 +89,7 @@ impl Memdir {
             req
         };
         let name = CategoryName::new(&req.category)?;
-        check_object("data", &req.data)?;
-        let size = serde_json::to_vec(&req.data).map(|v| v.len()).unwrap_or(0);
-        if size > limits::MAX_LOG_ENTRY_BYTES {
-            return Err(Error::too_large(
-                "data",
-                size,
-                limits::MAX_LOG_ENTRY_BYTES,
-                "bytes",
-            ));
-        }
-        if let Some(n) = req.max_entries
-            && !(1..=limits::MAX_LOG_ENTRIES).contains(&n)
-        {
-            return Err(Error::invalid(
-                "max_entries",
-                format!(
-                    "max_entries must be between 1 and {}; got {n}",
-                    limits::MAX_LOG_ENTRIES
-                ),
-            ));
-        }
-        if let Some(d) = req.max_age_days
-            && !(1..=36_500).contains(&d)
-        {
-            return Err(Error::invalid(
-                "max_age_days",
-                format!("max_age_days must be between 1 and 36500; got {d}"),
-            ));
-        }
+        check_append(req)?;
         let reason = check_reason(req.reason.as_deref())?;
         self.with_write(|inner, lock| {
             let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;

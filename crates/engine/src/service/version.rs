@@ -188,30 +188,7 @@ impl Memdir {
         };
         let replica = self.replica(lock)?;
         let now = clock::now_ms();
-        let mut hlc = self.tick(inner, now)?;
-        // A version sorts after its parent even when the parent carries a stamp the clock did
-        // not admit (far ahead of the wall clock): ids order history, and the head is the
-        // newest id.
-        if let Some(parent) = base
-            .row
-            .head_id
-            .as_deref()
-            .and_then(|p| p.get(..24))
-            .and_then(clock::Hlc::parse)
-            && hlc <= parent
-        {
-            hlc = parent.tick(parent.ms);
-            if hlc <= parent {
-                return Err(Error::new(
-                    ErrorKind::Corrupt,
-                    format!(
-                        "the newest version of {:?} carries the last possible stamp ({parent}); no later version can be recorded",
-                        name.as_str()
-                    ),
-                )
-                .hint("move that history file aside (it was not written by memdir's clock), then retry"));
-            }
-        }
+        let hlc = after_parent(self.tick(inner, now)?, name, base)?;
         let id = format!("{hlc}_{replica}");
         let history_path = layout
             .root
@@ -841,6 +818,34 @@ fn ambiguous(name: &CategoryName, v: &VersionRef, found: &[&HistoryEntry]) -> Er
         Value::from(found.iter().map(|e| e.id.clone()).collect::<Vec<_>>()),
     )
     .hint("name one by its hash as history shows it (12 digits or more) or by its id")
+}
+
+/// A version's stamp sorts after its parent's even when the parent carries a stamp the clock
+/// did not admit (far ahead of the wall clock): ids order history, and the head is the newest
+/// id.
+fn after_parent(hlc: clock::Hlc, name: &CategoryName, base: &CatState) -> Result<clock::Hlc> {
+    let Some(parent) = base
+        .row
+        .head_id
+        .as_deref()
+        .and_then(|p| p.get(..24))
+        .and_then(clock::Hlc::parse)
+        .filter(|p| hlc <= *p)
+    else {
+        return Ok(hlc);
+    };
+    let next = parent.tick(parent.ms);
+    if next <= parent {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "the newest version of {:?} carries the last possible stamp ({parent}); no later version can be recorded",
+                name.as_str()
+            ),
+        )
+        .hint("move that history file aside (it was not written by memdir's clock), then retry"));
+    }
+    Ok(next)
 }
 
 fn base_file_hash(layout: &Layout, name: &CategoryName) -> Result<Option<String>> {

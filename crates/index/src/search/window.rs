@@ -104,10 +104,17 @@ fn holds_a_term(
         let postings = inverted
             .read_postings(t, IndexRecordOption::Basic)
             .map_err(|e| Error::internal(format!("window: {e}")))?;
-        if let Some(mut p) = postings
-            && p.seek(addr.doc_id) == addr.doc_id
-        {
-            return Ok(true);
+        if let Some(mut p) = postings {
+            // `seek` moves only forward: a list whose first document is past the one asked
+            // for does not hold it.
+            let at = if p.doc() < addr.doc_id {
+                p.seek(addr.doc_id)
+            } else {
+                p.doc()
+            };
+            if at == addr.doc_id {
+                return Ok(true);
+            }
         }
     }
     Ok(false)
