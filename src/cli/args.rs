@@ -477,7 +477,7 @@ pub(super) fn flags(cli: &Cli) -> config::Flags {
 pub struct SearchArgs {
     /// Words to look for, or an exact identifier, error message or path; wrap a phrase in
     /// double quotes (inside single ones for the shell) for an exact phrase
-    #[arg(required = true, num_args = 1.., value_name = "QUERY")]
+    #[arg(id = "query", required = true, num_args = 1.., value_name = "QUERY")]
     pub words: Vec<String>,
     #[command(flatten)]
     pub req: api::SearchRequest,

@@ -191,7 +191,7 @@ CASES: list[Case] = [
     Case("unknown argument", "memory_write", {"category": "t", "data": {}, "colour": "red"}, "invalid",
          cli(["write", "t", "--data", "{}", "--colour", "red"]), differs={"cli": ("usage", "an unknown flag is a usage error (exit 2), by the documented exit-code contract")}),
     Case("mode regex", "memory_search", {"query": "a", "mode": "regex"}, "invalid", cli(["search", "a", "--mode", "regex"])),
-    Case("since yesterday", "memory_search", {"query": "a", "since": "yesterday"}, "invalid", cli(["search", "a", "--since", "yesterday"])),
+    Case("since last tuesday", "memory_search", {"query": "a", "since": "last tuesday"}, "invalid", cli(["search", "a", "--since", "last tuesday"])),
     Case("empty batch", "memory_ingest", {"chunks": []}, "invalid", cli(["ingest", "--jsonl", "-"], b"")),
     # Deep nesting.
     Case("data nested 200 levels", "memory_write", {"category": "t", "data": nested(200)}, "invalid",
