@@ -212,6 +212,8 @@ struct World {
     n: u64,
     /// The steps so far, newest last.
     trail: Vec<String>,
+    /// The hostile remote's memdir.json names a format no replica reads.
+    forged_format: bool,
 }
 
 impl World {
@@ -257,6 +259,7 @@ impl World {
             step: 0,
             n: 0,
             trail: Vec::new(),
+            forged_format: false,
         };
         // Every replica joins both remotes before anything can crash.
         for i in 0..REPLICAS {
@@ -380,6 +383,26 @@ impl World {
             args.extend(["--init", url.as_str()]);
         }
         let r = self.run(i, &args, crash);
+        if self.forged_format && r.signal.is_none() && r.run.code != 0 {
+            // A remote that says format 99: the sync refuses by name and merges nothing, the
+            // replica keeps working, and its user puts the remote's file back.
+            if !r.run.stderr.contains("memdir.json") {
+                self.violated(
+                    "a sync refuses a remote's newer format by name",
+                    &format!("replica {i}: {}", r.run.stderr),
+                );
+            }
+            if self.run(i, &["status"], None).run.code != 0 {
+                self.violated(
+                    "a replica keeps working after a sync refused a remote's format",
+                    &format!("replica {i}"),
+                );
+            }
+            let ours = std::fs::read(self.replicas[i].dir.join("memdir.json")).unwrap();
+            self.remote_put("memdir.json", &ours);
+            self.forged_format = false;
+            return;
+        }
         let Some(v) = self.finished(&r, crash, "git sync") else {
             return;
         };
@@ -738,9 +761,14 @@ impl World {
                 Some(&index),
             );
         };
+        // What the remote held in a file this commit rewrites or removes is no longer the
+        // remote's: a replica that never had it cannot get it there until a replica that
+        // holds it syncs again (and puts it back).
+        let mut touched = String::new();
         let what = match self.rng.below(8) {
             0 => match pick(&mut self.rng, "sessions/") {
                 Some(p) => {
+                    touched = blob(&p);
                     put(&p, rewrite_lines(&blob(&p), self.n).as_bytes());
                     format!("rewrites every line of {p}")
                 }
@@ -749,6 +777,7 @@ impl World {
             1 => match pick(&mut self.rng, "sessions/") {
                 Some(p) => {
                     let text = blob(&p);
+                    touched = text.clone();
                     let keep: Vec<&str> = text.lines().collect();
                     let cut = keep[..keep.len().saturating_sub(1)].join("\n");
                     let cut = if cut.is_empty() { cut } else { cut + "\n" };
@@ -760,6 +789,7 @@ impl World {
             2 => match pick(&mut self.rng, "sessions/") {
                 Some(p) => {
                     let text = blob(&p);
+                    touched = text.clone();
                     let mut lines: Vec<&str> = text.lines().collect();
                     lines.reverse();
                     put(&p, (lines.join("\n") + "\n").as_bytes());
@@ -769,6 +799,7 @@ impl World {
             },
             3 => match pick(&mut self.rng, "history/") {
                 Some(p) => {
+                    touched = blob(&p);
                     git(
                         &dir,
                         &["update-index", "--force-remove", &p],
@@ -781,6 +812,7 @@ impl World {
             },
             4 => match pick(&mut self.rng, "history/") {
                 Some(p) => {
+                    touched = blob(&p);
                     let mut v: Value = serde_json::from_str(&blob(&p)).unwrap_or(json!({}));
                     v["content"] = json!({"forged": self.n});
                     v["actor"] = json!("device0");
@@ -794,6 +826,7 @@ impl World {
                 "adds a .gitignore".into()
             }
             6 => {
+                self.forged_format = true;
                 put("memdir.json", b"{\"format\": 99}\n");
                 "writes memdir.json with format 99".into()
             }
@@ -832,7 +865,62 @@ impl World {
             None,
             None,
         );
+        if !touched.is_empty() {
+            let named = |i: &Item| match i {
+                Item::Chunk { text, .. } => touched.contains(text.as_str()),
+                Item::Version(h) | Item::Log(h) => touched.contains(h.as_str()),
+            };
+            self.known
+                .get_mut(&Node::Git)
+                .expect("the git node")
+                .retain(|i| !named(i));
+        }
         format!("hostile git commit: {what}")
+    }
+
+    /// Commits `bytes` as `path` on the remote's main branch (a user's repair by hand).
+    fn remote_put(&self, path: &str, bytes: &[u8]) {
+        let dir = self.scratch();
+        let remote = self.remote.display().to_string();
+        git(
+            &dir,
+            &["fetch", "-q", &remote, "+refs/heads/main:refs/heads/main"],
+            None,
+            None,
+        );
+        let index = dir.join(".git/repair-index");
+        let _ = std::fs::remove_file(&index);
+        git(&dir, &["read-tree", "main"], None, Some(&index));
+        let sha = git(&dir, &["hash-object", "-w", "--stdin"], Some(bytes), None);
+        git(
+            &dir,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("100644,{},{path}", sha.trim()),
+            ],
+            None,
+            Some(&index),
+        );
+        let tree = git(&dir, &["write-tree"], None, Some(&index));
+        let commit = git(
+            &dir,
+            &["commit-tree", tree.trim(), "-p", "main", "-m", "repair"],
+            None,
+            None,
+        );
+        git(
+            &dir,
+            &[
+                "push",
+                "-q",
+                &remote,
+                &format!("{}:refs/heads/main", commit.trim()),
+            ],
+            None,
+            None,
+        );
     }
 
     /// Pushes one forged page to the hub as a device with the hub's token.
