@@ -17,7 +17,8 @@
 //!
 //! A failure names the seed, the step and the invariant; `MEMDIR_REPLICATION_SEED=<n>` replays
 //! one seed (with `MEMDIR_REPLICATION_STEPS=<n>` and `MEMDIR_REPLICATION_HOSTILE=0|1`);
-//! `bench/replication.sh` runs fresh seeds for minutes.
+//! `bench/replication.sh` runs fresh seeds for minutes; `MEMDIR_REPLICATION_VERBOSE=1` prints
+//! every step as it runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -1030,6 +1031,9 @@ fn run(seed: u64, mode: Mode, steps: u64) -> Duration {
     for _ in 0..steps {
         w.step += 1;
         let said = w.random_step();
+        if std::env::var_os("MEMDIR_REPLICATION_VERBOSE").is_some() {
+            eprintln!("step {}: {said}", w.step);
+        }
         w.trail.push(format!("step {}: {said}", w.step));
     }
     w.finish();
