@@ -24,7 +24,10 @@ use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::{ForgetRequest, ForgetResponse, ForgottenChunk, ForgottenVersion, SearchHit};
 use memdir_store::clock;
 use memdir_store::model::{CategoryName, ChunkRecord, SessionId, TOMBSTONE_KEY};
-use memdir_store::{self as store, Layout, codec, segment, txn};
+use memdir_store::{self as store, Layout, codec, fsx, segment, txn};
+
+/// The marker of a purge a sync owes (see [`Memdir::mark_purge_pending`]), in `.memdir/`.
+const PURGE_PENDING: &str = "purge-pending";
 
 /// Hits a query forgets at most unless `limit` says otherwise.
 const DEFAULT_QUERY_LIMIT: usize = 20;
@@ -408,6 +411,30 @@ impl Memdir {
         })
     }
 
+    /// Records, durably and before the tombstones a sync brings are written, that derived
+    /// files must be purged: a process that crashes between those writes and its purge leaves
+    /// the marker, and the next sync or search purges ([`Memdir::purge_if_pending`]).
+    pub(super) fn mark_purge_pending(&self) -> Result<()> {
+        let path = self.layout().meta_dir().join(PURGE_PENDING);
+        fsx::write_synced(&path, b"")?;
+        fsx::sync_dir(&self.layout().meta_dir())?;
+        Ok(())
+    }
+
+    /// [`Memdir::purge_derived`] when a sync that brought a forget did not finish its own.
+    pub(crate) fn purge_if_pending(&self) -> Result<()> {
+        if self
+            .layout()
+            .meta_dir()
+            .join(PURGE_PENDING)
+            .symlink_metadata()
+            .is_ok()
+        {
+            self.purge_derived()?;
+        }
+        Ok(())
+    }
+
     /// After a forget: the index absorbs the tombstones and drops the deleted documents from
     /// its files, and the ledger's write-ahead log is folded in, so no derived file keeps the
     /// forgotten text.
@@ -425,7 +452,17 @@ impl Memdir {
         if let Some(inner) = self.inner()?.as_ref() {
             inner.ledger.checkpoint()?;
         }
-        self.purge_vectors()
+        self.purge_vectors()?;
+        match std::fs::remove_file(self.layout().meta_dir().join(PURGE_PENDING)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::from(memdir_api::error::IoError {
+                    op: "remove",
+                    path: self.layout().meta_dir().join(PURGE_PENDING),
+                    source: e,
+                }))
+            }
+            _ => Ok(()),
+        }
     }
 }
 

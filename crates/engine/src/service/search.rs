@@ -243,6 +243,8 @@ impl Memdir {
     /// Brings the index up to date with the files: adopts external changes (throttled), then
     /// catches up from the change feed.
     pub fn refresh_index(&self) -> Result<()> {
+        // A purge a crashed sync owes; a search does not fail for it (the next one retries).
+        let _ = self.purge_if_pending();
         {
             let mut guard = self.inner()?;
             let Some(inner) = guard.as_mut() else {

@@ -162,6 +162,8 @@ impl Memdir {
         if req.remote.is_none() && !self.settings().sync_remote.is_empty() {
             req.remote = Some(self.settings().sync_remote.clone());
         }
+        // A sync that brought a forget and crashed before its purge: that purge first.
+        self.purge_if_pending()?;
         let mut result = self.sync_run(&req, token, progress.unwrap_or(&|_, _| {}));
         if let Ok(r) = &mut result {
             // What is still open, with what each pick set aside: a conflict is acted on where
@@ -672,6 +674,9 @@ impl Memdir {
             );
             if !touched.is_empty() {
                 writes.push(self.settle_note(&touched, strategy, &local_heads, theirs));
+            }
+            if forgotten {
+                self.mark_purge_pending()?;
             }
             txn::commit(&layout.root, &layout.staging(), &txid, &writes)?;
             store::failpoint::hit("sync.before_settle");

@@ -725,6 +725,9 @@ impl Memdir {
                 if !touched.is_empty() {
                     writes.push(self.settle_note(&touched, strategy, &local_heads, &seed));
                 }
+                if forgotten {
+                    self.mark_purge_pending()?;
+                }
                 // DURABILITY: one staged transaction: a crash leaves all of the page or none
                 // (and the note that settles its categories if it stops before they are).
                 txn::commit(
