@@ -26,7 +26,7 @@ use memdir_store::clock;
 use memdir_store::model::{CategoryName, ChunkRecord, SessionId, TOMBSTONE_KEY};
 use memdir_store::{self as store, Layout, codec, fsx, segment, txn};
 
-/// The marker of a purge a sync owes (see [`Memdir::mark_purge_pending`]), in `.memdir/`.
+/// The marker of a purge a sync owes (see [`mark_purge_pending`]), in `.memdir/`.
 const PURGE_PENDING: &str = "purge-pending";
 
 /// Hits a query forgets at most unless `limit` says otherwise.
@@ -411,30 +411,6 @@ impl Memdir {
         })
     }
 
-    /// Records, durably and before the tombstones a sync brings are written, that derived
-    /// files must be purged: a process that crashes between those writes and its purge leaves
-    /// the marker, and the next sync or search purges ([`Memdir::purge_if_pending`]).
-    pub(super) fn mark_purge_pending(&self) -> Result<()> {
-        let path = self.layout().meta_dir().join(PURGE_PENDING);
-        fsx::write_synced(&path, b"")?;
-        fsx::sync_dir(&self.layout().meta_dir())?;
-        Ok(())
-    }
-
-    /// [`Memdir::purge_derived`] when a sync that brought a forget did not finish its own.
-    pub(crate) fn purge_if_pending(&self) -> Result<()> {
-        if self
-            .layout()
-            .meta_dir()
-            .join(PURGE_PENDING)
-            .symlink_metadata()
-            .is_ok()
-        {
-            self.purge_derived()?;
-        }
-        Ok(())
-    }
-
     /// After a forget: the index absorbs the tombstones and drops the deleted documents from
     /// its files, and the ledger's write-ahead log is folded in, so no derived file keeps the
     /// forgotten text.
@@ -464,6 +440,30 @@ impl Memdir {
             _ => Ok(()),
         }
     }
+}
+
+/// Records, durably and before the tombstones a sync brings are written, that derived files
+/// must be purged: a process that crashes between those writes and its purge leaves the
+/// marker, and the next sync or search purges ([`purge_if_pending`]).
+pub(super) fn mark_purge_pending(layout: &Layout) -> Result<()> {
+    let path = layout.meta_dir().join(PURGE_PENDING);
+    fsx::write_synced(&path, b"")?;
+    fsx::sync_dir(&layout.meta_dir())?;
+    Ok(())
+}
+
+/// [`Memdir::purge_derived`] when a sync that brought a forget did not finish its own.
+pub(super) fn purge_if_pending(memdir: &Memdir) -> Result<()> {
+    if memdir
+        .layout()
+        .meta_dir()
+        .join(PURGE_PENDING)
+        .symlink_metadata()
+        .is_ok()
+    {
+        memdir.purge_derived()?;
+    }
+    Ok(())
 }
 
 /// The segment's bytes with the lines of `seqs` replaced by tombstones; every other line (a

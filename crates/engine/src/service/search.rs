@@ -244,7 +244,7 @@ impl Memdir {
     /// catches up from the change feed.
     pub fn refresh_index(&self) -> Result<()> {
         // A purge a crashed sync owes; a search does not fail for it (the next one retries).
-        let _ = self.purge_if_pending();
+        let _ = super::forget::purge_if_pending(self);
         {
             let mut guard = self.inner()?;
             let Some(inner) = guard.as_mut() else {

@@ -163,7 +163,7 @@ impl Memdir {
             req.remote = Some(self.settings().sync_remote.clone());
         }
         // A sync that brought a forget and crashed before its purge: that purge first.
-        self.purge_if_pending()?;
+        super::forget::purge_if_pending(self)?;
         let mut result = self.sync_run(&req, token, progress.unwrap_or(&|_, _| {}));
         if let Ok(r) = &mut result {
             // What is still open, with what each pick set aside: a conflict is acted on where
@@ -676,7 +676,7 @@ impl Memdir {
                 writes.push(self.settle_note(&touched, strategy, &local_heads, theirs));
             }
             if forgotten {
-                self.mark_purge_pending()?;
+                super::forget::mark_purge_pending(self.layout())?;
             }
             txn::commit(&layout.root, &layout.staging(), &txid, &writes)?;
             store::failpoint::hit("sync.before_settle");

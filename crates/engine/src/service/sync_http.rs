@@ -726,7 +726,7 @@ impl Memdir {
                     writes.push(self.settle_note(&touched, strategy, &local_heads, &seed));
                 }
                 if forgotten {
-                    self.mark_purge_pending()?;
+                    super::forget::mark_purge_pending(self.layout())?;
                 }
                 // DURABILITY: one staged transaction: a crash leaves all of the page or none
                 // (and the note that settles its categories if it stops before they are).
