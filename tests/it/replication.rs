@@ -747,6 +747,11 @@ impl World {
             None,
             None,
         );
+        // A tree an earlier forgery gave a `..` entry cannot be read into an index (git
+        // refuses the path): the peer forges nothing until a replica's push replaces it.
+        if has_dotdot(&dir) {
+            return "hostile git: the remote's tree still holds `..`".into();
+        }
         let index = dir.join(".git/forged-index");
         let _ = std::fs::remove_file(&index);
         git(&dir, &["read-tree", "main"], None, Some(&index));
@@ -900,7 +905,28 @@ impl World {
         );
         let index = dir.join(".git/repair-index");
         let _ = std::fs::remove_file(&index);
-        git(&dir, &["read-tree", "main"], None, Some(&index));
+        if has_dotdot(&dir) {
+            // The user's repair starts from the tree without the entry git refuses.
+            git(&dir, &["read-tree", "--empty"], None, Some(&index));
+            let listing = git(&dir, &["ls-tree", "-r", "main"], None, None);
+            for line in listing.lines().filter(|l| !l.ends_with("\t..")) {
+                let (meta, path) = line.split_once('\t').unwrap();
+                let f: Vec<&str> = meta.split_whitespace().collect();
+                git(
+                    &dir,
+                    &[
+                        "update-index",
+                        "--add",
+                        "--cacheinfo",
+                        &format!("{},{},{path}", f[0], f[2]),
+                    ],
+                    None,
+                    Some(&index),
+                );
+            }
+        } else {
+            git(&dir, &["read-tree", "main"], None, Some(&index));
+        }
         let sha = git(&dir, &["hash-object", "-w", "--stdin"], Some(bytes), None);
         git(
             &dir,
@@ -1014,6 +1040,13 @@ impl World {
 }
 
 /// Every line of a segment with its text replaced: what a peer that rewrites history sends.
+/// Whether the top of `main` in the scratch repository `dir` holds an entry named `..`.
+fn has_dotdot(dir: &Path) -> bool {
+    git(dir, &["ls-tree", "main"], None, None)
+        .lines()
+        .any(|l| l.ends_with("\t.."))
+}
+
 fn rewrite_lines(text: &str, n: u64) -> String {
     text.lines()
         .map(|l| {
