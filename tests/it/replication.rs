@@ -863,23 +863,7 @@ impl World {
                 .trim()
                 .to_string();
         }
-        let commit = git(
-            &dir,
-            &["commit-tree", &tree, "-p", "main", "-m", "forged"],
-            None,
-            None,
-        );
-        git(
-            &dir,
-            &[
-                "push",
-                "-q",
-                &remote,
-                &format!("{}:refs/heads/main", commit.trim()),
-            ],
-            None,
-            None,
-        );
+        commit_and_push(&dir, &tree, "forged", &remote);
         if !touched.is_empty() {
             let named = |i: &Item| match i {
                 Item::Chunk { text, .. } => touched.contains(text.as_str()),
@@ -940,23 +924,7 @@ impl World {
             Some(&index),
         );
         let tree = git(&dir, &["write-tree"], None, Some(&index));
-        let commit = git(
-            &dir,
-            &["commit-tree", tree.trim(), "-p", "main", "-m", "repair"],
-            None,
-            None,
-        );
-        git(
-            &dir,
-            &[
-                "push",
-                "-q",
-                &remote,
-                &format!("{}:refs/heads/main", commit.trim()),
-            ],
-            None,
-            None,
-        );
+        commit_and_push(&dir, tree.trim(), "repair", &remote);
     }
 
     /// Pushes one forged page to the hub as a device with the hub's token.
@@ -1040,6 +1008,28 @@ impl World {
 }
 
 /// Every line of a segment with its text replaced: what a peer that rewrites history sends.
+/// Commits `tree` on top of `main` in the scratch repository `dir` and pushes it as the
+/// remote's `main`.
+fn commit_and_push(dir: &Path, tree: &str, message: &str, remote: &str) {
+    let commit = git(
+        dir,
+        &["commit-tree", tree, "-p", "main", "-m", message],
+        None,
+        None,
+    );
+    git(
+        dir,
+        &[
+            "push",
+            "-q",
+            remote,
+            &format!("{}:refs/heads/main", commit.trim()),
+        ],
+        None,
+        None,
+    );
+}
+
 /// Whether the top of `main` in the scratch repository `dir` holds an entry named `..`.
 fn has_dotdot(dir: &Path) -> bool {
     git(dir, &["ls-tree", "main"], None, None)
