@@ -70,7 +70,7 @@ pub(super) const SECTION_CHARS: usize = 1_500;
 pub(super) fn split_document(text: &str) -> Vec<String> {
     // A `<private>` span must reach the redactor whole: a document holding one stays one
     // chunk (a section boundary inside the span would leave its tail outside it).
-    if text.chars().count() <= SPLIT_OVER_CHARS || has_private_tag(text) {
+    if text.chars().count() <= SPLIT_OVER_CHARS || memdir_engine::redact::holds_private_tag(text) {
         return vec![text.to_string()];
     }
     // Paragraphs, with blank lines inside a ``` fence kept in their paragraph.
@@ -116,17 +116,6 @@ pub(super) fn split_document(text: &str) -> Vec<String> {
         out.push(text.to_string());
     }
     out
-}
-
-/// Whether `text` holds a `<private>` or `</private>` tag in any spelling the redactor reads
-/// as one (any case, whitespace inside the brackets, attributes).
-fn has_private_tag(text: &str) -> bool {
-    let lower = text.to_ascii_lowercase();
-    lower.match_indices('<').any(|(i, _)| {
-        let rest = lower[i + 1..].trim_start();
-        let rest = rest.strip_prefix('/').unwrap_or(rest).trim_start();
-        rest.starts_with("private")
-    })
 }
 
 /// Chunks per batch of a streamed `ingest --jsonl` (each batch is all or nothing): the most a

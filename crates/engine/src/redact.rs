@@ -227,6 +227,14 @@ fn compile(pattern: &str) -> Result<Regex, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Whether `s` holds a private tag, opening or closing, as the redactor reads one: text that
+/// must reach the redactor whole (a splitter must not cut a span apart).
+pub fn holds_private_tag(s: &str) -> bool {
+    static TAG: OnceLock<Regex> = OnceLock::new();
+    TAG.get_or_init(|| compile(PRIVATE_TAG).expect("invariant: a fixed pattern"))
+        .is_match(s)
+}
+
 /// Checks a kind name: 1–40 characters of `a-z 0-9 _`.
 pub fn check_kind(kind: &str) -> Result<(), String> {
     if kind.is_empty()
