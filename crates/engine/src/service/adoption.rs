@@ -12,7 +12,8 @@
 
 use serde_json::Value;
 
-use super::version::NewVersion;
+pub(crate) use super::state::CatState;
+use super::state::NewVersion;
 use super::{Inner, Memdir};
 use crate::ledger::CategoryRow;
 use crate::ledger::ChangeKind;
@@ -36,21 +37,6 @@ pub(crate) enum Sync {
     /// (`CatState::unverified`): the caller compares it with the file while it works, and
     /// starts over with `Full` when they differ. Nothing is recorded in the ledger meanwhile.
     Deferred,
-}
-
-/// A category as it stands after adopting external changes.
-pub(crate) struct CatState {
-    /// The current file, when it was read (`Sync::Full`, or the cache was stale).
-    pub file: Option<CategoryFile>,
-    pub row: CategoryRow,
-    /// `file` is the one remembered, not yet compared with the file on disk (`Sync::Deferred`).
-    pub unverified: bool,
-}
-
-impl CatState {
-    pub(super) fn exists(&self) -> bool {
-        self.row.status.has_file()
-    }
 }
 
 /// The ledger row of a category, built from its newest history entry and its file.

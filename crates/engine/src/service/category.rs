@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::adoption::{CatState, Sync, check_expect, malformed_error, not_found};
 use super::shape::check_object;
-use super::version::{Delta, NewVersion};
+use super::state::{Delta, NewVersion};
 use super::{Memdir, check_reason, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::adoption::{Sync, malformed_error};
 use super::shape::{check_object, type_name};
-use super::version::NewVersion;
+use super::state::NewVersion;
 use super::{Memdir, check_reason, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;

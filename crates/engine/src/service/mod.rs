@@ -20,6 +20,7 @@ mod search;
 mod session;
 mod shape;
 mod snapshot;
+mod state;
 mod status;
 mod sync;
 mod sync_http;

@@ -16,7 +16,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::adoption::Sync;
-use super::version::NewVersion;
+use super::state::NewVersion;
 use super::{Inner, Memdir};
 use crate::sync::gate::{Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
 use crate::sync::git::{Blob, Change, EMPTY_TREE, Git, GitError};

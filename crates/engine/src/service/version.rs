@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::adoption::{
     CatState, Sync, check_expect, hist_stamp, malformed_error, not_found, row_from,
 };
+use super::state::{Delta, NewVersion};
 use super::{Inner, Memdir, check_limit, limits};
 use crate::ledger::ChangeKind;
 use memdir_api::error::{Error, ErrorKind, Result};
@@ -71,13 +72,6 @@ struct Written {
     file: store::CategoryFile,
 }
 
-/// The top-level keys a merge sets and removes: the change a new version may record as a
-/// patch of its parent instead of its whole content ([`store::history`]).
-pub(super) struct Delta {
-    pub(super) set: serde_json::Map<String, Value>,
-    pub(super) remove: Vec<String>,
-}
-
 /// A version just committed, as the operations report it.
 pub(super) struct Committed {
     pub(super) id: String,
@@ -93,51 +87,6 @@ pub(super) struct Committed {
 
 fn parse_vv(s: &str) -> BTreeMap<String, u64> {
     serde_json::from_str(s).unwrap_or_default()
-}
-
-/// One version to commit ([`Memdir::commit_version`]): what it is, who wrote it and why, and
-/// what the writer already computed of it.
-pub(super) struct NewVersion<'a> {
-    pub name: &'a CategoryName,
-    /// The category as the write found it (its head is the new version's parent).
-    pub base: &'a CatState,
-    pub op: VersionOp,
-    pub actor: String,
-    pub reason: Option<String>,
-    /// The new content; `None` for a delete.
-    pub content: Option<Value>,
-    /// The content's file bytes ([`codec::to_pretty`]) and their hash, when the writer has
-    /// them already: the content is then serialized and hashed once per write, for the file
-    /// and for its history entry alike.
-    pub serialized: Option<(Vec<u8>, String)>,
-    /// The keys a merge changed, for the ledger's change list.
-    pub delta: Option<Delta>,
-    /// Whether the category file is written too (false when adopting a file already there).
-    pub write_file: bool,
-}
-
-impl<'a> NewVersion<'a> {
-    /// A version of `content` (`None`: a delete) by `actor`, written to the category file,
-    /// with no reason and nothing precomputed.
-    pub fn new(
-        name: &'a CategoryName,
-        base: &'a CatState,
-        op: VersionOp,
-        actor: impl Into<String>,
-        content: Option<Value>,
-    ) -> NewVersion<'a> {
-        NewVersion {
-            name,
-            base,
-            op,
-            actor: actor.into(),
-            reason: None,
-            content,
-            serialized: None,
-            delta: None,
-            write_file: true,
-        }
-    }
 }
 
 impl Memdir {
