@@ -39,6 +39,7 @@ use memdir_engine::service::{self, Memdir};
 
 mod prompt;
 mod resource;
+mod watch;
 
 /// What the server tells the client at initialize.
 pub const INSTRUCTIONS: &str = "memdir is long-term memory that persists across sessions, stored as plain files on this machine.
@@ -129,6 +130,9 @@ pub struct Server {
     caller: Caller,
     /// Over HTTP, each request's caller; a request without one is refused.
     caller_of: Option<CallerOf>,
+    /// This connection's `resources/subscribe` subscriptions; a task polls them while any
+    /// are left (see [`watch`]).
+    watcher: Arc<std::sync::Mutex<watch::Watcher>>,
 }
 
 impl Server {
@@ -139,6 +143,7 @@ impl Server {
             profile,
             caller,
             caller_of: None,
+            watcher: Arc::default(),
         }
     }
 
@@ -150,6 +155,7 @@ impl Server {
             profile,
             caller: Caller::new(String::new(), None),
             caller_of: Some(caller_of),
+            watcher: Arc::default(),
         }
     }
 
@@ -224,6 +230,7 @@ impl ServerHandler for Server {
         let capabilities = ServerCapabilities::builder()
             .enable_prompts()
             .enable_resources()
+            .enable_resources_subscribe()
             .enable_tools()
             .build();
         ServerConfig::new(capabilities)
@@ -292,6 +299,97 @@ impl ServerHandler for Server {
         out.map(Into::into).map_err(resource::rpc_error)
     }
 
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        let watcher = self.watcher.clone();
+        let uri = request.uri;
+        let first = self
+            .run(&context, move |m, c| {
+                let mut w = watcher.lock().unwrap_or_else(|p| p.into_inner());
+                w.subscribe(m, c, &uri)?;
+                // One polling task per connection: start it unless it runs.
+                Ok(!std::mem::replace(&mut w.polling, true))
+            })
+            .await?
+            .map_err(resource::rpc_error)?;
+        if first {
+            tokio::spawn(poll_subscriptions(
+                self.memdir.clone(),
+                self.watcher.clone(),
+                context.peer.clone(),
+            ));
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        let mut w = self.watcher.lock().unwrap_or_else(|p| p.into_inner());
+        w.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let uris: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|u| watch::watchable(u))
+            .cloned()
+            .collect();
+        Some(
+            rmcp::model::SubscriptionFilter::builder()
+                .resource_subscriptions(uris)
+                .build(),
+        )
+    }
+
+    async fn listen(
+        &self,
+        context: rmcp::service::SubscriptionContext,
+    ) -> std::result::Result<(), ErrorData> {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let watcher = Arc::new(std::sync::Mutex::new(watch::Watcher::default()));
+        let w = watcher.clone();
+        // A URI the caller may not read is accepted (the acknowledgement says only what the
+        // server can watch) and never announced.
+        self.run(context.request_context(), move |m, c| {
+            let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
+            for at in &uris {
+                let _ = w.subscribe(m, c, at);
+            }
+            Ok(())
+        })
+        .await?
+        .map_err(resource::rpc_error)?;
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                () = tokio::time::sleep(watch::POLL) => {}
+            }
+            for at in changed(&self.memdir, &watcher).await {
+                if context.sink().notify_resource_updated(at).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -308,6 +406,45 @@ impl ServerHandler for Server {
         prompt::get(&request.name, request.arguments.as_ref())
             .map(Into::into)
             .map_err(resource::rpc_error)
+    }
+}
+
+/// The URIs among `watcher`'s subscriptions whose files changed (the look runs off the
+/// async runtime: it stats files).
+async fn changed(
+    memdir: &Arc<Memdir>,
+    watcher: &Arc<std::sync::Mutex<watch::Watcher>>,
+) -> Vec<String> {
+    let (m, w) = (memdir.clone(), watcher.clone());
+    tokio::task::spawn_blocking(move || w.lock().unwrap_or_else(|p| p.into_inner()).changed(&m))
+        .await
+        .unwrap_or_default()
+}
+
+/// Announces changes to a connection's `resources/subscribe` subscriptions until none are
+/// left or the client is gone.
+async fn poll_subscriptions(
+    memdir: Arc<Memdir>,
+    watcher: Arc<std::sync::Mutex<watch::Watcher>>,
+    peer: rmcp::Peer<RoleServer>,
+) {
+    loop {
+        tokio::time::sleep(watch::POLL).await;
+        if peer.is_transport_closed() {
+            return;
+        }
+        for at in changed(&memdir, &watcher).await {
+            let note = rmcp::model::ResourceUpdatedNotificationParam::new(at);
+            if peer.notify_resource_updated(note).await.is_err() {
+                return;
+            }
+        }
+        let mut w = watcher.lock().unwrap_or_else(|p| p.into_inner());
+        if w.is_empty() {
+            // Under this lock, so the next subscribe sees it and starts a new task.
+            w.polling = false;
+            return;
+        }
     }
 }
 
