@@ -228,6 +228,7 @@ impl Server {
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_completions()
             .enable_prompts()
             .enable_resources()
             .enable_resources_subscribe()
@@ -243,7 +244,7 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools(self.profile)))
+        Ok(cached(ListToolsResult::with_all_items(tools(self.profile))))
     }
 
     async fn call_tool(
@@ -284,7 +285,7 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(resource::templates())
+        Ok(cached(resource::templates()))
     }
 
     async fn read_resource(
@@ -390,12 +391,33 @@ impl ServerHandler for Server {
         }
     }
 
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::CompleteResult, ErrorData> {
+        let rmcp::model::CompleteRequestParams {
+            r#ref,
+            argument,
+            context: known,
+            ..
+        } = request;
+        let known = known.and_then(|k| k.arguments).unwrap_or_default();
+        let out = self
+            .run(&context, move |m, c| {
+                resource::complete(m, c, &r#ref, &argument.name, &argument.value, &known)
+            })
+            .await?;
+        out.map(rmcp::model::CompleteResult::new)
+            .map_err(resource::rpc_error)
+    }
+
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(prompt::list()))
+        Ok(cached(ListPromptsResult::with_all_items(prompt::list())))
     }
 
     async fn get_prompt(
@@ -407,6 +429,39 @@ impl ServerHandler for Server {
             .map(Into::into)
             .map_err(resource::rpc_error)
     }
+}
+
+/// How long a client may keep the tool, prompt and template lists: they are fixed while a
+/// server runs (an hour, then a client asks again, e.g. after an upgrade).
+const LISTS_TTL_MS: u64 = 3_600_000;
+
+/// A list that is the same for every caller while the server runs, marked so (2026-07-28
+/// caching hints). The resource list changes with every write and with the caller's access
+/// list, so it carries no such mark (rmcp's default: not cached, private).
+trait Cached {
+    fn hints(&mut self) -> (&mut Option<u64>, &mut Option<rmcp::model::CacheScope>);
+}
+
+macro_rules! cached_list {
+    ($($t:ty),*) => {$(
+        impl Cached for $t {
+            fn hints(&mut self) -> (&mut Option<u64>, &mut Option<rmcp::model::CacheScope>) {
+                (&mut self.ttl_ms, &mut self.cache_scope)
+            }
+        }
+    )*};
+}
+cached_list!(
+    ListToolsResult,
+    ListPromptsResult,
+    ListResourceTemplatesResult
+);
+
+fn cached<T: Cached>(mut list: T) -> T {
+    let (ttl, scope) = list.hints();
+    *ttl = Some(LISTS_TTL_MS);
+    *scope = Some(rmcp::model::CacheScope::Public);
+    list
 }
 
 /// The URIs among `watcher`'s subscriptions whose files changed (the look runs off the

@@ -10,9 +10,11 @@
 //! the lean JSON of the operation's answer.
 
 use rmcp::ErrorData;
+use std::collections::HashMap;
+
 use rmcp::model::{
-    ErrorCode, ListResourceTemplatesResult, ListResourcesResult, MetaObject, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate,
+    CompletionInfo, ErrorCode, ListResourceTemplatesResult, ListResourcesResult, MetaObject,
+    ReadResourceResult, Reference, Resource, ResourceContents, ResourceTemplate,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -20,7 +22,8 @@ use serde_json::{Value, json};
 use memdir_api::error::{Error, ErrorKind};
 use memdir_api::uri::{self, Resource as Uri};
 use memdir_api::{
-    CategorySummary, FetchResponse, ListResponse, OverviewResponse, ReadResponse, SessionSummary,
+    CategorySummary, FetchResponse, HistoryResponse, ListResponse, OverviewResponse, ReadResponse,
+    SessionSummary,
 };
 use memdir_engine::acl::Caller;
 use memdir_engine::ops;
@@ -223,4 +226,67 @@ pub fn read(m: &Memdir, c: &Caller, at: &str) -> Result<ReadResourceResult, Erro
             document(at, run(m, c, "read", args)?)
         }
     })
+}
+
+/// Completion of a template's or a prompt's argument (`completion/complete`): the values the
+/// caller may see that start with what was typed (case-insensitive), at most 100, with the
+/// total and whether more match. Session ids (newest first) and projects come from the session
+/// catalog, category names from the list, version numbers from the history of the category the
+/// context names; every one through its operation, so the access list applies. An argument
+/// memdir has no values for completes to nothing.
+pub fn complete(
+    m: &Memdir,
+    c: &Caller,
+    at: &Reference,
+    arg: &str,
+    typed: &str,
+    context: &HashMap<String, String>,
+) -> Result<CompletionInfo, Error> {
+    let sessions =
+        || -> Result<OverviewResponse, Error> { run(m, c, "overview", json!({"days": 0})) };
+    let values: Vec<String> = match (at, arg) {
+        (Reference::Resource(r), "session_id") if r.uri.starts_with("memdir://sessions/") => {
+            sessions()?.sessions.into_iter().map(|s| s.id).collect()
+        }
+        (Reference::Resource(r), "name") if r.uri.starts_with("memdir://categories/") => {
+            let cats: ListResponse = run(m, c, "list", json!({}))?;
+            cats.categories.into_iter().map(|c| c.name).collect()
+        }
+        (Reference::Resource(r), "n") if r.uri.ends_with("/versions/{n}") => {
+            match context.get("name") {
+                Some(name) => {
+                    let h: HistoryResponse =
+                        run(m, c, "history", json!({"category": name, "limit": 100}))?;
+                    h.versions
+                        .iter()
+                        .filter_map(|v| v.version)
+                        .map(|n| n.to_string())
+                        .collect()
+                }
+                None => Vec::new(),
+            }
+        }
+        (Reference::Prompt(_), "project") => {
+            let mut projects: Vec<String> = Vec::new();
+            for s in sessions()?.sessions {
+                if !s.project.is_empty() && !projects.contains(&s.project) {
+                    projects.push(s.project);
+                }
+            }
+            projects
+        }
+        _ => Vec::new(),
+    };
+    let typed = typed.to_lowercase();
+    let matching: Vec<String> = values
+        .into_iter()
+        .filter(|v| v.to_lowercase().starts_with(&typed))
+        .collect();
+    let total = matching.len();
+    let shown: Vec<String> = matching
+        .into_iter()
+        .take(CompletionInfo::MAX_VALUES)
+        .collect();
+    let more = total > shown.len();
+    CompletionInfo::with_pagination(shown, u32::try_from(total).ok(), more).map_err(Error::internal)
 }

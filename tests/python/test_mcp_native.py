@@ -17,9 +17,9 @@ from typing import Any
 
 import jsonschema
 import pytest
-from mcp import MCPError, types
+from mcp import Client, MCPError, StdioServerParameters, types
 
-from conftest import content_agrees, open_server
+from conftest import CALL_TIMEOUT_S, MEMDIR_BIN, content_agrees, open_server, server_env
 from test_surfaces import CLOCK, TABLE, seed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -273,3 +273,54 @@ async def test_prompts_get_puts_the_arguments_in_a_short_message(seeded):
         assert e.value.error.code == types.INVALID_PARAMS
         with pytest.raises(MCPError):
             await srv.session.get_prompt("nope", {})
+
+
+# --------------------------------------------------------------------------------------------
+# Completion and caching hints
+# --------------------------------------------------------------------------------------------
+
+
+async def test_template_and_prompt_arguments_complete_to_what_the_caller_may_see(seeded, tmp_path):
+    async with open_server(seeded) as srv:
+        s = srv.session
+        assert srv.init.capabilities.completions is not None
+
+        def ref(uri: str) -> types.ResourceTemplateReference:
+            return types.ResourceTemplateReference(uri=uri)
+
+        got = (await s.complete(ref("memdir://sessions/{session_id}"), {"name": "session_id", "value": "DEMO"})).completion
+        assert (got.values, got.total, got.has_more) == (["demo-session"], 1, False)
+        got = (await s.complete(ref("memdir://sessions/{session_id}/{position}"), {"name": "session_id", "value": ""})).completion
+        assert sorted(got.values) == ["demo-session", "other-session"]
+        got = (await s.complete(ref("memdir://categories/{name}"), {"name": "name", "value": "s"})).completion
+        assert got.values == ["scratch"]
+        got = (await s.complete(ref("memdir://categories/{name}/versions/{n}"), {"name": "n", "value": ""}, {"name": "base"})).completion
+        assert sorted(got.values) == ["1", "2"]
+        # Without the category in the context there is nothing to offer for n.
+        got = (await s.complete(ref("memdir://categories/{name}/versions/{n}"), {"name": "n", "value": ""})).completion
+        assert got.values == []
+        got = (await s.complete(types.PromptReference(name="recall"), {"name": "project", "value": "w"})).completion
+        assert got.values == ["web"]
+        # An argument memdir has no values for completes to nothing, not an error.
+        got = (await s.complete(types.PromptReference(name="recall"), {"name": "topic", "value": "x"})).completion
+        assert got.values == []
+    # The access list applies: a hidden category is not offered.
+    config = tmp_path / "config.toml"
+    config.write_text(ACL)
+    async with open_server(seeded, env={"MEMDIR_CONFIG": str(config), "MEMDIR_DEVICE": "phone"}) as srv:
+        got = (await srv.session.complete(types.ResourceTemplateReference(uri="memdir://categories/{name}"), {"name": "name", "value": ""})).completion
+        assert sorted(got.values) == ["base", "journal"]
+
+
+async def test_fixed_lists_carry_a_ttl_and_the_resource_list_does_not(seeded):
+    """Caching hints are 2026-07-28's: a client on that version may keep the tool, prompt and
+    template lists for an hour, and never the resource list."""
+    params = StdioServerParameters(command=str(MEMDIR_BIN), args=["serve"], env=server_env(seeded))
+    async with Client(params, mode="2026-07-28", read_timeout_seconds=CALL_TIMEOUT_S) as client:
+        s = client.session
+        assert s.protocol_version == "2026-07-28"
+        for result in [await s.list_tools(), await s.list_prompts(), await s.list_resource_templates()]:
+            assert (result.ttl_ms, result.cache_scope) == (3_600_000, "public"), type(result).__name__
+        # What a write or the access list changes is never cached.
+        resources = await s.list_resources()
+        assert (resources.ttl_ms, resources.cache_scope) == (0, "private")
