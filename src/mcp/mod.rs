@@ -67,10 +67,27 @@ fn tool(op: &Op, t: ops::Tool, profile: Profile) -> Tool {
     // Output schemas would triple the default listing (about 25,000 characters for eleven
     // tools, against a budget of 10,000), and models do not need them to read the answers:
     // the default profile answers with structured content but lists no schema.
+    let tool = if APP_TOOLS.contains(&t.name) {
+        tool.with_meta(app_meta())
+    } else {
+        tool
+    };
     match profile {
         Profile::Full => tool.with_raw_output_schema(Arc::new(output_schema(op))),
         Profile::Default => tool,
     }
+}
+
+/// The tools whose results the viewer app renders (MCP Apps: a host that supports the
+/// extension shows the app beside their result).
+const APP_TOOLS: [&str; 3] = ["memory_search", "memory_history", "memory_overview"];
+
+/// `_meta` of a tool the viewer app renders: `ui.resourceUri` (the extension's flat
+/// `ui/resourceUri` key is deprecated, and the default listing has no room to repeat it).
+fn app_meta() -> rmcp::model::MetaObject {
+    let mut meta = rmcp::model::MetaObject::new();
+    meta.insert("ui".into(), json!({"resourceUri": resource::VIEWER_URI}));
+    meta
 }
 
 /// A tool's output schema: its operation's response schema as the JSON object MCP requires

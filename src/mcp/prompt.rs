@@ -127,15 +127,25 @@ pub fn list() -> Vec<Prompt> {
         .collect()
 }
 
-/// The message of prompt `name` with its arguments.
-pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, Error> {
-    let Some(d) = DEFS.iter().find(|d| d.name == name) else {
+/// The prompt named `name`, or the error that names the prompts there are.
+fn find(name: &str) -> Result<&'static Def, Error> {
+    DEFS.iter().find(|d| d.name == name).ok_or_else(|| {
         let names: Vec<_> = DEFS.iter().map(|d| d.name).collect();
-        return Err(Error::invalid(
+        Error::invalid(
             "name",
             format!("no prompt is named {name:?}; the prompts are {names:?}"),
-        ));
-    };
+        )
+    })
+}
+
+/// Whether prompt `name` exists (an error naming the prompts if not).
+pub fn check(name: &str) -> Result<(), Error> {
+    find(name).map(|_| ())
+}
+
+/// The message of prompt `name` with its arguments.
+pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, Error> {
+    let d = find(name)?;
     let arg = |n: &str| -> String {
         match args.and_then(|a| a.get(n)) {
             Some(Value::String(s)) => s.trim().to_string(),

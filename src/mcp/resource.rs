@@ -121,7 +121,37 @@ fn session(s: &SessionSummary) -> Resource {
         .with_mime_type(JSON)
 }
 
-/// A page of `resources/list`: the status, every category the caller may read, then every
+/// The viewer as an MCP App (the `io.modelcontextprotocol/ui` extension): one HTML document
+/// that renders the result of the tools that name it in `_meta.ui.resourceUri` and calls tools
+/// back through the host. It loads nothing (its own CSP refuses every request), so the resource
+/// declares no domains and the host's most restrictive default applies.
+pub const VIEWER_URI: &str = "ui://memdir/viewer";
+const APP_MIME: &str = "text/html;profile=mcp-app";
+const VIEWER_HTML: &str = include_str!("../../assets/mcp-app/viewer.html");
+
+fn viewer() -> Resource {
+    Resource::new(VIEWER_URI, "viewer")
+        .with_title("memdir viewer")
+        .with_description(
+            "Search hits, sessions, the session catalog and a category's history, diff and restore, rendered inside the chat (MCP Apps).",
+        )
+        .with_mime_type(APP_MIME)
+        .with_size(VIEWER_HTML.len() as u64)
+}
+
+/// The viewer's HTML, byte for byte (its CSP holds hashes of its inline script and style).
+fn viewer_contents() -> ReadResourceResult {
+    let mut meta = MetaObject::new();
+    meta.insert("ui".into(), json!({"prefersBorder": true}));
+    ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
+        uri: VIEWER_URI.to_string(),
+        mime_type: Some(APP_MIME.into()),
+        text: VIEWER_HTML.to_string(),
+        meta: Some(meta),
+    }])
+}
+
+/// A page of `resources/list`: the status, the viewer app, every category the caller may read, then every
 /// session, newest first. The cursor is the index of the page's first resource.
 pub fn list(m: &Memdir, c: &Caller, cursor: Option<&str>) -> Result<ListResourcesResult, Error> {
     let start = match cursor {
@@ -134,8 +164,9 @@ pub fn list(m: &Memdir, c: &Caller, cursor: Option<&str>) -> Result<ListResource
     let mut page = Vec::new();
     if start == 0 {
         page.push(status());
+        page.push(viewer());
     }
-    let skip = start.saturating_sub(1);
+    let skip = start.saturating_sub(2);
     page.extend(
         cats.categories
             .iter()
@@ -143,7 +174,7 @@ pub fn list(m: &Memdir, c: &Caller, cursor: Option<&str>) -> Result<ListResource
             .take(PAGE - page.len())
             .map(category),
     );
-    let fixed = 1 + cats.categories.len();
+    let fixed = 2 + cats.categories.len();
     let mut next = start + page.len();
     let mut more = next < fixed;
     if page.len() < PAGE {
@@ -187,6 +218,9 @@ fn document(at: &str, r: ReadResponse) -> ReadResourceResult {
 
 /// Reads the resource at `at`.
 pub fn read(m: &Memdir, c: &Caller, at: &str) -> Result<ReadResourceResult, Error> {
+    if at == VIEWER_URI {
+        return Ok(viewer_contents());
+    }
     let Some(r) = uri::parse(at) else {
         return Err(Error::new(
             ErrorKind::NotFound,
@@ -233,7 +267,8 @@ pub fn read(m: &Memdir, c: &Caller, at: &str) -> Result<ReadResourceResult, Erro
 /// total and whether more match. Session ids (newest first) and projects come from the session
 /// catalog, category names from the list, version numbers from the history of the category the
 /// context names; every one through its operation, so the access list applies. An argument
-/// memdir has no values for completes to nothing.
+/// memdir has no values for completes to nothing; a prompt or template memdir does not have is
+/// an error (invalid params), as the spec asks.
 pub fn complete(
     m: &Memdir,
     c: &Caller,
@@ -242,6 +277,23 @@ pub fn complete(
     typed: &str,
     context: &HashMap<String, String>,
 ) -> Result<CompletionInfo, Error> {
+    match at {
+        Reference::Prompt(p) => super::prompt::check(&p.name)?,
+        Reference::Resource(r) => {
+            if !templates().resource_templates.iter().any(|t| t.uri_template == r.uri) {
+                return Err(Error::invalid(
+                    "ref",
+                    format!("no resource template is {:?}; resources/templates/list shows them", r.uri),
+                ));
+            }
+        }
+        other => {
+            return Err(Error::invalid(
+                "ref",
+                format!("memdir completes no {} reference", other.reference_type()),
+            ));
+        }
+    }
     let sessions =
         || -> Result<OverviewResponse, Error> { run(m, c, "overview", json!({"days": 0})) };
     let values: Vec<String> = match (at, arg) {

@@ -139,8 +139,10 @@ async def test_resources_list_pages_through_categories_and_sessions(seeded):
     assert set(cats) == {"base", "projects", "scratch", "journal"}
     sessions = [r for r in resources if r.uri.startswith("memdir://sessions/")]
     assert len(sessions) == 62
+    assert uris[1] == "ui://memdir/viewer"
     for r in resources:
-        assert r.name and r.title and r.description and r.mime_type == "application/json", r
+        mime = "text/html;profile=mcp-app" if r.uri.startswith("ui://") else "application/json"
+        assert r.name and r.title and r.description and r.mime_type == mime, r
     # A category's listed size is the size of what a read returns: the document as stored.
     async with open_server(seeded) as srv:
         base = await srv.session.read_resource("memdir://categories/base")
@@ -304,6 +306,11 @@ async def test_template_and_prompt_arguments_complete_to_what_the_caller_may_see
         # An argument memdir has no values for completes to nothing, not an error.
         got = (await s.complete(types.PromptReference(name="recall"), {"name": "topic", "value": "x"})).completion
         assert got.values == []
+        # A prompt or template memdir does not have is invalid params.
+        for bad in [types.PromptReference(name="nope"), ref("memdir://nowhere/{x}")]:
+            with pytest.raises(MCPError) as e:
+                await s.complete(bad, {"name": "x", "value": ""})
+            assert e.value.error.code == types.INVALID_PARAMS
     # The access list applies: a hidden category is not offered.
     config = tmp_path / "config.toml"
     config.write_text(ACL)

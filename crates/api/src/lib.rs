@@ -361,8 +361,9 @@ pub struct Empty {}
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     /// Words to look for, or an exact identifier, error message or path; wrap it in double
-    /// quotes for an exact phrase. (The CLI takes it as the rest of its words, see the
-    /// binary's `SearchArgs`.)
+    /// quotes for an exact phrase.
+    // The CLI takes it as the rest of its words (the binary's `SearchArgs`); this doc comment
+    // is the schema's description, so it says only what a caller needs.
     #[arg(skip)]
     pub query: String,
     /// auto (the default): exact for identifiers and quoted phrases, else BM25 (hybrid when
