@@ -236,10 +236,13 @@ class PageServer:
 
 
 @pytest.fixture
-def mcp(tmp_path: Path, memdir_bin: Path) -> Iterator[HttpServer]:
+def mcp(request: Any, tmp_path: Path, memdir_bin: Path) -> Iterator[HttpServer]:
+    """The server the host talks to; the full tool profile unless a test asks for another
+    (`indirect` parametrization)."""
     store = tmp_path / "store"
     seed(store)
-    srv = start_server(store, "mcp-http", args=["--tools", "full"])
+    profile = getattr(request, "param", "full")
+    srv = start_server(store, "mcp-http", args=["--tools", profile])
     yield srv
     assert srv.stop() == 0, srv.stderr
 
@@ -435,7 +438,11 @@ def test_the_overview_lists_sessions_and_opens_one(host: Host):
     assert "role-user" in host.all("#chunks > li")[0].get_attribute("class")
 
 
-def test_history_diff_and_restore_with_its_hash_through_the_host(host: Host, mcp: HttpServer):
+@pytest.mark.parametrize("mcp", ["full", "default"], indirect=True)
+def test_history_diff_and_restore_with_its_hash_through_the_host(host: Host, mcp: HttpServer, request: Any):
+    """With the full profile the view restores through memory_restore; the default profile has
+    no such tool, so it reads the old version and writes it with the same expected hash."""
+    full = request.node.callspec.params["mcp"] == "full"
     store = mcp.store
     host.show("memory_history", {"category": "base"})
     host.until("three versions", lambda: len(host.all("#history-table tbody tr")) == 3)
@@ -473,7 +480,14 @@ def test_history_diff_and_restore_with_its_hash_through_the_host(host: Host, mcp
     assert now["data"]["editor"] == "emacs"
     assert store_digest(store) == before, "a stale restore changed nothing"
     calls = host.view_calls()
-    assert calls[-1] == {"name": "memory_restore", "arguments": {"category": "base", "version": "1", "expected_hash": expected, "reason": "back to the first notes"}}
+    if full:
+        assert calls[-1] == {"name": "memory_restore", "arguments": {"category": "base", "version": "1", "expected_hash": expected, "reason": "back to the first notes"}}
+    else:
+        assert calls[-3]["name"] == "memory_restore", "tried first, refused as an unknown tool"
+        assert calls[-2] == {"name": "memory_read", "arguments": {"category": "base", "version": "1"}}
+        assert calls[-1]["name"] == "memory_write"
+        assert calls[-1]["arguments"]["expected_hash"] == expected
+        assert calls[-1]["arguments"]["data"] == {"name": "Ada", "editor": "vim"}
 
     # Reload, restore against the current hash: a new version with the old content.
     host.css("#restore-reload").click()
@@ -486,7 +500,9 @@ def test_history_diff_and_restore_with_its_hash_through_the_host(host: Host, mcp
     assert restored["data"] == {"name": "Ada", "editor": "vim"}
     assert restored["meta"]["version"] == 5
     newest = ok(store, "history", "base", "--limit", "1")["versions"][0]
-    assert newest["op"] == "restore" and newest["actor"] == "test", newest
+    assert newest["op"] == ("restore" if full else "write") and newest["actor"] == "test", newest
+    if not full:
+        assert newest["reason"] == "restore version 1"
 
 
 def test_no_request_leaves_the_page_and_the_view_cannot_make_one(host: Host, pages: PageServer):
