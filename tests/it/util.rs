@@ -226,6 +226,7 @@ impl TestEnv {
         let files: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
             .collect();
         assert_eq!(files.len(), 1, "segments in {}: {files:?}", dir.display());
         files[0].clone()

@@ -16,6 +16,7 @@ mod forget;
 mod indexer;
 mod log;
 mod redaction;
+mod seals;
 mod search;
 mod session;
 mod shape;

@@ -21,6 +21,7 @@ use super::{Inner, Memdir};
 use crate::sync::gate::{Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
 use crate::sync::git::{Blob, Change, EMPTY_TREE, Git, GitError};
 use crate::sync::merge::{self, PathKind, Strategy};
+use crate::sync::seal::{self, SealBook};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::{
     LastSync, OpenConflict, Problem, ResolveRequest, ResolveResponse, SetAside, SyncRequest,
@@ -544,6 +545,8 @@ impl Memdir {
         // Only what git sees changed can need leaving out: check those files parse.
         let excluded = self.left_out(git, &["categories", "history"], reported)?;
         self.sync_sessions(inner, Some(lock))?;
+        // Its own segments sealed before they leave (the seals go in the same commit).
+        super::seals::seal_own(self, lock)?;
         if !self.stage(git, &excluded)? {
             return Ok(false);
         }
@@ -718,7 +721,8 @@ impl Memdir {
         let remote_format = self.remote_format(git, &changes, resp)?;
         let replica = self.replica(lock)?;
         let access = SyncAccess::all();
-        let gate = Gate::new(&replica, &access, &self.settings.redaction);
+        let book = SealBook::new(&layout.root);
+        let gate = Gate::new(&replica, &access, &self.settings.redaction).with_seals(&book);
         let mut taken = Taken::default();
         let wanted = wanted_changes(&changes, &ours_changed, &mut taken, resp);
         // Streamed; a blob over memdir's bound for its place is passed over unread.
@@ -801,6 +805,7 @@ impl Memdir {
                 }
             }
         }
+        seal::withdraw_forgotten(&layout.root, &mut taken.writes);
         if let Some(w) = format_raise(layout, remote_format, patched && !taken.writes.is_empty()) {
             taken.writes.push(w);
         }

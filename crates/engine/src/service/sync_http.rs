@@ -32,6 +32,7 @@ use super::{Inner, Memdir};
 use crate::sync::gate::{self, Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
 use crate::sync::http::{self as wire, Remote, RemoteError};
 use crate::sync::merge::Strategy;
+use crate::sync::seal::{self, SealBook};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::{
     Problem, SYNC_FORMAT, SyncDiffRequest, SyncDiffResponse, SyncFile, SyncItem,
@@ -106,7 +107,7 @@ fn whole_lines(mut b: Vec<u8>) -> Vec<u8> {
 /// The most bytes of this replica's own file at `place` read to compare.
 fn local_bound(place: &Place) -> u64 {
     match place {
-        Place::Segment(_) => fsx::MAX_SEGMENT_FILE,
+        Place::Segment(_) | Place::Seal(_) => fsx::MAX_SEGMENT_FILE,
         _ => fsx::MAX_JSON_FILE,
     }
 }
@@ -384,6 +385,15 @@ impl Memdir {
             }
         }
         for (_, dir) in store::list_session_dirs(layout)? {
+            for rel in seal::seal_files(&layout.root, &dir) {
+                let path = rel.to_string_lossy().into_owned();
+                if let (Ok(_), Some(b)) = (
+                    classify(&path),
+                    fsx::read(&layout.root.join(&rel), fsx::MAX_SEGMENT_FILE)?,
+                ) {
+                    add(path, &b);
+                }
+            }
             for seg in store::list_segments(layout, &dir)? {
                 let path = seg.rel.to_string_lossy().into_owned();
                 if classify(&path).is_err() {
@@ -405,7 +415,11 @@ impl Memdir {
         &self,
         read: &dyn Fn(&str) -> bool,
     ) -> Result<BTreeMap<String, SyncFile>> {
-        self.with_write(|inner, lock| self.adopt_all(inner, lock))?;
+        self.with_write(|inner, lock| {
+            self.adopt_all(inner, lock)?;
+            // Its own segments sealed before any of them is offered.
+            super::seals::seal_own(self, lock)
+        })?;
         self.sync_files(read)
     }
 
@@ -473,6 +487,12 @@ impl Memdir {
                     // side. Both travel; each side's gate keeps what wins, or reports.
                     (Some(_), Place::History { category: c, .. }) => {
                         pushes_category(c)?;
+                        resp.pull.push(SyncWant::at(&t.path, 0));
+                        resp.push.push(SyncWant::at(&t.path, 0));
+                    }
+                    // Two seals of one segment: one has more lines sealed or more salts
+                    // withdrawn. Both travel; each gate merges them.
+                    (Some(_), Place::Seal(_)) => {
                         resp.pull.push(SyncWant::at(&t.path, 0));
                         resp.push.push(SyncWant::at(&t.path, 0));
                     }
@@ -776,7 +796,8 @@ impl Memdir {
     ) -> Result<Admitted> {
         let root = &self.layout().root;
         let replica = self.replica(lock)?;
-        let gate = Gate::new(&replica, access, &self.settings.redaction);
+        let book = SealBook::new(root);
+        let gate = Gate::new(&replica, access, &self.settings.redaction).with_seals(&book);
         let mut current: BTreeMap<&str, Option<Vec<u8>>> = BTreeMap::new();
         let mut changed: BTreeSet<&str> = BTreeSet::new();
         let mut admitted = Admitted::default();
@@ -838,6 +859,7 @@ impl Memdir {
                 hash: None,
             })
             .collect();
+        seal::withdraw_forgotten(root, &mut admitted.writes);
         Ok(admitted)
     }
 
@@ -930,6 +952,10 @@ impl Memdir {
                     want.push(SyncWant::whole(&w.path));
                 }
             }
+            // In path order: a segment's seal (`.head`) before the segment (`.jsonl`), so
+            // the segment's new lines meet the seal that vouches for them.
+            want.sort_by(|a, b| a.path.cmp(&b.path));
+            push.sort_by(|a, b| a.path.cmp(&b.path));
             self.pull_all(&mut run, want, push.len() as u64, &mut resp)?;
             self.push_all(&mut run, push, &mut resp)?;
             if round >= 2 {

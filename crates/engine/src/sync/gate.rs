@@ -7,13 +7,18 @@
 //! transports read and write around it (`service::sync`, `service::sync_http`). The rules:
 //!
 //! - **Only the layout comes from outside** ([`Place::of`]): `history/<name>/<id>.json`,
-//!   `conflicts/<name>/<hash>.json`, `sessions/<id>/<replica>[.<n>].jsonl` and
+//!   `conflicts/<name>/<hash>.json`, `sessions/<id>/<replica>[.<n>].jsonl` (and its seal
+//!   `.head`) and
 //!   `categories/<name>.json`, each name in its canonical encoding, as a regular file. Never
 //!   `.gitignore`, `memdir.json`, a `..`, a link.
 //! - **A segment grows only at its end, written by its own replica.** A copy is taken only as
 //!   an extension of this replica's (the same lines, then new whole lines that continue its
 //!   `seq` and `hlc`), or as the same lines with some replaced by their tombstones (a forget).
 //!   A segment named by this replica's own id takes tombstones only.
+//! - **Another replica's new lines need its seal** ([`seal`]): once this replica holds a seal
+//!   of that replica (its key), a live line it takes must be one the seal vouches for, and a
+//!   seal is taken only if it verifies under that key and extends the one held. A held copy the
+//!   seal contradicts (taken before the seal arrived) gives way to a copy the seal vouches for.
 //! - **History files and conflict records are write-once.** A new one is added; one this
 //!   replica holds changes only by the withdrawal of its content (a forget), or by being
 //!   written whole where this replica holds it as a patch (the same version, same hash).
@@ -36,6 +41,7 @@ use serde_json::Value;
 
 use crate::redact::{Counts, Redactor};
 use crate::sync::merge::is_sync_version;
+use crate::sync::seal::{self, Seal, SealBook};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::{Problem, limits};
 use memdir_store::clock::Hlc;
@@ -99,6 +105,8 @@ pub enum Place {
     Conflict { category: CategoryName, id: String },
     /// `sessions/<stem>/<replica>[.<n>].jsonl`.
     Segment(SegmentPlace),
+    /// `sessions/<stem>/<replica>[.<n>].head`: the segment's seal.
+    Seal(SegmentPlace),
 }
 
 /// Where a segment is: whose session, whose replica.
@@ -160,10 +168,14 @@ impl Place {
             }
             ["sessions", stem, file] => {
                 SessionId::new(&canonical(stem)?).map_err(|e| e.message)?;
-                if !file_name_ok(file, ".jsonl") {
+                let is_seal = file_name_ok(file, seal::SUFFIX);
+                if !file_name_ok(file, ".jsonl") && !is_seal {
                     return Err("bad segment name".into());
                 }
-                let base = file.trim_end_matches(".jsonl");
+                let base = file
+                    .strip_suffix(".jsonl")
+                    .or_else(|| file.strip_suffix(seal::SUFFIX))
+                    .unwrap_or(file);
                 let (replica, rolled) = match base.rsplit_once('.') {
                     Some((r, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
                         (r, true)
@@ -173,11 +185,16 @@ impl Place {
                 if replica.is_empty() || replica.contains('.') {
                     return Err("bad segment name".into());
                 }
-                Ok(Place::Segment(SegmentPlace {
+                let place = SegmentPlace {
                     session_dir: stem.to_string(),
                     replica: replica.to_string(),
                     rolled,
-                }))
+                };
+                Ok(if is_seal {
+                    Place::Seal(place)
+                } else {
+                    Place::Segment(place)
+                })
             }
             [".gitignore" | ".gitattributes" | "memdir.json"] => {
                 Err("memdir writes its own; a remote's copy is never taken".into())
@@ -192,14 +209,14 @@ impl Place {
             Place::Category(c)
             | Place::History { category: c, .. }
             | Place::Conflict { category: c, .. } => Some(c),
-            Place::Segment(_) => None,
+            Place::Segment(_) | Place::Seal(_) => None,
         }
     }
 
     /// The most bytes read of a file at this place.
     pub fn max_bytes(&self) -> u64 {
         match self {
-            Place::Segment(_) => fsx::MAX_SEGMENT_FILE,
+            Place::Segment(_) | Place::Seal(_) => fsx::MAX_SEGMENT_FILE,
             Place::Category(_) => limits::MAX_CATEGORY_BYTES as u64,
             Place::History { .. } | Place::Conflict { .. } => MAX_RECORD_FILE,
         }
@@ -304,6 +321,9 @@ pub struct Gate<'a> {
     replica: &'a str,
     access: &'a SyncAccess<'a>,
     redactor: &'a Redactor,
+    /// The seals held and taken in this sync; without them (pure tests) segments are checked
+    /// without seals.
+    seals: Option<&'a SealBook<'a>>,
 }
 
 impl<'a> Gate<'a> {
@@ -314,6 +334,15 @@ impl<'a> Gate<'a> {
             replica,
             access,
             redactor,
+            seals: None,
+        }
+    }
+
+    /// The same gate, checking other replicas' lines against their seals in `book`.
+    pub fn with_seals(self, book: &'a SealBook<'a>) -> Gate<'a> {
+        Gate {
+            seals: Some(book),
+            ..self
         }
     }
 
@@ -348,7 +377,8 @@ impl<'a> Gate<'a> {
             }
         }
         let decided = match &place {
-            Place::Segment(s) => self.segment(s, incoming.body, local),
+            Place::Segment(s) => self.segment(s, incoming.path, incoming.body, local),
+            Place::Seal(s) => self.seal(s, incoming.path, whole_body(incoming.body)?, local),
             Place::History { category, id } => {
                 self.history(category, id, whole_body(incoming.body)?, local)
             }
@@ -416,11 +446,130 @@ impl<'a> Gate<'a> {
     fn segment(
         &self,
         place: &SegmentPlace,
+        path: &str,
         body: Body<'_>,
         local: Option<&[u8]>,
     ) -> std::result::Result<(Verdict, Needs), Why> {
         let own = place.replica == self.replica;
         let have = whole_lines(local.unwrap_or_default());
+        let sealed = match self.seals {
+            Some(book) if !own => book.seal(path).or_else(|| {
+                // A replica whose key this one holds seals every segment it sends.
+                book.key(&place.replica)
+                    .map(|_| Seal::unsealed(&place.replica))
+            }),
+            _ => None,
+        };
+        if let (Some(seal), Body::Whole(b)) = (&sealed, body)
+            && seal.contradicts(have)
+            && seal.first_unvouched(whole_lines(b)).is_none()
+        {
+            // This replica's copy is not what the segment's replica sealed (it came first from
+            // a remote that rewrote it): the copy the seal vouches for replaces it, and what
+            // the rewrite said leaves the index as a forget's text does.
+            if !b.is_empty() && !b.ends_with(b"\n") {
+                return Err(why("malformed", "a segment travels as whole lines"));
+            }
+            let fresh = SegmentMerge::run(self, place, own, (b"", 0), b)?;
+            let (_, needs) = fresh.verdict(b"", 0, true)?;
+            return Ok((Verdict::Withdraw(b.to_vec()), needs));
+        }
+        let (verdict, needs) = self.segment_merge(place, body, local, have)?;
+        if let Some(seal) = &sealed
+            && let Some(bytes) = verdict_bytes(&verdict)
+            && let Some(n) = seal.first_unvouched_after(bytes, lines(have).len())
+        {
+            return Err(why(
+                "unsealed",
+                format!(
+                    "line {} is not one replica {} sealed (its seal vouches for {} lines); a remote may have rewritten it, this replica's copy stays",
+                    n + 1,
+                    place.replica,
+                    seal.leaves.len()
+                ),
+            ));
+        }
+        Ok((verdict, needs))
+    }
+
+    /// A seal from outside: never this replica's own (it writes its own), taken only if it
+    /// verifies under the key this replica holds for the segment's replica (the first one
+    /// seen otherwise) and extends the seal held.
+    fn seal(
+        &self,
+        place: &SegmentPlace,
+        path: &str,
+        body: Option<&[u8]>,
+        local: Option<&[u8]>,
+    ) -> std::result::Result<(Verdict, Needs), Why> {
+        let same = Ok((Verdict::Same, Needs::default()));
+        let Some(bytes) = body else {
+            return match local {
+                None => same,
+                Some(_) => Err(why(
+                    "not_an_extension",
+                    "removed on the other side; a seal is never removed by a sync, this replica's copy stays",
+                )),
+            };
+        };
+        if place.replica == self.replica || local == Some(bytes) {
+            return same;
+        }
+        let theirs = Seal::parse(bytes).map_err(|e| why("malformed", e))?;
+        let forged = |m: String| Err(why("forged", m));
+        if theirs.replica != place.replica {
+            return forged(format!(
+                "a seal of replica {:?} beside replica {:?}'s segment",
+                theirs.replica, place.replica
+            ));
+        }
+        if !theirs.verifies(path) {
+            return forged(
+                "its signature does not verify: not made by the segment's replica".into(),
+            );
+        }
+        if let Some(book) = self.seals
+            && book.key(&place.replica).is_some_and(|k| k != theirs.key)
+        {
+            return forged(format!(
+                "signed by another key than the one this replica holds for {}",
+                place.replica
+            ));
+        }
+        let held = local
+            .and_then(|b| Seal::parse(b).ok())
+            .filter(|s| s.verifies(path));
+        let merged = match &held {
+            None => theirs,
+            Some(h) => h.merge(&theirs).ok_or_else(|| {
+                why(
+                    "not_an_extension",
+                    "its leaves are not an extension of the seal this replica holds",
+                )
+            })?,
+        };
+        if let Some(book) = self.seals {
+            book.take(path, merged.clone());
+        }
+        let out = merged.to_bytes();
+        let verdict = match &held {
+            _ if local == Some(out.as_slice()) => Verdict::Same,
+            None => Verdict::Add(out),
+            Some(h) if merged.leaves.len() > h.leaves.len() => Verdict::Extend(out),
+            Some(_) => Verdict::Rewrite(out),
+        };
+        Ok((verdict, Needs::default()))
+    }
+
+    /// A segment by its lines: an extension, a forget, or refused.
+    fn segment_merge(
+        &self,
+        place: &SegmentPlace,
+        body: Body<'_>,
+        local: Option<&[u8]>,
+        have: &[u8],
+    ) -> std::result::Result<(Verdict, Needs), Why> {
+        let own = place.replica == self.replica;
         // The incoming copy is `have[..common]` followed by `data`.
         let (common, data) = match body {
             Body::Removed if local.is_none() => return Ok((Verdict::Same, Needs::default())),
@@ -738,6 +887,16 @@ fn unchanged_or_removed(
             "removed on the other side; a write-once file stays here and the next sync carries it back",
         )),
         _ => Ok((Verdict::Same, Needs::default())),
+    }
+}
+
+/// The bytes a verdict writes, if it writes.
+fn verdict_bytes(v: &Verdict) -> Option<&[u8]> {
+    match v {
+        Verdict::Add(b) | Verdict::Extend(b) | Verdict::Withdraw(b) | Verdict::Rewrite(b) => {
+            Some(b)
+        }
+        Verdict::Same | Verdict::Refuse(_) => None,
     }
 }
 

@@ -1,0 +1,73 @@
+//! This replica's side of segment seals ([`crate::sync::seal`]): its signing secret, kept in
+//! `.memdir/replica.json` beside its id (never synced), and the seals of its own segments,
+//! written before a sync sends anything.
+
+use serde_json::Value;
+
+use super::Memdir;
+use crate::sync::seal::{self, Signer32};
+use memdir_api::error::{Error, IoContext, Result};
+use memdir_store::lock::WriteLock;
+use memdir_store::{self as store, Layout, codec, fsx, txn};
+
+/// 32 bytes from the operating system's random source.
+fn random32() -> Result<[u8; 32]> {
+    use std::io::Read;
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| Error::internal(format!("cannot read /dev/urandom for a signing key: {e}")))?;
+    Ok(b)
+}
+
+/// This replica's signing secret: from `.memdir/replica.json`, made on first use (a store
+/// copied elsewhere mints a new id, and with it a new secret). Caller holds the lock and has
+/// minted the replica id.
+fn secret(layout: &Layout) -> Result<[u8; 32]> {
+    let path = layout.replica_path();
+    let mut v: Value = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| Error::internal("invariant: the replica id is minted before its key"))?;
+    if let Some(k) = v["key"].as_str()
+        && k.len() == 64
+        && let Ok(bytes) = (0..32)
+            .map(|i| u8::from_str_radix(&k[2 * i..2 * i + 2], 16))
+            .collect::<std::result::Result<Vec<u8>, _>>()
+    {
+        return Ok(bytes.try_into().expect("invariant: 32 bytes"));
+    }
+    let key = random32()?;
+    v["key"] = Value::from(key.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let tmp = path.with_extension("tmp");
+    fsx::write_synced(&tmp, &codec::to_pretty(&v))?;
+    std::fs::rename(&tmp, &path).at("rename", &path)?;
+    fsx::sync_dir(&layout.meta_dir())?;
+    Ok(key)
+}
+
+/// Seals every segment of this replica that changed since its seal, in one transaction.
+/// Caller holds the lock.
+pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
+    let layout = m.layout();
+    let replica = m.replica(lock)?;
+    let mut segments = Vec::new();
+    for (_, dir) in store::list_session_dirs(layout)? {
+        segments.extend(
+            store::list_segments(layout, &dir)?
+                .into_iter()
+                .filter(|s| s.replica == replica),
+        );
+    }
+    if segments.is_empty() {
+        return Ok(());
+    }
+    let signer = Signer32::new(&secret(layout)?);
+    let writes = seal::own_seals(&layout.root, &replica, &signer, &segments);
+    if !writes.is_empty() {
+        // DURABILITY: the seals are written before anything is sent; a crash leaves the old
+        // seals, and the next sync writes them again.
+        txn::commit(&layout.root, &layout.staging(), "seal", &writes)?;
+    }
+    Ok(())
+}
