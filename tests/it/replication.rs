@@ -43,9 +43,13 @@ const HONEST_SEEDS: &[(u64, u64)] = &[
     (0x7265_706c_0002, DEFAULT_STEPS),
     (255_954_222, 80),
 ];
+/// The third hostile seed is one `bench/replication.sh` found before seals: a remote rewrote a
+/// segment a replica had never held, the replica took the rewrite first and then refused the
+/// genuine copy.
 const HOSTILE_SEEDS: &[(u64, u64)] = &[
     (0x686f_7374_0001, DEFAULT_STEPS),
     (0x686f_7374_0002, DEFAULT_STEPS),
+    (2_007_736_552, 80),
 ];
 const DEFAULT_STEPS: u64 = 45;
 /// The top-level entries memdir owns, compared byte for byte at the end.
@@ -780,7 +784,7 @@ impl World {
         // remote's: a replica that never had it cannot get it there until a replica that
         // holds it syncs again (and puts it back).
         let mut touched = String::new();
-        let what = match self.rng.below(8) {
+        let what = match self.rng.below(9) {
             0 => match pick(&mut self.rng, "sessions/") {
                 Some(p) => {
                     touched = blob(&p);
@@ -845,6 +849,22 @@ impl World {
                 put("memdir.json", b"{\"format\": 99}\n");
                 "writes memdir.json with format 99".into()
             }
+            7 => match pick(&mut self.rng, "sessions/").filter(|p| p.ends_with(".head")) {
+                // A seal whose leaves vouch for other lines: its signature no longer holds.
+                Some(p) => {
+                    let mut v: Value = serde_json::from_str(&blob(&p)).unwrap_or(json!({}));
+                    let leaves = v["leaves"].as_str().unwrap_or("").to_string();
+                    let flipped = match leaves.chars().next() {
+                        Some('0') => format!("1{}", &leaves[1..]),
+                        Some(_) => format!("0{}", &leaves[1..]),
+                        None => "00".into(),
+                    };
+                    v["leaves"] = json!(flipped);
+                    put(&p, format!("{v}\n").as_bytes());
+                    format!("forges the seal {p}")
+                }
+                None => return "hostile git: no seal picked".into(),
+            },
             _ => "adds a `..` tree entry".into(),
         };
         let mut tree = git(&dir, &["write-tree"], None, Some(&index))
@@ -937,7 +957,7 @@ impl World {
         };
         let read = |p: &str| std::fs::read_to_string(hub.join(p)).unwrap_or_default();
         let n = self.n;
-        let (what, path, data) = match self.rng.below(6) {
+        let (what, path, data) = match self.rng.below(7) {
             0 => match pick(&mut self.rng, "sessions/") {
                 Some(p) => {
                     let text = rewrite_lines(&read(&p), n);
@@ -977,6 +997,17 @@ impl World {
                     "actor": "device0", "op": "write"});
                 (format!("forged history entry {p}"), p, format!("{v}\n"))
             }
+            5 => match pick(&mut self.rng, "sessions/").filter(|p| p.ends_with(".head")) {
+                // A seal that vouches for other lines, and its segment rewritten to match what
+                // a forger would want vouched for: the signature holds for neither.
+                Some(p) => {
+                    let mut v: Value = serde_json::from_str(&read(&p)).unwrap_or(json!({}));
+                    let leaves = v["leaves"].as_str().unwrap_or("").to_string();
+                    v["leaves"] = json!(leaves.chars().rev().collect::<String>());
+                    (format!("forged seal {p}"), p, format!("{v}\n"))
+                }
+                None => return "hostile push: no seal picked".into(),
+            },
             _ => {
                 let p = format!("sessions/forged{n}/device2-forged.jsonl");
                 (

@@ -562,6 +562,136 @@ def test_a_forgotten_category_version_reaches_an_http_hub_and_the_replicas_it_se
 
 
 # --------------------------------------------------------------------------------------------
+# First sight: a segment a replica has never held (found by bench/replication.sh)
+# --------------------------------------------------------------------------------------------
+
+
+def rewrite_every_line(w: Path, seg: str, words: str) -> None:
+    lines = [json.loads(l) for l in (w / seg).read_text().splitlines()]
+    for l in lines:
+        l["content"] = f"{words} {l['content']}"
+    (w / seg).write_text("".join(json.dumps(l, separators=(",", ":")) + "\n" for l in lines))
+
+
+def seal_of(seg: str) -> str:
+    return seg.removesuffix(".jsonl") + ".head"
+
+
+def planted(store: Path, word: bytes) -> list[str]:
+    return [rel for rel, data in files_outside_meta(store).items() if word in data]
+
+
+FIRST_TEXTS = ["the deploy runs on Fridays", "the staging database is db-7", "ask Ana before merging"]
+
+
+def replica_with_a_session(tmp: Path, bare: Path) -> tuple[Path, str]:
+    a = tmp / "a"
+    ok(a, "init")
+    for t in FIRST_TEXTS:
+        ok(a, "ingest", "--session-id", "s1", "--text", t)
+    sync(a, "--init", str(bare))
+    seg = f"sessions/s1/{replica_id(a)}.jsonl"
+    assert (a / seal_of(seg)).is_file() and seal_of(seg) in remote_paths(bare), "the seal travels with its segment"
+    return a, seg
+
+
+def test_a_remote_cannot_plant_a_rewrite_of_a_segment_a_replica_has_never_held(tmp_path):
+    """A's segment reached the remote with its seal; a plain commit rewrites every line. B,
+    which holds neither the segment nor any seal of A, takes none of it: those are not the
+    lines A sealed. Before seals B took the rewrite, and then refused A's own copy for good."""
+    bare = bare_remote(tmp_path)
+    a, seg = replica_with_a_session(tmp_path, bare)
+    forge(bare, tmp_path, lambda w: rewrite_every_line(w, seg, "PLANTED"))
+    b = tmp_path / "b"
+    ok(b, "init", device="desk")
+    r = sync(b, "--init", str(bare), device="desk")
+    assert not (b / seg).exists(), "the rewrite was taken"
+    assert [p["kind"] for p in named(r["reported"], seg)] == ["unsealed"], r["reported"]
+    assert planted(b, b"PLANTED") == []
+    # A syncs: its own lines go back to the remote, and B takes them.
+    sync(a)
+    sync(b, device="desk")
+    assert chunks(b, "s1", device="desk") == FIRST_TEXTS
+    for rel in (seg, seal_of(seg)):
+        assert (b / rel).read_bytes() == (a / rel).read_bytes(), rel
+    v = verify(b)
+    assert v["rc"] == 0 and v.get("ok") is True, v
+
+
+def test_a_copy_taken_before_its_seal_gives_way_to_the_copy_the_seal_vouches_for(tmp_path):
+    """B holds a rewritten copy of A's segment (taken from a remote before memdir sealed
+    segments). When A's seal arrives it contradicts B's copy, and A's copy, which the seal
+    vouches for line by line, replaces it: B's chunks, files and index hold A's text and
+    nothing of the rewrite."""
+    bare = bare_remote(tmp_path)
+    a, seg = replica_with_a_session(tmp_path, bare)
+    b = tmp_path / "b"
+    ok(b, "init", device="desk")
+    (b / seg).parent.mkdir(parents=True)
+    (b / seg).write_bytes((a / seg).read_bytes())
+    rewrite_every_line(b, seg, "PLANTED")
+    assert ok(b, "search", "PLANTED", device="desk")["results"], "the rewrite is B's memory before the sync"
+    sync(b, "--init", str(bare), device="desk")
+    assert chunks(b, "s1", device="desk") == FIRST_TEXTS
+    assert planted(b, b"PLANTED") == []
+    assert ok(b, "search", "PLANTED", device="desk")["results"] == [], "the rewrite is still in the index"
+    assert (b / seg).read_bytes() == (a / seg).read_bytes()
+    # B's own commit of its copy never changed A's.
+    sync(a)
+    assert chunks(a, "s1") == FIRST_TEXTS
+    v = verify(b)
+    assert v["rc"] == 0 and v.get("ok") is True, v
+
+
+def test_a_seal_not_made_by_its_replica_is_refused_and_so_are_the_lines_it_vouches_for(tmp_path):
+    """Two forgeries of A's next session on the remote, each with a rewrite of its lines:
+    a seal whose leaves were edited (its signature fails), and a seal made by another store
+    that took A's replica id (a valid signature under another key). B holds a seal of A from
+    an earlier sync, so it knows A's key: it refuses both seals and both rewrites."""
+    bare = bare_remote(tmp_path)
+    a, _ = replica_with_a_session(tmp_path, bare)
+    b = started_git_replica(tmp_path, bare, "b", device="desk")
+    ok(a, "ingest", "--session-id", "s2", "--text", "the second session's fact")
+    ok(a, "ingest", "--session-id", "s3", "--text", "the third session's fact")
+    sync(a)
+    seg2 = f"sessions/s2/{replica_id(a)}.jsonl"
+    seg3 = f"sessions/s3/{replica_id(a)}.jsonl"
+
+    # Another store that calls itself A (its replica file names A's id) writes s3 and seals it.
+    mallory = tmp_path / "mallory"
+    ok(mallory, "init", device="laptop")
+    ok(mallory, "ingest", "--session-id", "warmup", "--text", "x", device="laptop")
+    rec = json.loads((mallory / ".memdir" / "replica").read_text())
+    rec["id"] = replica_id(a)
+    (mallory / ".memdir" / "replica").write_text(json.dumps(rec))
+    ok(mallory, "ingest", "--session-id", "s3", "--text", "PLANTED by another key", device="laptop")
+    msync = bare_remote(tmp_path, "mallory.git")
+    sync(mallory, "--init", str(msync), device="laptop")  # seals s3 under mallory's key
+    assert (mallory / seal_of(seg3)).is_file()
+
+    def forge_both(w: Path) -> None:
+        rewrite_every_line(w, seg2, "PLANTED")
+        seal = json.loads((w / seal_of(seg2)).read_text())
+        seal["leaves"] = seal["leaves"][::-1]
+        (w / seal_of(seg2)).write_text(json.dumps(seal) + "\n")
+        for rel in (seg3, seal_of(seg3)):
+            (w / rel).write_bytes((mallory / rel).read_bytes())
+
+    forge(bare, tmp_path, forge_both)
+    r = sync(b, device="desk")
+    kinds = {p["path"]: p["kind"] for p in r["reported"]}
+    assert kinds.get(seal_of(seg2)) == "forged" and kinds.get(seal_of(seg3)) == "forged", r["reported"]
+    assert kinds.get(seg2) == "unsealed" and kinds.get(seg3) == "unsealed", r["reported"]
+    assert planted(b, b"PLANTED") == []
+    # A's own copies come back to the remote with A's next sync; B then takes A's lines.
+    sync(a)
+    sync(b, device="desk")
+    assert chunks(b, "s2", device="desk") == ["the second session's fact"]
+    assert chunks(b, "s3", device="desk") == ["the third session's fact"]
+    assert planted(b, b"PLANTED") == []
+
+
+# --------------------------------------------------------------------------------------------
 # Medium
 # --------------------------------------------------------------------------------------------
 
@@ -874,8 +1004,9 @@ def test_a_forget_removes_the_forgotten_texts_hash_and_vector_from_the_vector_ca
 def test_a_remote_file_over_memdirs_own_limits_is_refused_and_reported_and_the_rest_is_taken(tmp_path):
     """Risk: sync took files over memdir's own limits. On the remote, another replica's
     segment holds a chunk line of 1 MiB (a chunk is at most 256 KiB) and a history entry holds
-    2 MiB of content (a category is at most 1 MiB), beside a segment that is fine. The sync
-    refuses and reports the two, takes the third, and pushes."""
+    2 MiB of content (a category is at most 1 MiB), beside a history entry that is fine. The
+    sync refuses and reports the two, takes the third, and pushes. (A segment written by hand
+    is refused whatever its size: no seal vouches for its lines.)"""
     bare = bare_remote(tmp_path)
     a = started_git_replica(tmp_path, bare, "a")
     ok(a, "write", "plan", "--data", json.dumps({"k": 1}))
@@ -883,12 +1014,14 @@ def test_a_remote_file_over_memdirs_own_limits_is_refused_and_reported_and_the_r
     big_seg = "sessions/big/peer-zzzz.jsonl"
     fine_seg = "sessions/fine/peer-zzzz.jsonl"
     big_hist, big_bytes = history_entry("huge", None, "peer-zzzz", "peer", "write", {"blob": "x" * (2 << 20)})
+    fine_hist, fine_bytes = history_entry("fine", None, "peer-zzzz", "peer", "write", {"k": "ordinary"})
 
     def add(w: Path) -> None:
         for rel, data in (
             (big_seg, chunk_line("big", "peer-zzzz", 0, "y" * (1 << 20))),
             (fine_seg, chunk_line("fine", "peer-zzzz", 0, "a chunk of ordinary size")),
             (big_hist, big_bytes),
+            (fine_hist, fine_bytes),
         ):
             (w / rel).parent.mkdir(parents=True, exist_ok=True)
             (w / rel).write_text(data)
@@ -897,7 +1030,8 @@ def test_a_remote_file_over_memdirs_own_limits_is_refused_and_reported_and_the_r
     p = md(a, "sync")
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
-    assert chunks(a, "fine") == ["a chunk of ordinary size"], "the file within the limits was not taken"
+    assert ok(a, "read", "fine")["data"] == {"k": "ordinary"}, "the file within the limits was not taken"
+    assert not (a / fine_seg).exists() and [p["kind"] for p in r["reported"] if p["path"] == fine_seg] == ["unsealed"], r["reported"]
     assert not (a / big_seg).exists(), f"a 1 MiB chunk line was taken: {r}"
     assert not (a / big_hist).exists() and md(a, "read", "huge").returncode != 0, f"a 2 MiB category version was taken: {r}"
     assert named(r["reported"], big_seg) and named(r["reported"], big_hist), r["reported"]
@@ -1077,7 +1211,9 @@ def test_an_http_sync_under_steady_writes_on_both_sides_ends_pushed(tmp_path, hu
     for i in range(1, 4):
         ok(a, "ingest", "--session-id", "a-side", "--text", f"a {i}")
         ok(a, "write", f"plan{i}", "--data", json.dumps({"i": i}))
-    held = {rel: data for rel, data in files_outside_meta(a).items() if rel.startswith(("sessions/", "history/"))}
+    # Segments and history files only: a seal (`.head`) is written whole again as its segment
+    # grows, so it is no prefix of its later self.
+    held = {rel: data for rel, data in files_outside_meta(a).items() if rel.startswith(("sessions/", "history/")) and not rel.endswith(".head")}
 
     stop = threading.Event()
     written = {"hub": 0}

@@ -15,10 +15,11 @@
 //!   an extension of this replica's (the same lines, then new whole lines that continue its
 //!   `seq` and `hlc`), or as the same lines with some replaced by their tombstones (a forget).
 //!   A segment named by this replica's own id takes tombstones only.
-//! - **Another replica's new lines need its seal** ([`seal`]): once this replica holds a seal
-//!   of that replica (its key), a live line it takes must be one the seal vouches for, and a
-//!   seal is taken only if it verifies under that key and extends the one held. A held copy the
-//!   seal contradicts (taken before the seal arrived) gives way to a copy the seal vouches for.
+//! - **Another replica's new lines need its seal** ([`seal`]): a live line this replica takes
+//!   into another replica's segment must be one that replica's seal vouches for, and a seal is
+//!   taken only if it verifies under the key this replica holds for that replica (the first
+//!   one it saw) and extends the seal held. A held copy the seal contradicts (taken before the
+//!   seal arrived) gives way to a copy the seal vouches for.
 //! - **History files and conflict records are write-once.** A new one is added; one this
 //!   replica holds changes only by the withdrawal of its content (a forget), or by being
 //!   written whole where this replica holds it as a patch (the same version, same hash).
@@ -452,12 +453,13 @@ impl<'a> Gate<'a> {
     ) -> std::result::Result<(Verdict, Needs), Why> {
         let own = place.replica == self.replica;
         let have = whole_lines(local.unwrap_or_default());
+        // Every replica seals its segments before it sends them: a copy without a seal that
+        // verifies (none came, or the one that came was refused) vouches for no line.
         let sealed = match self.seals {
-            Some(book) if !own => book.seal(path).or_else(|| {
-                // A replica whose key this one holds seals every segment it sends.
-                book.key(&place.replica)
-                    .map(|_| Seal::unsealed(&place.replica))
-            }),
+            Some(book) if !own => Some(
+                book.seal(path)
+                    .unwrap_or_else(|| Seal::unsealed(&place.replica)),
+            ),
             _ => None,
         };
         if let (Some(seal), Body::Whole(b)) = (&sealed, body)
