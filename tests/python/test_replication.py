@@ -689,6 +689,16 @@ def test_a_seal_not_made_by_its_replica_is_refused_and_so_are_the_lines_it_vouch
     assert chunks(b, "s2", device="desk") == ["the second session's fact"]
     assert chunks(b, "s3", device="desk") == ["the third session's fact"]
     assert planted(b, b"PLANTED") == []
+    v = verify(b)
+    assert v["rc"] == 0 and v.get("ok") is True, v
+    # verify-store checks seals: one edited by hand, and a segment rewritten under its seal.
+    seal = json.loads((b / seal_of(seg2)).read_text())
+    seal["leaves"] = seal["leaves"][::-1]
+    (b / seal_of(seg2)).write_text(json.dumps(seal) + "\n")
+    rewrite_every_line(b, seg3, "edited")
+    v = verify(b)
+    found = {(q["kind"], q["path"]) for q in v["problems"]}
+    assert v["rc"] == 1 and {("seal", seal_of(seg2)), ("seal", seal_of(seg3))} <= found, v
 
 
 # --------------------------------------------------------------------------------------------

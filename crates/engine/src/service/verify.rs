@@ -151,6 +151,7 @@ impl Memdir {
         let mut n_segments = 0usize;
         let mut n_chunks = 0usize;
         for (id, dir) in store::list_session_dirs(layout)? {
+            check_seals(layout, &dir, &mut p);
             for f in store::list_segments(layout, &dir)? {
                 n_segments += 1;
                 let path = layout.root.join(&f.rel);
@@ -334,4 +335,55 @@ pub fn files_fingerprint(layout: &Layout) -> Result<String> {
         h.update(digest.as_bytes());
     }
     Ok(h.finalize().to_hex()[..32].to_string())
+}
+
+/// The seals of one session directory: each must parse, verify under its key, name its
+/// segment's replica, and vouch for every live line of its segment it covers (a line after
+/// them is not sealed yet; the next sync of its replica seals it).
+fn check_seals(layout: &Layout, dir: &std::path::Path, p: &mut Problems) {
+    use crate::sync::seal::{self, Seal};
+    for rel in seal::seal_files(&layout.root, dir) {
+        let at = rel.to_string_lossy().into_owned();
+        let seal = match fsx::read(&layout.root.join(&rel), fsx::MAX_SEGMENT_FILE) {
+            Ok(Some(b)) => match Seal::parse(&b) {
+                Ok(s) => s,
+                Err(e) => {
+                    p.add("seal", &rel, e);
+                    continue;
+                }
+            },
+            Ok(None) => continue,
+            Err(e) => {
+                p.add("unreadable", &rel, e.source.to_string());
+                continue;
+            }
+        };
+        let replica = rel
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let replica = replica.trim_end_matches(seal::SUFFIX);
+        let replica = match replica.rsplit_once('.') {
+            Some((r, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => r,
+            _ => replica,
+        };
+        if seal.replica != replica || !seal.verifies(&at) {
+            p.add(
+                "seal",
+                &rel,
+                "its signature does not verify for this segment: not made by the segment's replica",
+            );
+            continue;
+        }
+        let segment = layout.root.join(seal::segment_path(&at));
+        if let Ok(Some(bytes)) = fsx::read(&segment, fsx::MAX_SEGMENT_FILE)
+            && seal.contradicts(&bytes)
+        {
+            p.add(
+                "seal",
+                &rel,
+                "its segment holds a line its replica did not seal: the file was rewritten after the replica sealed it",
+            );
+        }
+    }
 }
