@@ -701,6 +701,26 @@ def test_a_seal_not_made_by_its_replica_is_refused_and_so_are_the_lines_it_vouch
     assert v["rc"] == 1 and {("seal", seal_of(seg2)), ("seal", seal_of(seg3))} <= found, v
 
 
+def test_a_line_written_before_a_forget_of_an_older_one_is_sealed_and_travels(tmp_path):
+    """Found by bench/replication.sh: a forget rewrites the seal (the forgotten line's salt
+    goes), which made the seal look newer than its segment, and the next sync did not seal the
+    line ingested before the forget; every other replica refused it as unsealed."""
+    bare = bare_remote(tmp_path)
+    a = tmp_path / "a"
+    ok(a, "init")
+    ok(a, "ingest", "--session-id", "s1", "--text", "the old fact")
+    sync(a, "--init", str(bare))
+    ok(a, "ingest", "--session-id", "s1", "--text", "the new fact")
+    seq = ok(a, "fetch", "s1")["chunks"][0]["chunk_id"].split(":")[1]
+    ok(a, "forget", "--session-id", "s1", "--chunk-id", f"{replica_id(a)}:{seq}", "--yes")
+    r = sync(a)
+    assert r["reported"] == [], r
+    b = started_git_replica(tmp_path, bare, "b", device="desk")
+    assert chunks(b, "s1", device="desk") == ["", "the new fact"]
+    v = verify(b)
+    assert v["rc"] == 0 and v.get("ok") is True, v
+
+
 # --------------------------------------------------------------------------------------------
 # Medium
 # --------------------------------------------------------------------------------------------

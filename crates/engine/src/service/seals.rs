@@ -2,6 +2,8 @@
 //! `.memdir/replica.json` beside its id (never synced), and the seals of its own segments,
 //! written before a sync sends anything.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
 use super::Memdir;
@@ -46,28 +48,48 @@ fn secret(layout: &Layout) -> Result<[u8; 32]> {
     Ok(key)
 }
 
-/// Seals every segment of this replica that changed since its seal, in one transaction.
-/// Caller holds the lock.
+/// Where this replica notes each own segment's size and change stamp as it last sealed it
+/// (`{path: [len, stamp]}`): a segment that still has them needs no look. Only sealing writes
+/// it, so a seal written by anything else (a forget withdrawing a salt) never passes for
+/// fresh. A cache: lost or stale, the segments are read and sealed again.
+fn sealed_path(layout: &Layout) -> std::path::PathBuf {
+    layout.meta_dir().join("sealed.json")
+}
+
+/// Seals every segment of this replica that changed since it was last sealed, in one
+/// transaction. Caller holds the lock.
 pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
     let layout = m.layout();
     let replica = m.replica(lock)?;
-    let mut segments = Vec::new();
+    let mut noted: BTreeMap<String, (u64, i64)> = std::fs::read(sealed_path(layout))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let mut changed = Vec::new();
     for (_, dir) in store::list_session_dirs(layout)? {
-        segments.extend(
-            store::list_segments(layout, &dir)?
-                .into_iter()
-                .filter(|s| s.replica == replica),
-        );
+        for s in store::list_segments(layout, &dir)? {
+            let rel = s.rel.to_string_lossy().into_owned();
+            if s.replica == replica && noted.get(&rel) != Some(&(s.len, s.mtime_ns)) {
+                changed.push(s);
+            }
+        }
     }
-    if segments.is_empty() {
+    if changed.is_empty() {
         return Ok(());
     }
     let signer = Signer32::new(&secret(layout)?);
-    let writes = seal::own_seals(&layout.root, &replica, &signer, &segments);
+    let writes = seal::own_seals(&layout.root, &replica, &signer, &changed);
     if !writes.is_empty() {
         // DURABILITY: the seals are written before anything is sent; a crash leaves the old
         // seals, and the next sync writes them again.
         txn::commit(&layout.root, &layout.staging(), "seal", &writes)?;
     }
+    for s in &changed {
+        noted.insert(s.rel.to_string_lossy().into_owned(), (s.len, s.mtime_ns));
+    }
+    let tmp = sealed_path(layout).with_extension("tmp");
+    let bytes = serde_json::to_vec(&noted).map_err(|e| Error::internal(e.to_string()))?;
+    fsx::write_synced(&tmp, &bytes)?;
+    std::fs::rename(&tmp, sealed_path(layout)).at("rename", &sealed_path(layout))?;
     Ok(())
 }

@@ -434,9 +434,8 @@ pub fn withdraw_forgotten(root: &Path, writes: &mut Vec<txn::FileWrite>) {
     }
 }
 
-/// The seals this replica owes for its own segments under `root`: each segment of
-/// `replica` whose seal is older than its last change, sealed up to its last line (the
-/// writes of the seals that change).
+/// The seals this replica owes for `segments` (its own) under `root`: each sealed up to its
+/// last line (the writes of the seals that change).
 pub fn own_seals(
     root: &Path,
     replica: &str,
@@ -447,13 +446,6 @@ pub fn own_seals(
     for seg in segments.iter().filter(|s| s.replica == replica) {
         let rel = seg.rel.to_string_lossy().into_owned();
         let at = seal_path(&rel);
-        // A seal written after the segment's last change covers it (strictly after: a change
-        // in the same clock tick as the seal is sealed again).
-        if let Ok(Some((_, sealed_ns))) = memdir_store::stat(&root.join(&at))
-            && sealed_ns > seg.mtime_ns
-        {
-            continue;
-        }
         let Ok(Some(bytes)) = fsx::read(&root.join(&seg.rel), fsx::MAX_SEGMENT_FILE) else {
             continue;
         };
@@ -461,23 +453,12 @@ pub fn own_seals(
             .ok()
             .flatten()
             .and_then(|b| Seal::parse(&b).ok());
-        match signer.seal(&at, replica, &bytes, held.as_ref()) {
-            Some(seal) => out.push(txn::FileWrite {
+        if let Some(seal) = signer.seal(&at, replica, &bytes, held.as_ref()) {
+            out.push(txn::FileWrite {
                 rel: at.into(),
                 bytes: Some(seal.to_bytes()),
                 hash: None,
-            }),
-            // Up to date, but older than the segment (a forget rewrote it): touched, so the
-            // next sync need not read the segment again.
-            None => {
-                if let Some(h) = held {
-                    out.push(txn::FileWrite {
-                        rel: at.into(),
-                        bytes: Some(h.to_bytes()),
-                        hash: None,
-                    });
-                }
-            }
+            });
         }
     }
     out
