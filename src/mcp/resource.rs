@@ -280,10 +280,17 @@ pub fn complete(
     match at {
         Reference::Prompt(p) => super::prompt::check(&p.name)?,
         Reference::Resource(r) => {
-            if !templates().resource_templates.iter().any(|t| t.uri_template == r.uri) {
+            if !templates()
+                .resource_templates
+                .iter()
+                .any(|t| t.uri_template == r.uri)
+            {
                 return Err(Error::invalid(
                     "ref",
-                    format!("no resource template is {:?}; resources/templates/list shows them", r.uri),
+                    format!(
+                        "no resource template is {:?}; resources/templates/list shows them",
+                        r.uri
+                    ),
                 ));
             }
         }

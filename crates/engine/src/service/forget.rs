@@ -278,11 +278,9 @@ impl Memdir {
                 return Ok(out);
             }
             let txid = format!("{}_forget", self.tick(inner, clock::now_ms())?);
-            // The forgotten lines' salts leave their seals in the same transaction.
             crate::sync::seal::withdraw_forgotten(&layout.root, &mut files);
             txn::commit(&layout.root, &layout.staging(), &txid, &files)?;
-            // The ledger's rows of the rewritten segments are refreshed by the next scan (size
-            // and mtime changed); recording the change now makes every index re-read them.
+            // The next scan refreshes the ledger's rows; the change record makes indexes re-read.
             self.record_durable(inner, |l| {
                 for f in &files {
                     l.record_change(ChangeKind::Segment, &f.rel.to_string_lossy())?;

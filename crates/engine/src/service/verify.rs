@@ -250,8 +250,7 @@ impl Memdir {
                 }
             }
         }
-        // Links and special files anywhere in the truth directories: never followed, never
-        // read, never written through.
+        // Links and special files in the truth directories: never followed, read or written.
         for e in walkdir::WalkDir::new(&layout.root)
             .min_depth(1)
             .into_iter()
