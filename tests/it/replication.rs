@@ -850,18 +850,55 @@ impl World {
                 "writes memdir.json with format 99".into()
             }
             7 => match pick(&mut self.rng, "sessions/").filter(|p| p.ends_with(".head")) {
-                // A seal whose leaves vouch for other lines: its signature no longer holds.
                 Some(p) => {
                     let mut v: Value = serde_json::from_str(&blob(&p)).unwrap_or(json!({}));
-                    let leaves = v["leaves"].as_str().unwrap_or("").to_string();
-                    let flipped = match leaves.chars().next() {
-                        Some('0') => format!("1{}", &leaves[1..]),
-                        Some(_) => format!("0{}", &leaves[1..]),
-                        None => "00".into(),
-                    };
-                    v["leaves"] = json!(flipped);
-                    put(&p, format!("{v}\n").as_bytes());
-                    format!("forges the seal {p}")
+                    let hexes = |k: &str| v[k].as_str().unwrap_or("").to_string();
+                    // A seal that vouches for nothing denies its segment's lines to a replica
+                    // that has none of them yet, until their replica syncs the seal back.
+                    touched = blob(&format!("{}.jsonl", p.trim_end_matches(".head")));
+                    match self.rng.below(3) {
+                        // Leaves that vouch for other lines: the signature no longer holds.
+                        0 => {
+                            let leaves = hexes("leaves");
+                            v["leaves"] = json!(match leaves.chars().next() {
+                                Some('0') => format!("1{}", &leaves[1..]),
+                                Some(_) => format!("0{}", &leaves[1..]),
+                                None => "00".into(),
+                            });
+                            put(&p, format!("{v}\n").as_bytes());
+                            format!("forges the seal {p}")
+                        }
+                        // Proofs withdrawn and made up: the signature holds, the proofs prove
+                        // nothing.
+                        1 => {
+                            let (salts, inners) = (hexes("salts").len(), hexes("inners").len());
+                            v["salts"] = json!("0".repeat(salts));
+                            v["inners"] = json!("7".repeat(inners));
+                            put(&p, format!("{v}\n").as_bytes());
+                            format!("withdraws every proof of the seal {p}")
+                        }
+                        // A forget of a line its replica has not written yet.
+                        _ => {
+                            let seg = format!("{}.jsonl", p.trim_end_matches(".head"));
+                            let text = blob(&seg);
+                            let Some(mut last) = text
+                                .lines()
+                                .last()
+                                .and_then(|l| serde_json::from_str::<Value>(l).ok())
+                            else {
+                                return "hostile git: no segment beside the seal".into();
+                            };
+                            touched = text.clone();
+                            last["seq"] = json!(last["seq"].as_u64().unwrap_or(0) + 1);
+                            last["hlc"] = json!("29991231T235959999Z-0000");
+                            last["ts"] = json!("2999-12-31T23:59:59.999Z");
+                            last["project"] = json!("");
+                            last["content"] = json!("");
+                            last["metadata"] = json!({"forgotten": "2999-12-31T23:59:59.999Z"});
+                            put(&seg, format!("{text}{last}\n").as_bytes());
+                            format!("appends a forged forget of the next line to {seg}")
+                        }
+                    }
                 }
                 None => return "hostile git: no seal picked".into(),
             },
@@ -1002,8 +1039,15 @@ impl World {
                 // a forger would want vouched for: the signature holds for neither.
                 Some(p) => {
                     let mut v: Value = serde_json::from_str(&read(&p)).unwrap_or(json!({}));
-                    let leaves = v["leaves"].as_str().unwrap_or("").to_string();
-                    v["leaves"] = json!(leaves.chars().rev().collect::<String>());
+                    let hexes = |k: &str| v[k].as_str().unwrap_or("").to_string();
+                    if self.rng.below(2) == 0 {
+                        v["leaves"] = json!(hexes("leaves").chars().rev().collect::<String>());
+                    } else {
+                        // The signature holds; the proofs prove nothing.
+                        let (salts, inners) = (hexes("salts").len(), hexes("inners").len());
+                        v["salts"] = json!("0".repeat(salts));
+                        v["inners"] = json!("7".repeat(inners));
+                    }
                     (format!("forged seal {p}"), p, format!("{v}\n"))
                 }
                 None => return "hostile push: no seal picked".into(),

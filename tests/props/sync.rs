@@ -164,6 +164,8 @@ fn store() -> (tempfile::TempDir, Memdir) {
         ..WriteRequest::default()
     })
     .expect("write");
+    // A replica seals its own segments before it offers any: a store that has synced once.
+    m.sync_manifest(&SyncAccess::all()).expect("manifest");
     (tmp, m)
 }
 

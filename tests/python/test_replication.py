@@ -721,6 +721,85 @@ def test_a_line_written_before_a_forget_of_an_older_one_is_sealed_and_travels(tm
     assert v["rc"] == 0 and v.get("ok") is True, v
 
 
+def tamper_proofs(w: Path, seg: str) -> None:
+    """Withdraws every salt of a seal and makes up its inner hashes: the signature still holds
+    (proofs are not signed), the proofs prove nothing."""
+    seal = json.loads((w / seal_of(seg)).read_text())
+    seal["salts"] = "0" * len(seal["salts"])
+    seal["inners"] = "7" * len(seal["inners"])
+    (w / seal_of(seg)).write_text(json.dumps(seal) + "\n")
+
+
+def test_proofs_withdrawn_on_the_remote_neither_block_nor_erase_lines(tmp_path):
+    """A plain commit withdraws every proof of A's seal (a valid signature over the same
+    leaves). B, which holds A's lines, keeps them and its own proofs, and keeps taking A's new
+    lines; its seal still proves every line it holds, and its next commit puts the proofs
+    back on the remote for replicas that have none of A's lines yet."""
+    bare = bare_remote(tmp_path)
+    a, seg = replica_with_a_session(tmp_path, bare)
+    b = started_git_replica(tmp_path, bare, "b", device="desk")
+    assert chunks(b, "s1", device="desk") == FIRST_TEXTS
+    held_seal = (b / seal_of(seg)).read_bytes()
+    forge(bare, tmp_path, lambda w: tamper_proofs(w, seg))
+    sync(b, device="desk")
+    assert chunks(b, "s1", device="desk") == FIRST_TEXTS
+    assert (b / seal_of(seg)).read_bytes() == held_seal, "B took proofs that prove nothing"
+    # B's merge commit carried its proofs back to the remote: a new replica takes A's lines.
+    c = started_git_replica(tmp_path, bare, "c", device="tablet")
+    assert chunks(c, "s1", device="tablet") == FIRST_TEXTS
+    ok(a, "ingest", "--session-id", "s1", "--text", "a fact after the forgery")
+    sync(a)
+    for store, device in ((b, "desk"), (c, "tablet")):
+        sync(store, device=device)
+        assert chunks(store, "s1", device=device) == [*FIRST_TEXTS, "a fact after the forgery"], store
+        assert (store / seal_of(seg)).read_bytes() == (a / seal_of(seg)).read_bytes(), store
+        v = verify(store)
+        assert v["rc"] == 0 and v.get("ok") is True, v
+
+
+def test_a_forged_forget_of_a_line_not_yet_written_does_not_block_it(tmp_path):
+    """A plain commit appends to A's segment the tombstone of its next line (seq one more, a
+    later hlc), before A writes it. No seal covers that line: B does not take it, and takes
+    A's real line when it comes. Before, B took the tombstone and then refused A's line
+    for good."""
+    bare = bare_remote(tmp_path)
+    a, seg = replica_with_a_session(tmp_path, bare)
+    b = started_git_replica(tmp_path, bare, "b", device="desk")
+
+    def forget_ahead(w: Path) -> None:
+        last = json.loads((w / seg).read_text().splitlines()[-1])
+        tomb = dict(last, seq=last["seq"] + 1, hlc="29991231T235959999Z-0000", ts="2999-12-31T23:59:59.999Z",
+                    content="", project="", metadata={"forgotten": "2999-12-31T23:59:59.999Z"})
+        with open(w / seg, "a") as f:
+            f.write(json.dumps(tomb, separators=(",", ":")) + "\n")
+
+    forge(bare, tmp_path, forget_ahead)
+    sync(b, device="desk")
+    assert chunks(b, "s1", device="desk") == FIRST_TEXTS
+    ok(a, "ingest", "--session-id", "s1", "--text", "the line the forgery named")
+    sync(a)
+    sync(b, device="desk")
+    assert chunks(b, "s1", device="desk") == [*FIRST_TEXTS, "the line the forgery named"]
+    assert (b / seg).read_bytes() == (a / seg).read_bytes()
+
+
+def test_an_unreadable_signing_key_is_never_replaced(tmp_path):
+    """A replica whose signing key was damaged refuses to seal (corrupt, naming the file)
+    rather than minting a new key, which would make every other replica refuse its seals."""
+    bare = bare_remote(tmp_path)
+    a, _ = replica_with_a_session(tmp_path, bare)
+    rec_path = a / ".memdir" / "replica"
+    for damaged in ["zz" * 32, "é" * 32, 7]:
+        rec = json.loads(rec_path.read_text())
+        rec["key"] = damaged
+        rec_path.write_text(json.dumps(rec))
+        ok(a, "ingest", "--session-id", "s1", "--text", f"after the damage {damaged!r}")
+        p = md(a, "sync")
+        assert p.returncode == 7, (p.returncode, p.stderr)
+        assert "signing key" in p.stderr and "replica" in p.stderr, p.stderr
+        assert json.loads(rec_path.read_text())["key"] == damaged
+
+
 # --------------------------------------------------------------------------------------------
 # Medium
 # --------------------------------------------------------------------------------------------

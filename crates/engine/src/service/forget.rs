@@ -278,7 +278,7 @@ impl Memdir {
                 return Ok(out);
             }
             let txid = format!("{}_forget", self.tick(inner, clock::now_ms())?);
-            crate::sync::seal::withdraw_forgotten(&layout.root, &mut files);
+            crate::sync::seal::settle(&layout.root, None, &mut files);
             txn::commit(&layout.root, &layout.staging(), &txid, &files)?;
             // The next scan refreshes the ledger's rows; the change record makes indexes re-read.
             self.record_durable(inner, |l| {

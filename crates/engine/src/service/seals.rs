@@ -31,13 +31,25 @@ fn secret(layout: &Layout) -> Result<[u8; 32]> {
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .ok_or_else(|| Error::internal("invariant: the replica id is minted before its key"))?;
-    if let Some(k) = v["key"].as_str()
-        && k.len() == 64
-        && let Ok(bytes) = (0..32)
-            .map(|i| u8::from_str_radix(&k[2 * i..2 * i + 2], 16))
-            .collect::<std::result::Result<Vec<u8>, _>>()
-    {
-        return Ok(bytes.try_into().expect("invariant: 32 bytes"));
+    match &v["key"] {
+        Value::Null => {}
+        k => {
+            // A key that is there but unreadable is never replaced: a new key would make every
+            // other replica refuse this one's seals as forged.
+            return k
+                .as_str()
+                .and_then(seal::unhex)
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                .ok_or_else(|| {
+                    Error::new(
+                        memdir_api::error::ErrorKind::Corrupt,
+                        format!(
+                            "the signing key in {} is not 64 hex digits; restore it from a backup of this store (a new key would make other replicas refuse this one's seals)",
+                            path.display()
+                        ),
+                    )
+                });
+        }
     }
     let key = random32()?;
     v["key"] = Value::from(key.iter().map(|b| format!("{b:02x}")).collect::<String>());

@@ -805,7 +805,7 @@ impl Memdir {
                 }
             }
         }
-        seal::withdraw_forgotten(&layout.root, &mut taken.writes);
+        seal::settle(&layout.root, Some(&book), &mut taken.writes);
         if let Some(w) = format_raise(layout, remote_format, patched && !taken.writes.is_empty()) {
             taken.writes.push(w);
         }

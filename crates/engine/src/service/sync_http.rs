@@ -859,7 +859,7 @@ impl Memdir {
                 hash: None,
             })
             .collect();
-        seal::withdraw_forgotten(root, &mut admitted.writes);
+        seal::settle(root, Some(&book), &mut admitted.writes);
         Ok(admitted)
     }
 

@@ -15,11 +15,12 @@
 //!   an extension of this replica's (the same lines, then new whole lines that continue its
 //!   `seq` and `hlc`), or as the same lines with some replaced by their tombstones (a forget).
 //!   A segment named by this replica's own id takes tombstones only.
-//! - **Another replica's new lines need its seal** ([`seal`]): a live line this replica takes
-//!   into another replica's segment must be one that replica's seal vouches for, and a seal is
-//!   taken only if it verifies under the key this replica holds for that replica (the first
-//!   one it saw) and extends the seal held. A held copy the seal contradicts (taken before the
-//!   seal arrived) gives way to a copy the seal vouches for.
+//! - **Another replica's new lines need its seal** ([`seal`]): a line (live or tombstone) this
+//!   replica takes into another replica's segment must be one that replica's seal vouches for;
+//!   a seal is taken only if it verifies under the key this replica holds for that replica (the
+//!   first one it saw) and its leaves agree with the seal held. Lines past the seal wait for
+//!   the next one. Lines held within the seal that it does not vouch for (taken before seals)
+//!   give way, line by line, to sealed ones.
 //! - **History files and conflict records are write-once.** A new one is added; one this
 //!   replica holds changes only by the withdrawal of its content (a forget), or by being
 //!   written whole where this replica holds it as a patch (the same version, same hash).
@@ -455,42 +456,56 @@ impl<'a> Gate<'a> {
         let have = whole_lines(local.unwrap_or_default());
         // Every replica seals its segments before it sends them: a copy without a seal that
         // verifies (none came, or the one that came was refused) vouches for no line.
-        let sealed = match self.seals {
-            Some(book) if !own => Some(
-                book.seal(path)
-                    .unwrap_or_else(|| Seal::unsealed(&place.replica)),
-            ),
+        let seals = match self.seals {
+            Some(book) if !own => Some(book.seals(path)),
             _ => None,
         };
-        if let (Some(seal), Body::Whole(b)) = (&sealed, body)
-            && seal.contradicts(have)
-            && seal.first_unvouched(whole_lines(b)).is_none()
+        if let (Some(seals), Body::Whole(b)) = (&seals, body)
+            && let Some(out) = replace_unsealed(seals, have, b)
         {
-            // This replica's copy is not what the segment's replica sealed (it came first from
-            // a remote that rewrote it): the copy the seal vouches for replaces it, and what
-            // the rewrite said leaves the index as a forget's text does.
-            if !b.is_empty() && !b.ends_with(b"\n") {
-                return Err(why("malformed", "a segment travels as whole lines"));
-            }
-            let fresh = SegmentMerge::run(self, place, own, (b"", 0), b)?;
-            let (_, needs) = fresh.verdict(b"", 0, true)?;
-            return Ok((Verdict::Withdraw(b.to_vec()), needs));
+            // This replica holds lines its replica did not seal (taken before seals, from a
+            // remote that rewrote them): the sealed lines replace them, line by line, and what
+            // they said leaves the index as a forget's text does. Every line a seal vouches
+            // for stays, and a tombstone that replaces one is a forget like any other.
+            let fresh = SegmentMerge::run(self, place, own, (b"", 0), &out.bytes)?;
+            let (_, mut needs) = fresh.verdict(b"", 0, true)?;
+            needs.forget_sessions |= out.forgets;
+            return Ok((Verdict::Withdraw(out.bytes), needs));
         }
         let (verdict, needs) = self.segment_merge(place, body, local, have)?;
-        if let Some(seal) = &sealed
-            && let Some(bytes) = verdict_bytes(&verdict)
-            && let Some(n) = seal.first_unvouched_after(bytes, lines(have).len())
-        {
+        let Some(seals) = &seals else {
+            return Ok((verdict, needs));
+        };
+        let Some(bytes) = verdict_bytes(&verdict) else {
+            return Ok((verdict, needs));
+        };
+        let all = lines(bytes);
+        let held = lines(have).len();
+        let Some(n) = (held..all.len()).find(|&i| !seal::vouched(seals, i, bare(all[i]))) else {
+            return Ok((verdict, needs));
+        };
+        let sealed = seal::sealed_lines(seals);
+        if n < sealed || seals.is_empty() {
             return Err(why(
                 "unsealed",
                 format!(
-                    "line {} is not one replica {} sealed (its seal vouches for {} lines); a remote may have rewritten it, this replica's copy stays",
+                    "line {} is not one replica {} sealed (its seal vouches for {sealed} lines); a remote may have rewritten it, this replica's copy stays",
                     n + 1,
                     place.replica,
-                    seal.leaves.len()
                 ),
             ));
         }
+        // Lines past the seal are not sealed yet (written after the sealing, or made up):
+        // the sealed ones are taken, the rest waits for the seal that covers it.
+        let cut: usize = all[..n].iter().map(|l| l.len()).sum();
+        let bytes = bytes[..cut].to_vec();
+        let verdict = match verdict {
+            _ if bytes == have => return Ok((Verdict::Same, Needs::default())),
+            _ if have.is_empty() => Verdict::Add(bytes),
+            Verdict::Withdraw(_) => Verdict::Withdraw(bytes),
+            Verdict::Rewrite(_) => Verdict::Rewrite(bytes),
+            _ => Verdict::Extend(bytes),
+        };
         Ok((verdict, needs))
     }
 
@@ -541,17 +556,25 @@ impl<'a> Gate<'a> {
         let held = local
             .and_then(|b| Seal::parse(b).ok())
             .filter(|s| s.verifies(path));
+        let disagrees = || {
+            why(
+                "not_an_extension",
+                "its leaves are not an extension of the seal this replica holds",
+            )
+        };
+        if let Some(book) = self.seals
+            && book.seals(path).iter().any(|s| !s.agrees(&theirs))
+        {
+            return Err(disagrees());
+        }
         let merged = match &held {
-            None => theirs,
-            Some(h) => h.merge(&theirs).ok_or_else(|| {
-                why(
-                    "not_an_extension",
-                    "its leaves are not an extension of the seal this replica holds",
-                )
-            })?,
+            None => theirs.clone(),
+            Some(h) => h.merge(&theirs).ok_or_else(disagrees)?,
         };
         if let Some(book) = self.seals {
-            book.take(path, merged.clone());
+            // Its proofs join those of the seal held; `seal::settle` keeps the ones that
+            // prove the lines this replica ends up holding.
+            book.take(path, theirs);
         }
         let out = merged.to_bytes();
         let verdict = match &held {
@@ -902,6 +925,59 @@ fn verdict_bytes(v: &Verdict) -> Option<&[u8]> {
     }
 }
 
+/// A line without its newline.
+fn bare(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\n").unwrap_or(line)
+}
+
+/// A copy whose sealed lines replace this replica's unsealed ones.
+struct Replaced {
+    bytes: Vec<u8>,
+    /// A vouched live line here became its tombstone there: a forget.
+    forgets: bool,
+}
+
+/// `incoming` (a whole copy) line by line over `have`, when `have` holds a line within the
+/// seal that no copy of the seal vouches for and every line of `incoming` is vouched for: a
+/// line of `have` the seal vouches for stays (or becomes the incoming tombstone of it), any
+/// other takes the incoming line. Never shorter than `have`. `None` when there is nothing to
+/// replace or `incoming` cannot replace it.
+fn replace_unsealed(seals: &[Seal], have: &[u8], incoming: &[u8]) -> Option<Replaced> {
+    if seals.is_empty() || !incoming.ends_with(b"\n") {
+        return None;
+    }
+    let (mine, theirs) = (lines(have), lines(incoming));
+    let sealed = seal::sealed_lines(seals);
+    let ok = |i: usize, l: &[u8]| seal::vouched(seals, i, bare(l));
+    let contradicted = mine.iter().enumerate().take(sealed).any(|(i, l)| !ok(i, l));
+    if !contradicted
+        || theirs.len() < mine.len()
+        || !theirs.iter().enumerate().all(|(i, l)| ok(i, l))
+    {
+        return None;
+    }
+    let tomb = |l: &[u8]| codec::parse_chunk_line(bare(l)).is_ok_and(|c| c.is_tombstone());
+    let mut out = Replaced {
+        bytes: Vec::with_capacity(incoming.len()),
+        forgets: false,
+    };
+    for (i, t) in theirs.iter().enumerate() {
+        let line = match mine.get(i) {
+            Some(m) if ok(i, m) => {
+                if tomb(t) && !tomb(m) {
+                    out.forgets = true;
+                    t
+                } else {
+                    m
+                }
+            }
+            _ => t,
+        };
+        out.bytes.extend_from_slice(line);
+    }
+    Some(out)
+}
+
 /// A forget's tombstone: empty content and project, metadata `{"forgotten": <time>}`.
 fn check_tombstone(c: &ChunkRecord) -> std::result::Result<(), Why> {
     let meta_ok = c
@@ -1208,6 +1284,63 @@ mod tests {
             Verdict::Refuse(p) => &p.kind,
             _ => "",
         }
+    }
+
+    #[test]
+    fn sealed_lines_replace_only_lines_no_seal_vouches_for() {
+        use crate::sync::seal::Signer32;
+        let at = "sessions/s/peer-bbbb.head";
+        let genuine = [line(PEER, 0, "alpha"), line(PEER, 1, "beta")].concat();
+        let good = Signer32::new(&[7; 32])
+            .seal(at, PEER, genuine.as_bytes(), None)
+            .unwrap();
+        let mut tampered = good.clone();
+        for p in &mut tampered.proofs {
+            p.salt = [0; 12];
+        }
+        let forget = [
+            tomb(PEER, 0, "2026-02-01T00:00:00.000Z"),
+            line(PEER, 1, "beta"),
+        ]
+        .concat();
+        // A held copy the held seal vouches for: proofs that prove nothing contradict nothing,
+        // and its tombstone copy stays a forget for the forget rules to judge.
+        assert!(
+            replace_unsealed(
+                &[good.clone(), tampered.clone()],
+                genuine.as_bytes(),
+                forget.as_bytes()
+            )
+            .is_none()
+        );
+        // Held lines from before seals, rewritten: the sealed ones replace them, a live line
+        // the seal vouches for stays, and a tombstone of it is a forget.
+        let planted = [line(PEER, 0, "PLANTED"), line(PEER, 1, "beta")].concat();
+        let out =
+            replace_unsealed(&[good.clone()], planted.as_bytes(), genuine.as_bytes()).unwrap();
+        assert_eq!(out.bytes, genuine.as_bytes());
+        assert!(!out.forgets);
+        let both = [
+            tomb(PEER, 0, "2026-02-01T00:00:00.000Z"),
+            tomb(PEER, 1, "2026-02-01T00:00:00.000Z"),
+        ]
+        .concat();
+        let out = replace_unsealed(&[good.clone()], planted.as_bytes(), both.as_bytes()).unwrap();
+        assert_eq!(out.bytes, both.as_bytes());
+        assert!(
+            out.forgets,
+            "line 1 was held and sealed: its tombstone is a forget"
+        );
+        // Never a shorter copy, and never on proofs alone.
+        assert!(
+            replace_unsealed(
+                &[good.clone()],
+                planted.as_bytes(),
+                line(PEER, 0, "alpha").as_bytes()
+            )
+            .is_none()
+        );
+        assert!(replace_unsealed(&[tampered], planted.as_bytes(), genuine.as_bytes()).is_none());
     }
 
     #[test]

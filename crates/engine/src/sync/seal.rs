@@ -3,21 +3,28 @@
 //!
 //! A segment `sessions/<id>/<replica>[.<n>].jsonl` is appended to by its own replica only
 //! ([`super::gate`]). Before a sync sends anything, that replica writes beside it the seal
-//! `sessions/<id>/<replica>[.<n>].head`: one JSON line holding its ed25519 public key, a leaf per
-//! line and a signature over them. A leaf is the first 12 bytes of BLAKE3 of a per-line salt and
-//! the line; the salt comes from the replica's secret, so only it can make leaves, and anyone
-//! holding the seal can check a live line against its leaf. A forget withdraws the line's salt
-//! with its text (the salt is not signed): a withdrawn line's leaf then confirms no guess of the
-//! forgotten text, and its tombstone needs no check (a forget is a right of its own).
+//! `sessions/<id>/<replica>[.<n>].head`: one JSON line holding its ed25519 public key, a leaf
+//! per line and a signature over the leaves. A line's leaf binds its identity (session,
+//! replica, `seq`, `hlc`, `ts`) to an *inner* hash of a per-line salt and the line; the salts
+//! come from the replica's secret, so only it can make leaves. Beside the signed leaves the
+//! seal carries, unsigned, each line's inner hash and salt (its *proof*): a live line is
+//! checked with both, a tombstone with the inner hash alone (so it is the tombstone of that
+//! very line). A forget withdraws the line's salt with its text: the inner hash left confirms
+//! no guess of the forgotten text.
+//!
+//! Proofs are not signed, so no proof from outside is believed on its own: a sync gathers
+//! every copy of a seal it meets (the one held, those it takes), a line is vouched for when any
+//! of them proves it against the signed leaf, and the seal written ([`settle`]) keeps for each
+//! line the proof that proves the line this replica ends up holding.
 //!
 //! What a replica takes from outside (the gate's rules, docs/design/replication.md):
 //! - a seal only if it verifies under the key this replica holds for that replica (the key of
-//!   any seal of it already held; the first seen is trusted), and only as an extension of the
-//!   seal held (the same leaves, then more);
-//! - a live line of another replica's segment only if the seal vouches for it, once this
-//!   replica knows that replica's key;
-//! - a copy of a segment whose held lines the seal does not vouch for (taken before the seal
-//!   arrived) is replaced by a copy the seal vouches for whole.
+//!   any seal of it already held; the first seen is trusted), and only if its leaves agree with
+//!   the seal held (the same leaves, then perhaps more);
+//! - a line of another replica's segment (live or tombstone) only if a seal vouches for it; a
+//!   line past the seal's leaves is not sealed yet and waits for the next sync;
+//! - a copy that replaces lines it holds and no seal vouches for (taken before seals) only
+//!   line by line where the seal vouches for the new one, keeping every line it vouches for.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -31,19 +38,30 @@ use memdir_store::{codec, fsx, txn};
 
 /// The file suffix of a seal (beside its segment's `.jsonl`).
 pub const SUFFIX: &str = ".head";
-/// Bytes of a leaf and of a salt.
+/// Bytes of a leaf, an inner hash and a salt.
 const LEAF: usize = 12;
 const ZERO: [u8; LEAF] = [0; LEAF];
+
+type Bytes12 = [u8; LEAF];
+
+/// What checks one line against its leaf (not signed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Proof {
+    /// BLAKE3 of the line's salt and the line.
+    pub inner: Bytes12,
+    /// The line's salt; zero once the line is forgotten.
+    pub salt: Bytes12,
+}
 
 /// A segment's seal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seal {
     pub replica: String,
     pub key: [u8; 32],
-    /// One per sealed line.
-    pub leaves: Vec<[u8; LEAF]>,
-    /// One per sealed line; zero where the line was withdrawn by a forget.
-    pub salts: Vec<[u8; LEAF]>,
+    /// One per sealed line (signed).
+    pub leaves: Vec<Bytes12>,
+    /// One per sealed line (not signed).
+    pub proofs: Vec<Proof>,
     pub sig: [u8; 64],
 }
 
@@ -54,6 +72,7 @@ struct Wire {
     replica: String,
     key: String,
     leaves: String,
+    inners: String,
     salts: String,
     sig: String,
 }
@@ -62,7 +81,8 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
+/// Bytes of a hex string (`None` if it is not one).
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
     if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
@@ -72,10 +92,20 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-fn chunks(b: &[u8]) -> Vec<[u8; LEAF]> {
+fn chunks(b: &[u8]) -> Vec<Bytes12> {
     b.chunks_exact(LEAF)
         .map(|c| c.try_into().expect("invariant: chunks_exact"))
         .collect()
+}
+
+fn hash12(parts: &[&[u8]]) -> Bytes12 {
+    let mut h = blake3::Hasher::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().as_bytes()[..LEAF]
+        .try_into()
+        .expect("invariant: LEAF bytes")
 }
 
 /// The seal path of a segment path (`….jsonl` → `….head`).
@@ -92,7 +122,7 @@ pub fn segment_path(path: &str) -> String {
 }
 
 /// What a seal signs: the segment's place, its replica and key, and the leaves.
-fn message(place: &str, replica: &str, key: &[u8; 32], leaves: &[[u8; LEAF]]) -> [u8; 32] {
+fn message(place: &str, replica: &str, key: &[u8; 32], leaves: &[Bytes12]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"memdir seal v1\0");
     h.update(segment_path(place).as_bytes());
@@ -106,13 +136,46 @@ fn message(place: &str, replica: &str, key: &[u8; 32], leaves: &[[u8; LEAF]]) ->
     *h.finalize().as_bytes()
 }
 
-fn leaf(salt: &[u8; LEAF], line: &[u8]) -> [u8; LEAF] {
-    let mut h = blake3::Hasher::new();
-    h.update(salt);
-    h.update(line);
-    h.finalize().as_bytes()[..LEAF]
-        .try_into()
-        .expect("invariant: LEAF bytes")
+/// A chunk line as a seal sees it: its identity and whether it is a tombstone.
+struct Line {
+    identity: Vec<u8>,
+    tombstone: bool,
+}
+
+impl Line {
+    fn of(line: &[u8]) -> Option<Line> {
+        let c: ChunkRecord = codec::parse_chunk_line(line).ok()?;
+        let identity = format!(
+            "{}\0{}\0{}\0{}\0{}",
+            c.session_id, c.replica, c.seq, c.hlc, c.ts
+        );
+        Some(Line {
+            identity: identity.into_bytes(),
+            tombstone: c.is_tombstone(),
+        })
+    }
+}
+
+fn inner_of(salt: &Bytes12, line: &[u8]) -> Bytes12 {
+    hash12(&[b"memdir seal inner\0", salt, line])
+}
+
+fn leaf_of(identity: &[u8], inner: &Bytes12) -> Bytes12 {
+    hash12(&[b"memdir seal leaf\0", identity, b"\0", inner])
+}
+
+impl Proof {
+    /// Whether this proof shows `line` (without its newline) is the line of `leaf`: a live
+    /// line by its salt, a tombstone by its identity.
+    fn proves(&self, leaf: &Bytes12, line: &[u8]) -> bool {
+        let Some(l) = Line::of(line) else {
+            return false;
+        };
+        if leaf_of(&l.identity, &self.inner) != *leaf {
+            return false;
+        }
+        l.tombstone || (self.salt != ZERO && inner_of(&self.salt, line) == self.inner)
+    }
 }
 
 /// A segment's whole lines without their newlines.
@@ -128,7 +191,7 @@ fn lines(segment: &[u8]) -> Vec<&[u8]> {
 }
 
 fn tombstone(line: &[u8]) -> bool {
-    codec::parse_chunk_line(line).is_ok_and(|c: ChunkRecord| c.is_tombstone())
+    Line::of(line).is_some_and(|l| l.tombstone)
 }
 
 impl Seal {
@@ -145,15 +208,23 @@ impl Seal {
             .and_then(|k| k.try_into().ok())
             .ok_or("the signature is not 64 bytes of hex")?;
         let leaves = unhex(&w.leaves).ok_or("leaves are not hex")?;
+        let inners = unhex(&w.inners).ok_or("inner hashes are not hex")?;
         let salts = unhex(&w.salts).ok_or("salts are not hex")?;
-        if !leaves.len().is_multiple_of(LEAF) || salts.len() != leaves.len() {
-            return Err("leaves and salts are not one per line".into());
+        if !leaves.len().is_multiple_of(LEAF)
+            || salts.len() != leaves.len()
+            || inners.len() != leaves.len()
+        {
+            return Err("leaves, inner hashes and salts are not one per line".into());
         }
         Ok(Seal {
             replica: w.replica,
             key,
             leaves: chunks(&leaves),
-            salts: chunks(&salts),
+            proofs: chunks(&inners)
+                .into_iter()
+                .zip(chunks(&salts))
+                .map(|(inner, salt)| Proof { inner, salt })
+                .collect(),
             sig,
         })
     }
@@ -165,7 +236,18 @@ impl Seal {
             replica: self.replica.clone(),
             key: hex(&self.key),
             leaves: hex(&self.leaves.concat()),
-            salts: hex(&self.salts.concat()),
+            inners: hex(&self
+                .proofs
+                .iter()
+                .map(|p| p.inner)
+                .collect::<Vec<_>>()
+                .concat()),
+            salts: hex(&self
+                .proofs
+                .iter()
+                .map(|p| p.salt)
+                .collect::<Vec<_>>()
+                .concat()),
             sig: hex(&self.sig),
         };
         let mut b = serde_json::to_vec(&w).expect("invariant: a seal serializes");
@@ -182,95 +264,90 @@ impl Seal {
         key.verify(&m, &Signature::from_bytes(&self.sig)).is_ok()
     }
 
-    /// Whether line `i` (without its newline) is the sealed one: a live line needs its salt
-    /// and its leaf; a tombstone needs nothing (a forget is checked as a forget).
+    /// Whether line `i` (without its newline) is the sealed one: a live line by its salt, a
+    /// tombstone as the tombstone of the sealed line. A line past the leaves is not sealed.
     pub fn vouches(&self, i: usize, line: &[u8]) -> bool {
-        if tombstone(line) {
-            return true;
-        }
-        match (self.leaves.get(i), self.salts.get(i)) {
-            (Some(l), Some(s)) if *s != ZERO => leaf(s, line) == *l,
+        match (self.leaves.get(i), self.proofs.get(i)) {
+            (Some(l), Some(p)) => p.proves(l, line),
             _ => false,
-        }
-    }
-
-    /// The seal of a replica whose key is known but whose seal of this segment is not here:
-    /// it vouches for no line.
-    pub fn unsealed(replica: &str) -> Seal {
-        Seal {
-            replica: replica.to_string(),
-            key: [0; 32],
-            leaves: Vec::new(),
-            salts: Vec::new(),
-            sig: [0; 64],
         }
     }
 
     /// The first line of `segment` the seal does not vouch for, if any.
     pub fn first_unvouched(&self, segment: &[u8]) -> Option<usize> {
-        self.first_unvouched_after(segment, 0)
-    }
-
-    /// The first line of `segment` from line `from` on that the seal does not vouch for.
-    pub fn first_unvouched_after(&self, segment: &[u8], from: usize) -> Option<usize> {
         lines(segment)
             .iter()
             .enumerate()
-            .skip(from)
             .find(|(i, l)| !self.vouches(*i, l))
             .map(|(i, _)| i)
     }
 
-    /// Whether `segment` holds a line the seal covers and does not vouch for: a copy of the
-    /// segment that is not the one its replica wrote (lines past the seal are not yet sealed,
-    /// not contradicted).
-    /// A live line whose salt was withdrawn was forgotten elsewhere: not a contradiction.
+    /// Whether `segment` holds a line within the seal that it does not vouch for: a copy
+    /// that is not the one its replica wrote (lines past the seal are not sealed yet).
     pub fn contradicts(&self, segment: &[u8]) -> bool {
         lines(segment)
             .iter()
             .take(self.leaves.len())
             .enumerate()
-            .any(|(i, l)| self.salts[i] != ZERO && !self.vouches(i, l))
+            .any(|(i, l)| !self.vouches(i, l))
     }
 
-    /// Withdraws the salt of every line of `segment` that is a tombstone. `true` if one was.
-    pub fn withdraw_forgotten(&mut self, segment: &[u8]) -> bool {
+    /// Whether both are seals of one segment by one key whose leaves agree (one's leaves
+    /// begin the other's).
+    pub fn agrees(&self, other: &Seal) -> bool {
+        let n = self.leaves.len().min(other.leaves.len());
+        self.key == other.key
+            && self.replica == other.replica
+            && self.leaves[..n] == other.leaves[..n]
+    }
+
+    /// This seal and `other` (both verified, agreeing) as one: the longer leaves, with this
+    /// seal's proofs where it has them. `None` when they do not agree.
+    pub fn merge(&self, other: &Seal) -> Option<Seal> {
+        if !self.agrees(other) {
+            return None;
+        }
+        let mut out = if other.leaves.len() > self.leaves.len() {
+            other.clone()
+        } else {
+            self.clone()
+        };
+        out.proofs[..self.proofs.len()].copy_from_slice(&self.proofs);
+        Some(out)
+    }
+
+    /// This seal with each line's proof taken from the first of `seals` that proves the line
+    /// `segment` holds (and a tombstone's salt withdrawn); a line not held, or proved by none,
+    /// keeps the proof it has. `true` if a proof changed.
+    fn settle(&mut self, seals: &[Seal], segment: &[u8]) -> bool {
         let mut changed = false;
-        for (i, l) in lines(segment).iter().enumerate() {
-            if i < self.salts.len() && self.salts[i] != ZERO && tombstone(l) {
-                self.salts[i] = ZERO;
+        for (i, line) in lines(segment)
+            .into_iter()
+            .enumerate()
+            .take(self.leaves.len())
+        {
+            let leaf = self.leaves[i];
+            let Some(mut p) = std::iter::once(&*self)
+                .chain(seals)
+                .filter_map(|s| s.proofs.get(i).filter(|_| s.leaves.get(i) == Some(&leaf)))
+                .find(|p| p.proves(&leaf, line))
+                .copied()
+            else {
+                continue;
+            };
+            if tombstone(line) {
+                p.salt = ZERO;
+            }
+            if self.proofs[i] != p {
+                self.proofs[i] = p;
                 changed = true;
             }
         }
         changed
     }
-
-    /// This seal and `other` (both verified, of one segment) as one: the longer leaves (the
-    /// shorter must be their prefix), every salt either withdrew withdrawn. `None` when they
-    /// disagree on a leaf or a key: one of them was not made by the segment's replica.
-    pub fn merge(&self, other: &Seal) -> Option<Seal> {
-        if self.key != other.key || self.replica != other.replica {
-            return None;
-        }
-        let (long, short) = if other.leaves.len() > self.leaves.len() {
-            (other, self)
-        } else {
-            (self, other)
-        };
-        if long.leaves[..short.leaves.len()] != short.leaves[..] {
-            return None;
-        }
-        let mut out = long.clone();
-        for (i, s) in short.salts.iter().enumerate() {
-            if *s == ZERO {
-                out.salts[i] = ZERO;
-            }
-        }
-        Some(out)
-    }
 }
 
-/// A replica's signing key, from the 32-byte secret in `.memdir/replica.json`.
+/// A replica's signing key, from the 32-byte secret in `.memdir/replica`.
 pub struct Signer32 {
     key: SigningKey,
     salts: [u8; 32],
@@ -288,7 +365,7 @@ impl Signer32 {
         self.key.verifying_key().to_bytes()
     }
 
-    fn salt(&self, place: &str, i: usize) -> [u8; LEAF] {
+    fn salt(&self, place: &str, i: usize) -> Bytes12 {
         let mut h = blake3::Hasher::new_keyed(&self.salts);
         h.update(segment_path(place).as_bytes());
         h.update(&(i as u64).to_le_bytes());
@@ -318,7 +395,7 @@ impl Signer32 {
                     && lines[..s.leaves.len()]
                         .iter()
                         .enumerate()
-                        .all(|(i, l)| s.salts[i] == ZERO || s.vouches(i, l)) =>
+                        .all(|(i, l)| s.vouches(i, l)) =>
             {
                 if s.leaves.len() == lines.len() {
                     return None;
@@ -329,16 +406,23 @@ impl Signer32 {
                 replica: replica.to_string(),
                 key,
                 leaves: Vec::new(),
-                salts: Vec::new(),
+                proofs: Vec::new(),
                 sig: [0; 64],
             },
         };
         for (i, l) in lines.iter().enumerate().skip(seal.leaves.len()) {
             let salt = self.salt(place, i);
-            seal.leaves.push(leaf(&salt, l));
-            // A line forgotten before it was sealed keeps no salt: its tombstone is checked as
-            // a forget, and nothing of the text it held is left to confirm.
-            seal.salts.push(if tombstone(l) { ZERO } else { salt });
+            let inner = inner_of(&salt, l);
+            let line = Line::of(l);
+            let identity = line.as_ref().map_or(&[][..], |x| &x.identity);
+            seal.leaves.push(leaf_of(identity, &inner));
+            // A line forgotten before it was sealed keeps no salt: nothing of the text it held
+            // is left to confirm.
+            let gone = line.is_some_and(|x| x.tombstone);
+            seal.proofs.push(Proof {
+                inner,
+                salt: if gone { ZERO } else { salt },
+            });
         }
         let m = message(place, replica, &key, &seal.leaves);
         seal.sig = self.key.sign(&m).to_bytes();
@@ -346,13 +430,21 @@ impl Signer32 {
     }
 }
 
-/// The seals a sync consults: those held under `root`, and those taken in this sync, which
-/// win over the held ones. Keys: each replica's key is the key of the first of its seals this
-/// replica holds or took.
+/// The seals a sync consults: every copy of each seal it met (the one held under `root`, and
+/// those taken in this sync). Keys: each replica's key is the key of the first of its seals
+/// this replica holds or took.
 pub struct SealBook<'a> {
     root: &'a Path,
-    taken: RefCell<BTreeMap<String, Seal>>,
+    taken: RefCell<BTreeMap<String, Vec<Seal>>>,
     keys: RefCell<Option<BTreeMap<String, [u8; 32]>>>,
+}
+
+/// A seal file under `root` that parses and verifies.
+fn held(root: &Path, at: &str) -> Option<Seal> {
+    let bytes = fsx::read(&root.join(at), fsx::MAX_SEGMENT_FILE)
+        .ok()
+        .flatten()?;
+    Seal::parse(&bytes).ok().filter(|s| s.verifies(at))
 }
 
 impl<'a> SealBook<'a> {
@@ -364,17 +456,15 @@ impl<'a> SealBook<'a> {
         }
     }
 
-    /// The seal of the segment or seal at `path`: taken in this sync, else held (a seal that
-    /// does not parse or verify is as none).
-    pub fn seal(&self, path: &str) -> Option<Seal> {
+    /// Every copy of the seal of the segment or seal at `path` met so far: the one held, then
+    /// those taken in this sync.
+    pub fn seals(&self, path: &str) -> Vec<Seal> {
         let at = seal_path(&segment_path(path));
-        if let Some(s) = self.taken.borrow().get(&at) {
-            return Some(s.clone());
+        let mut out: Vec<Seal> = held(self.root, &at).into_iter().collect();
+        if let Some(t) = self.taken.borrow().get(&at) {
+            out.extend(t.iter().cloned());
         }
-        let bytes = fsx::read(&self.root.join(&at), fsx::MAX_SEGMENT_FILE)
-            .ok()
-            .flatten()?;
-        Seal::parse(&bytes).ok().filter(|s| s.verifies(&at))
+        out
     }
 
     /// The key this replica trusts for `replica`, if it holds any seal of it.
@@ -391,46 +481,68 @@ impl<'a> SealBook<'a> {
         if let Some(keys) = self.keys.borrow_mut().as_mut() {
             keys.entry(seal.replica.clone()).or_insert(seal.key);
         }
-        self.taken.borrow_mut().insert(path.to_string(), seal);
+        let at = seal_path(&segment_path(path));
+        self.taken.borrow_mut().entry(at).or_default().push(seal);
     }
 }
 
-/// Withdraws, in the seals of the segments `writes` rewrites, the salt of each line those
-/// writes make a tombstone (a forget here or one taken from outside), so no seal keeps what
-/// could confirm a forgotten text. The seal's new bytes join `writes` (one transaction).
-pub fn withdraw_forgotten(root: &Path, writes: &mut Vec<txn::FileWrite>) {
-    let mut add = Vec::new();
-    for w in writes.iter() {
-        let rel = w.rel.to_string_lossy();
-        let (Some(bytes), true) = (
-            &w.bytes,
-            rel.starts_with("sessions/") && rel.ends_with(".jsonl"),
-        ) else {
+/// Whether any of `seals` vouches for line `i`.
+pub fn vouched(seals: &[Seal], i: usize, line: &[u8]) -> bool {
+    seals.iter().any(|s| s.vouches(i, line))
+}
+
+/// The most lines any of `seals` covers.
+pub fn sealed_lines(seals: &[Seal]) -> usize {
+    seals.iter().map(|s| s.leaves.len()).max().unwrap_or(0)
+}
+
+/// Settles the seals of the segments `writes` changes (and the seals it writes): each line's
+/// proof becomes one that proves the line the segment now holds, taken from any copy of the
+/// seal this replica met (`book`, the held file, the copy in `writes`), and a tombstone's salt
+/// is withdrawn, so no seal keeps what could confirm a forgotten text and a proof a remote
+/// tampered with never outlives a sync that brings the line. The seals' new bytes join
+/// `writes` (one transaction).
+pub fn settle(root: &Path, book: Option<&SealBook>, writes: &mut Vec<txn::FileWrite>) {
+    let places: std::collections::BTreeSet<String> = writes
+        .iter()
+        .map(|w| w.rel.to_string_lossy().into_owned())
+        .filter(|r| r.starts_with("sessions/") && (r.ends_with(".jsonl") || r.ends_with(SUFFIX)))
+        .map(|r| seal_path(&segment_path(&r)))
+        .collect();
+    for at in places {
+        let seg = segment_path(&at);
+        let written = |rel: &str| {
+            writes
+                .iter()
+                .find(|w| w.rel.to_string_lossy() == rel)
+                .map(|w| w.bytes.clone())
+        };
+        let disk = |rel: &str| {
+            fsx::read(&root.join(rel), fsx::MAX_SEGMENT_FILE)
+                .ok()
+                .flatten()
+        };
+        let Some(segment) = written(&seg).unwrap_or_else(|| disk(&seg)) else {
             continue;
         };
-        let at = seal_path(&rel);
-        let held = writes
-            .iter()
-            .find(|x| x.rel.to_string_lossy() == at)
-            .and_then(|x| x.bytes.clone())
-            .or_else(|| {
-                fsx::read(&root.join(&at), fsx::MAX_SEGMENT_FILE)
-                    .ok()
-                    .flatten()
-            });
-        if let Some(mut seal) = held.and_then(|b| Seal::parse(&b).ok())
-            && seal.withdraw_forgotten(bytes)
-        {
-            add.push(txn::FileWrite {
+        let current = written(&at).unwrap_or_else(|| disk(&at));
+        let Some(mut seal) = current.as_deref().and_then(|b| Seal::parse(b).ok()) else {
+            continue;
+        };
+        let mut others: Vec<Seal> = held(root, &at).into_iter().collect();
+        if let Some(b) = book {
+            others.extend(b.seals(&at));
+        }
+        others.retain(|s| s.agrees(&seal));
+        if seal.settle(&others, &segment) {
+            let bytes = seal.to_bytes();
+            writes.retain(|w| w.rel.to_string_lossy() != at);
+            writes.push(txn::FileWrite {
                 rel: at.into(),
-                bytes: Some(seal.to_bytes()),
+                bytes: Some(bytes),
                 hash: None,
             });
         }
-    }
-    for a in add {
-        writes.retain(|x| x.rel != a.rel);
-        writes.push(a);
     }
 }
 
@@ -549,11 +661,19 @@ mod tests {
         assert_eq!(seal.first_unvouched(&s), None);
         // Round trip through its file.
         assert_eq!(Seal::parse(&seal.to_bytes()).unwrap(), seal);
-        // A rewritten line is not vouched for; nor a line past the seal.
+        // A rewritten line is not vouched for; nor a line past the seal, live or tombstone.
         let forged = seg(&[line(0, "alpha"), line(1, "BETA")]);
         assert_eq!(seal.first_unvouched(&forged), Some(1));
         let longer = seg(&[line(0, "alpha"), line(1, "beta"), line(2, "gamma")]);
         assert_eq!(seal.first_unvouched(&longer), Some(2));
+        let forged_forget = seg(&[line(0, "alpha"), line(1, "beta"), tomb(2)]);
+        assert_eq!(seal.first_unvouched(&forged_forget), Some(2));
+        // A tombstone is vouched for only as the tombstone of the sealed line.
+        assert!(seal.vouches(1, tomb(1).as_bytes()));
+        assert!(
+            !seal.vouches(0, tomb(1).as_bytes()),
+            "another line's identity"
+        );
         // The seal names its segment: moved beside another, it does not verify.
         assert!(!seal.verifies("sessions/t/peer-aaaa.head"));
         // Another key's leaves do not verify under this key.
@@ -562,6 +682,33 @@ mod tests {
             .unwrap();
         stolen.key = seal.key;
         assert!(!stolen.verifies(PLACE));
+    }
+
+    #[test]
+    fn proofs_from_outside_prove_nothing_they_cannot_show() {
+        let signer = Signer32::new(&[7; 32]);
+        let s = seg(&[line(0, "alpha"), line(1, "beta")]);
+        let seal = signer.seal(PLACE, "peer-aaaa", &s, None).unwrap();
+        // Zeroed or made-up salts and inner hashes: still a valid signature, but they prove
+        // no line, and settling against the held seal keeps the proofs that do.
+        let mut tampered = seal.clone();
+        tampered.proofs[0].salt = ZERO;
+        tampered.proofs[1].inner = [9; LEAF];
+        assert!(tampered.verifies(PLACE), "proofs are not signed");
+        assert!(!tampered.vouches(0, line(0, "alpha").as_bytes()));
+        assert!(!tampered.vouches(1, tomb(1).as_bytes()));
+        assert!(vouched(
+            &[tampered.clone(), seal.clone()],
+            0,
+            line(0, "alpha").as_bytes()
+        ));
+        let mut settled = tampered.clone();
+        assert!(settled.settle(std::slice::from_ref(&seal), &s));
+        assert_eq!(settled, seal);
+        // Nor does a seal's own proof of another line: each is checked against its own leaf.
+        let mut swapped = seal.clone();
+        swapped.proofs.swap(0, 1);
+        assert_eq!(swapped.first_unvouched(&s), Some(0));
     }
 
     #[test]
@@ -578,24 +725,30 @@ mod tests {
         let second = signer.seal(PLACE, "peer-aaaa", &two, Some(&first)).unwrap();
         assert_eq!(second.leaves[0], first.leaves[0]);
         assert_eq!(first.merge(&second), Some(second.clone()));
-        // A forget: the tombstone needs no salt, and the forgotten line's salt goes.
+        // A forget: settling withdraws the forgotten line's salt; its tombstone stays vouched.
         let forgotten = seg(&[tomb(0), line(1, "beta")]);
         let mut after = second.clone();
-        assert!(after.withdraw_forgotten(&forgotten));
-        assert_eq!(after.salts[0], ZERO);
-        assert!(after.verifies(PLACE), "salts are not signed");
+        assert!(after.settle(&[], &forgotten));
+        assert_eq!(after.proofs[0].salt, ZERO);
+        assert!(after.verifies(PLACE), "proofs are not signed");
         assert_eq!(after.first_unvouched(&forgotten), None);
-        // The live text can no longer be checked against its leaf: nothing confirms a guess.
+        // The live text can no longer be checked: nothing confirms a guess.
         assert!(!after.vouches(0, line(0, "alpha").as_bytes()));
-        // Merging keeps the withdrawal whichever side had it.
-        assert_eq!(second.merge(&after).unwrap().salts[0], ZERO);
-        // Sealing after the forget keeps the seal (its withdrawn salt included).
+        // A replica that held the live line settles with the forgetter's seal the same way.
+        let mut elsewhere = second.clone();
+        elsewhere.settle(std::slice::from_ref(&after), &forgotten);
+        assert_eq!(elsewhere, after);
+        // Sealing after the forget keeps the seal.
         let three = seg(&[tomb(0), line(1, "beta"), line(2, "gamma")]);
         let third = signer
             .seal(PLACE, "peer-aaaa", &three, Some(&after))
             .unwrap();
         assert_eq!(third.leaves[..2], second.leaves[..]);
-        assert_eq!(third.salts[0], ZERO);
+        assert_eq!(third.proofs[0].salt, ZERO);
+        // A line forgotten before it was ever sealed is sealed as its tombstone, saltless.
+        let fresh = signer.seal(PLACE, "peer-aaaa", &three, None).unwrap();
+        assert_eq!(fresh.proofs[0].salt, ZERO);
+        assert_eq!(fresh.first_unvouched(&three), None);
     }
 
     #[test]
@@ -616,11 +769,17 @@ mod tests {
 
     #[test]
     fn malformed_seals_are_refused_with_a_reason() {
+        let zeros = |n: usize| "0".repeat(n);
+        let one_per_line = format!(
+            r#"{{"seal":1,"replica":"r","key":"{}","leaves":"00","inners":"","salts":"00","sig":"{}"}}"#,
+            zeros(64),
+            zeros(128)
+        );
         for (bytes, says) in [
             (&b"{}"[..], "not a seal"),
-            (br#"{"seal":2,"replica":"r","key":"","leaves":"","salts":"","sig":""}"#, "format 2"),
-            (br#"{"seal":1,"replica":"r","key":"zz","leaves":"","salts":"","sig":""}"#, "key"),
-            (br#"{"seal":1,"replica":"r","key":"0000000000000000000000000000000000000000000000000000000000000000","leaves":"00","salts":"00","sig":"00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"}"#, "one per line"),
+            (br#"{"seal":2,"replica":"r","key":"","leaves":"","inners":"","salts":"","sig":""}"#, "format 2"),
+            (br#"{"seal":1,"replica":"r","key":"zz","leaves":"","inners":"","salts":"","sig":""}"#, "key"),
+            (one_per_line.as_bytes(), "one per line"),
         ] {
             let e = Seal::parse(bytes).unwrap_err();
             assert!(e.contains(says), "{e}");
