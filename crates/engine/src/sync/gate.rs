@@ -1316,8 +1316,12 @@ mod tests {
         // Held lines from before seals, rewritten: the sealed ones replace them, a live line
         // the seal vouches for stays, and a tombstone of it is a forget.
         let planted = [line(PEER, 0, "PLANTED"), line(PEER, 1, "beta")].concat();
-        let out =
-            replace_unsealed(&[good.clone()], planted.as_bytes(), genuine.as_bytes()).unwrap();
+        let out = replace_unsealed(
+            std::slice::from_ref(&good),
+            planted.as_bytes(),
+            genuine.as_bytes(),
+        )
+        .unwrap();
         assert_eq!(out.bytes, genuine.as_bytes());
         assert!(!out.forgets);
         let both = [
@@ -1325,7 +1329,12 @@ mod tests {
             tomb(PEER, 1, "2026-02-01T00:00:00.000Z"),
         ]
         .concat();
-        let out = replace_unsealed(&[good.clone()], planted.as_bytes(), both.as_bytes()).unwrap();
+        let out = replace_unsealed(
+            std::slice::from_ref(&good),
+            planted.as_bytes(),
+            both.as_bytes(),
+        )
+        .unwrap();
         assert_eq!(out.bytes, both.as_bytes());
         assert!(
             out.forgets,
@@ -1334,7 +1343,7 @@ mod tests {
         // Never a shorter copy, and never on proofs alone.
         assert!(
             replace_unsealed(
-                &[good.clone()],
+                std::slice::from_ref(&good),
                 planted.as_bytes(),
                 line(PEER, 0, "alpha").as_bytes()
             )
