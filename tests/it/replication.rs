@@ -784,10 +784,16 @@ impl World {
         // remote's: a replica that never had it cannot get it there until a replica that
         // holds it syncs again (and puts it back).
         let mut touched = String::new();
+        // A damaged seal denies its segment's lines to a replica that has none of them yet,
+        // until their replica syncs the seal back: they are no longer the remote's either.
+        let lines_of = |p: &str| match p.strip_suffix(".head") {
+            Some(stem) => blob(&format!("{stem}.jsonl")),
+            None => blob(p),
+        };
         let what = match self.rng.below(9) {
             0 => match pick(&mut self.rng, "sessions/") {
                 Some(p) => {
-                    touched = blob(&p);
+                    touched = lines_of(&p);
                     put(&p, rewrite_lines(&blob(&p), self.n).as_bytes());
                     format!("rewrites every line of {p}")
                 }
@@ -796,7 +802,7 @@ impl World {
             1 => match pick(&mut self.rng, "sessions/") {
                 Some(p) => {
                     let text = blob(&p);
-                    touched = text.clone();
+                    touched = lines_of(&p);
                     let keep: Vec<&str> = text.lines().collect();
                     let cut = keep[..keep.len().saturating_sub(1)].join("\n");
                     let cut = if cut.is_empty() { cut } else { cut + "\n" };
@@ -808,7 +814,7 @@ impl World {
             2 => match pick(&mut self.rng, "sessions/") {
                 Some(p) => {
                     let text = blob(&p);
-                    touched = text.clone();
+                    touched = lines_of(&p);
                     let mut lines: Vec<&str> = text.lines().collect();
                     lines.reverse();
                     put(&p, (lines.join("\n") + "\n").as_bytes());
@@ -853,9 +859,7 @@ impl World {
                 Some(p) => {
                     let mut v: Value = serde_json::from_str(&blob(&p)).unwrap_or(json!({}));
                     let hexes = |k: &str| v[k].as_str().unwrap_or("").to_string();
-                    // A seal that vouches for nothing denies its segment's lines to a replica
-                    // that has none of them yet, until their replica syncs the seal back.
-                    touched = blob(&format!("{}.jsonl", p.trim_end_matches(".head")));
+                    touched = lines_of(&p);
                     match self.rng.below(3) {
                         // Leaves that vouch for other lines: the signature no longer holds.
                         0 => {
