@@ -28,6 +28,7 @@ from __future__ import annotations
 import calendar
 import http.server
 import json
+import re
 import os
 import shutil
 import stat
@@ -719,6 +720,40 @@ def test_a_line_written_before_a_forget_of_an_older_one_is_sealed_and_travels(tm
     assert chunks(b, "s1", device="desk") == ["", "the new fact"]
     v = verify(b)
     assert v["rc"] == 0 and v.get("ok") is True, v
+
+
+def test_a_seal_under_another_key_is_refused_on_first_sight(tmp_path):
+    """A replica id ends in its key's id, so a replica that has never seen a seal of A still
+    knows A's key: another store that took A's id seals a planted session under its own key,
+    and a new replica refuses the seal and the lines on its very first sync."""
+    bare = bare_remote(tmp_path)
+    a, _ = replica_with_a_session(tmp_path, bare)
+    rid = replica_id(a)
+    assert re.fullmatch(r"[a-z0-9-]+-[a-z2-7]{16}", rid), rid
+    mallory = tmp_path / "mallory"
+    ok(mallory, "init", device="laptop")
+    ok(mallory, "ingest", "--session-id", "warmup", "--text", "x", device="laptop")
+    rec = json.loads((mallory / ".memdir" / "replica").read_text())
+    rec["id"] = rid
+    (mallory / ".memdir" / "replica").write_text(json.dumps(rec))
+    # Session s0 sorts before A's s1: the forged seal is the first seal of A that B meets.
+    ok(mallory, "ingest", "--session-id", "s0", "--text", "PLANTED under another key", device="laptop")
+    sync(mallory, "--init", str(bare_remote(tmp_path, "mallory.git")), device="laptop")
+    seg = f"sessions/s0/{rid}.jsonl"
+
+    def plant(w: Path) -> None:
+        (w / seg).parent.mkdir(parents=True, exist_ok=True)
+        for rel in (seg, seal_of(seg)):
+            (w / rel).write_bytes((mallory / rel).read_bytes())
+
+    forge(bare, tmp_path, plant)
+    b = tmp_path / "b"
+    ok(b, "init", device="desk")
+    r = sync(b, "--init", str(bare), device="desk")
+    kinds = {p["path"]: p["kind"] for p in r["reported"]}
+    assert kinds.get(seal_of(seg)) == "forged" and kinds.get(seg) == "unsealed", r["reported"]
+    assert planted(b, b"PLANTED") == []
+    assert chunks(b, "s1", device="desk") == FIRST_TEXTS, "A's own lines still travel"
 
 
 def tamper_proofs(w: Path, seg: str) -> None:

@@ -566,10 +566,16 @@ impl Memdir {
         {
             return Ok(id.to_string());
         }
-        let id = mint_replica_id(&self.settings.device, &fingerprint);
-        let body = store::codec::to_pretty(
-            &json!({"id": id, "fingerprint": fingerprint, "actor": self.settings.device}),
-        );
+        // The id ends in its signing key's fingerprint, so no other key can seal for it.
+        let secret = mint_secret(&fingerprint)?;
+        let key = crate::sync::seal::Signer32::new(&secret).public();
+        let id = mint_replica_id(&self.settings.device, &crate::sync::seal::key_id(&key));
+        let body = store::codec::to_pretty(&json!({
+            "id": id,
+            "fingerprint": fingerprint,
+            "actor": self.settings.device,
+            "key": secret.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        }));
         let tmp = path.with_extension("tmp");
         fsx::write_synced(&tmp, &body)?;
         std::fs::rename(&tmp, &path).at("rename", &path)?;
@@ -752,8 +758,9 @@ fn is_replica_id(id: &str) -> bool {
         && !id.starts_with('-')
 }
 
-/// A slug of the actor plus four random base32 characters, e.g. `laptop-7f3k`.
-fn mint_replica_id(actor: &str, fingerprint: &str) -> String {
+/// A slug of the actor and the replica's key id, e.g. `laptop-7f3kq2mzx4ab5c6d` (at most 40
+/// characters).
+fn mint_replica_id(actor: &str, key_id: &str) -> String {
     let mut slug: String = actor
         .to_lowercase()
         .chars()
@@ -770,24 +777,22 @@ fn mint_replica_id(actor: &str, fingerprint: &str) -> String {
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()
         .join("-");
-    slug.truncate(24);
+    slug.truncate(39 - key_id.len());
     let slug = slug.trim_end_matches('-');
     let slug = if slug.is_empty() { "memdir" } else { slug };
-    let seed = memdir_store::env::process_raw("MEMDIR_SEED").unwrap_or_else(|| {
-        format!(
-            "{}-{}-{:?}",
-            std::process::id(),
-            clock::now_ms(),
-            std::time::SystemTime::now()
-        )
-    });
-    let h = blake3::hash(format!("{seed}\0{fingerprint}").as_bytes());
-    const B32: &[u8] = b"abcdefghijklmnopqrstuvwxyz234567";
-    let suffix: String = h.as_bytes()[..4]
-        .iter()
-        .map(|b| B32[(*b % 32) as usize] as char)
-        .collect();
-    format!("{slug}-{suffix}")
+    format!("{slug}-{key_id}")
+}
+
+/// A new replica's signing secret: 32 random bytes, or with `MEMDIR_SEED` set (tests that
+/// replay a run) derived from it and the machine fingerprint.
+fn mint_secret(fingerprint: &str) -> Result<[u8; 32]> {
+    match memdir_store::env::process_raw("MEMDIR_SEED") {
+        Some(seed) => Ok(blake3::derive_key(
+            "memdir replica secret from a test seed",
+            format!("{seed}\0{fingerprint}").as_bytes(),
+        )),
+        None => seals::random32(),
+    }
 }
 
 /// Validates a page limit.

@@ -13,7 +13,7 @@ use memdir_store::lock::WriteLock;
 use memdir_store::{self as store, Layout, codec, fsx, txn};
 
 /// 32 bytes from the operating system's random source.
-fn random32() -> Result<[u8; 32]> {
+pub(super) fn random32() -> Result<[u8; 32]> {
     use std::io::Read;
     let mut b = [0u8; 32];
     std::fs::File::open("/dev/urandom")

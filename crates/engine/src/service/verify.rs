@@ -366,7 +366,11 @@ fn check_seals(layout: &Layout, dir: &std::path::Path, p: &mut Problems) {
             Some((r, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => r,
             _ => replica,
         };
-        if seal.replica != replica || !seal.verifies(&at) {
+        let named = seal::named_key_id(replica);
+        if seal.replica != replica
+            || !seal.verifies(&at)
+            || named.is_some_and(|k| k != seal::key_id(&seal.key))
+        {
             p.add(
                 "seal",
                 &rel,

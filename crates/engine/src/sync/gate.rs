@@ -545,6 +545,12 @@ impl<'a> Gate<'a> {
                 "its signature does not verify: not made by the segment's replica".into(),
             );
         }
+        if seal::named_key_id(&place.replica).is_some_and(|k| k != seal::key_id(&theirs.key)) {
+            return forged(format!(
+                "signed by a key replica {} does not name (its id ends in its key's id)",
+                place.replica
+            ));
+        }
         if let Some(book) = self.seals
             && book.key(&place.replica).is_some_and(|k| k != theirs.key)
         {

@@ -347,6 +347,31 @@ impl Seal {
     }
 }
 
+/// Characters of a key id.
+const KEY_ID: usize = 16;
+
+/// The key id a replica id minted with its key ends in: 16 base32 characters (80 bits) of
+/// BLAKE3 of the public key.
+pub fn key_id(key: &[u8; 32]) -> String {
+    const B32: &[u8] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let h = blake3::hash(&[b"memdir replica key id\0".as_slice(), key].concat());
+    let bits = u128::from_le_bytes(h.as_bytes()[..16].try_into().expect("16 bytes"));
+    (0..KEY_ID)
+        .map(|i| B32[((bits >> (5 * i)) & 31) as usize] as char)
+        .collect()
+}
+
+/// The key id `replica` names, if it was minted with its key (`<slug>-<16 base32>`); a
+/// replica id from before keys names none, and its key is the first one seen.
+pub fn named_key_id(replica: &str) -> Option<&str> {
+    let (_, tail) = replica.rsplit_once('-')?;
+    (tail.len() == KEY_ID
+        && tail
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b)))
+    .then_some(tail)
+}
+
 /// A replica's signing key, from the 32-byte secret in `.memdir/replica`.
 pub struct Signer32 {
     key: SigningKey,
@@ -749,6 +774,20 @@ mod tests {
         let fresh = signer.seal(PLACE, "peer-aaaa", &three, None).unwrap();
         assert_eq!(fresh.proofs[0].salt, ZERO);
         assert_eq!(fresh.first_unvouched(&three), None);
+    }
+
+    #[test]
+    fn a_replica_id_minted_with_its_key_names_that_key_only() {
+        let key = Signer32::new(&[7; 32]).public();
+        let other = Signer32::new(&[8; 32]).public();
+        let id = format!("laptop-{}", key_id(&key));
+        assert_eq!(key_id(&key).len(), 16);
+        assert_eq!(named_key_id(&id), Some(key_id(&key).as_str()));
+        assert_ne!(key_id(&key), key_id(&other));
+        // Ids from before keys name none (their key is the first one seen).
+        assert_eq!(named_key_id("laptop-7f3k"), None);
+        assert_eq!(named_key_id("laptop"), None);
+        assert_eq!(named_key_id("laptop-ABCDEFGHIJKLMNOP"), None);
     }
 
     #[test]
