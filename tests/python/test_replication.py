@@ -756,6 +756,19 @@ def test_a_seal_under_another_key_is_refused_on_first_sight(tmp_path):
     assert chunks(b, "s1", device="desk") == FIRST_TEXTS, "A's own lines still travel"
 
 
+def test_an_own_seal_removed_by_hand_is_written_again_by_the_next_sync(tmp_path):
+    """The note of what was sealed watches the seal too: a seal removed by hand is made again
+    (the same bytes: salts come from the secret), and other replicas keep taking lines."""
+    bare = bare_remote(tmp_path)
+    a, seg = replica_with_a_session(tmp_path, bare)
+    before = (a / seal_of(seg)).read_bytes()
+    (a / seal_of(seg)).unlink()
+    sync(a)
+    assert (a / seal_of(seg)).read_bytes() == before
+    b = started_git_replica(tmp_path, bare, "b", device="desk")
+    assert chunks(b, "s1", device="desk") == FIRST_TEXTS
+
+
 def tamper_proofs(w: Path, seg: str) -> None:
     """Withdraws every salt of a seal and makes up its inner hashes: the signature still holds
     (proofs are not signed), the proofs prove nothing."""

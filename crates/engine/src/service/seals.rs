@@ -60,12 +60,27 @@ fn secret(layout: &Layout) -> Result<[u8; 32]> {
     Ok(key)
 }
 
-/// Where this replica notes each own segment's size and change stamp as it last sealed it
-/// (`{path: [len, stamp]}`): a segment that still has them needs no look. Only sealing writes
-/// it, so a seal written by anything else (a forget withdrawing a salt) never passes for
-/// fresh. A cache: lost or stale, the segments are read and sealed again.
+/// Where this replica notes each own segment's size and change stamp as it last sealed it,
+/// with its seal's (`{path: [len, stamp, seal len, seal stamp]}`): a segment that still has
+/// them needs no look. A seal removed or rewritten since (by hand, or a forget withdrawing a
+/// salt) is looked at again. A cache: lost or stale, the segments are read and sealed again.
 fn sealed_path(layout: &Layout) -> std::path::PathBuf {
     layout.meta_dir().join("sealed.json")
+}
+
+type Stamps = (u64, i64, u64, i64);
+
+/// The size and change stamp of a segment and of its seal (zeros for a seal not there).
+fn stamps(layout: &Layout, s: &store::SegmentFile) -> Stamps {
+    let at = layout.root.join(seal::seal_path(&s.rel.to_string_lossy()));
+    let (len, stamp) = std::fs::symlink_metadata(at)
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or((0, 0), |m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec())
+        });
+    (s.len, s.mtime_ns, len, stamp)
 }
 
 /// Seals every segment of this replica that changed since it was last sealed, in one
@@ -73,7 +88,7 @@ fn sealed_path(layout: &Layout) -> std::path::PathBuf {
 pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
     let layout = m.layout();
     let replica = m.replica(lock)?;
-    let mut noted: BTreeMap<String, (u64, i64)> = std::fs::read(sealed_path(layout))
+    let mut noted: BTreeMap<String, Stamps> = std::fs::read(sealed_path(layout))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
@@ -81,7 +96,7 @@ pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
     for (_, dir) in store::list_session_dirs(layout)? {
         for s in store::list_segments(layout, &dir)? {
             let rel = s.rel.to_string_lossy().into_owned();
-            if s.replica == replica && noted.get(&rel) != Some(&(s.len, s.mtime_ns)) {
+            if s.replica == replica && noted.get(&rel) != Some(&stamps(layout, &s)) {
                 changed.push(s);
             }
         }
@@ -97,7 +112,11 @@ pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
         txn::commit(&layout.root, &layout.staging(), "seal", &writes)?;
     }
     for s in &changed {
-        noted.insert(s.rel.to_string_lossy().into_owned(), (s.len, s.mtime_ns));
+        let now = stamps(layout, s);
+        // A segment left unsealed (unreadable) is looked at again next time.
+        if now.2 > 0 {
+            noted.insert(s.rel.to_string_lossy().into_owned(), now);
+        }
     }
     let tmp = sealed_path(layout).with_extension("tmp");
     let bytes = serde_json::to_vec(&noted).map_err(|e| Error::internal(e.to_string()))?;
