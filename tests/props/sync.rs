@@ -15,6 +15,7 @@ use memdir_api::{
 use memdir_engine::Memdir;
 use memdir_engine::service::{NewChunk, SyncAccess, WriteRequest};
 use memdir_engine::sync::git::split_z;
+use memdir_engine::sync::seal::{Seal, Signer32};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -121,6 +122,37 @@ proptest! {
             bytes.push(0);
         }
         prop_assert_eq!(split_z(&bytes), names);
+    }
+}
+
+proptest! {
+    #![proptest_config(crate::config(256))]
+
+    /// A seal file, damaged or as random bytes, parses or is refused without a panic; one that
+    /// parses round-trips, verifies only if its signed parts are the sealer's, and vouches
+    /// for lines of any bytes without a panic.
+    #[test]
+    fn seals_parse_or_are_refused_and_damage_never_verifies(
+        edits in prop::collection::vec(damage(), 0..4),
+        noise in prop::collection::vec(any::<u8>(), 0..64),
+        random in any::<bool>(),
+        lines in segment_bytes(),
+    ) {
+        let place = "sessions/s/r.head";
+        let segment = b"{\"session_id\":\"s\",\"replica\":\"r\",\"seq\":0,\"hlc\":\"20250101T000000000Z-0000\",\"ts\":\"2025-01-01T00:00:00Z\",\"project\":\"\",\"metadata\":{},\"content\":\"x\"}\n";
+        let genuine = Signer32::new(&[7; 32]).seal(place, "r", segment, None).expect("a seal");
+        let bytes = if random { noise } else { apply(genuine.to_bytes(), &edits) };
+        if let Ok(seal) = Seal::parse(&bytes) {
+            let again = Seal::parse(&seal.to_bytes());
+            prop_assert_eq!(again.as_ref(), Ok(&seal));
+            let signed_same = seal.key == genuine.key
+                && seal.replica == genuine.replica
+                && seal.leaves == genuine.leaves
+                && seal.sig == genuine.sig;
+            prop_assert_eq!(seal.verifies(place), signed_same);
+            let _ = seal.first_unvouched(&lines);
+            let _ = seal.contradicts(&lines);
+        }
     }
 }
 
