@@ -33,8 +33,8 @@ use std::path::Path;
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
-use memdir_store::model::{ChunkRecord, decode_component};
-use memdir_store::{codec, fsx, txn};
+use memdir_store::model::decode_component;
+use memdir_store::{fsx, txn};
 
 /// The file suffix of a seal (beside its segment's `.jsonl`).
 pub const SUFFIX: &str = ".head";
@@ -142,18 +142,64 @@ struct Line {
     tombstone: bool,
 }
 
+/// The fields of a chunk line a seal reads, borrowed where the JSON has no escapes; the rest
+/// is skipped unparsed.
+#[derive(Deserialize)]
+struct Fields<'a> {
+    #[serde(borrow)]
+    session_id: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    replica: std::borrow::Cow<'a, str>,
+    seq: u64,
+    #[serde(borrow)]
+    hlc: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    ts: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    content: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    metadata: Meta,
+}
+
+#[derive(Default, Deserialize)]
+struct Meta {
+    #[serde(default)]
+    forgotten: Present,
+}
+
+/// Whether a key is there at all (with any value, `null` included), as `is_tombstone` asks.
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Present(true))
+    }
+}
+
 impl Line {
     fn of(line: &[u8]) -> Option<Line> {
-        let c: ChunkRecord = codec::parse_chunk_line(line).ok()?;
-        let identity = format!(
-            "{}\0{}\0{}\0{}\0{}",
-            c.session_id, c.replica, c.seq, c.hlc, c.ts
-        );
+        let f: Fields = serde_json::from_slice(line).ok()?;
+        let mut identity = Vec::with_capacity(64);
+        for part in [&f.session_id, &f.replica] {
+            identity.extend_from_slice(part.as_bytes());
+            identity.push(0);
+        }
+        identity.extend_from_slice(f.seq.to_string().as_bytes());
+        identity.push(0);
+        identity.extend_from_slice(f.hlc.as_bytes());
+        identity.push(0);
+        identity.extend_from_slice(f.ts.as_bytes());
         Some(Line {
-            identity: identity.into_bytes(),
-            tombstone: c.is_tombstone(),
+            identity,
+            tombstone: f.content.is_empty() && f.metadata.forgotten.0,
         })
     }
+}
+
+/// Whether a line may be a tombstone (a cheap look before parsing it).
+fn maybe_tombstone(line: &[u8]) -> bool {
+    line.windows(11).any(|w| w == b"\"forgotten\"")
 }
 
 fn inner_of(salt: &Bytes12, line: &[u8]) -> Bytes12 {
@@ -327,6 +373,13 @@ impl Seal {
             .take(self.leaves.len())
         {
             let leaf = self.leaves[i];
+            // Every copy holds this proof and the line is live: nothing to pick or withdraw.
+            let agreed = seals.iter().all(|s| {
+                s.leaves.get(i) != Some(&leaf) || s.proofs.get(i) == Some(&self.proofs[i])
+            });
+            if agreed && !maybe_tombstone(line) {
+                continue;
+            }
             let Some(mut p) = std::iter::once(&*self)
                 .chain(seals)
                 .filter_map(|s| s.proofs.get(i).filter(|_| s.leaves.get(i) == Some(&leaf)))
@@ -460,6 +513,8 @@ impl Signer32 {
 /// this replica holds or took.
 pub struct SealBook<'a> {
     root: &'a Path,
+    /// The seal files held, read once each (a sync writes none until it commits).
+    held: RefCell<BTreeMap<String, Option<Seal>>>,
     taken: RefCell<BTreeMap<String, Vec<Seal>>>,
     keys: RefCell<Option<BTreeMap<String, [u8; 32]>>>,
 }
@@ -476,6 +531,7 @@ impl<'a> SealBook<'a> {
     pub fn new(root: &'a Path) -> SealBook<'a> {
         SealBook {
             root,
+            held: RefCell::default(),
             taken: RefCell::default(),
             keys: RefCell::default(),
         }
@@ -485,7 +541,14 @@ impl<'a> SealBook<'a> {
     /// those taken in this sync.
     pub fn seals(&self, path: &str) -> Vec<Seal> {
         let at = seal_path(&segment_path(path));
-        let mut out: Vec<Seal> = held(self.root, &at).into_iter().collect();
+        let mut out: Vec<Seal> = self
+            .held
+            .borrow_mut()
+            .entry(at.clone())
+            .or_insert_with(|| held(self.root, &at))
+            .iter()
+            .cloned()
+            .collect();
         if let Some(t) = self.taken.borrow().get(&at) {
             out.extend(t.iter().cloned());
         }
@@ -554,10 +617,10 @@ pub fn settle(root: &Path, book: Option<&SealBook>, writes: &mut Vec<txn::FileWr
         let Some(mut seal) = current.as_deref().and_then(|b| Seal::parse(b).ok()) else {
             continue;
         };
-        let mut others: Vec<Seal> = held(root, &at).into_iter().collect();
-        if let Some(b) = book {
-            others.extend(b.seals(&at));
-        }
+        let mut others: Vec<Seal> = match book {
+            Some(b) => b.seals(&at),
+            None => held(root, &at).into_iter().collect(),
+        };
         others.retain(|s| s.agrees(&seal));
         if seal.settle(&others, &segment) {
             let bytes = seal.to_bytes();
