@@ -769,6 +769,29 @@ def test_an_own_seal_removed_by_hand_is_written_again_by_the_next_sync(tmp_path)
     assert chunks(b, "s1", device="desk") == FIRST_TEXTS
 
 
+def test_a_store_copied_elsewhere_still_seals_the_lines_it_wrote_before(tmp_path):
+    """A store copied to another path mints a new replica id (and key) for what it writes
+    next; the segments of its old id are still sealed with the old key, which the copy keeps,
+    so other replicas take them."""
+    a = tmp_path / "a"
+    ok(a, "init")
+    for t in FIRST_TEXTS:
+        ok(a, "ingest", "--session-id", "s1", "--text", t)
+    old_id = replica_id(a)
+    moved = tmp_path / "moved"
+    shutil.copytree(a, moved)
+    ok(moved, "ingest", "--session-id", "s1", "--text", "written after the move")
+    assert replica_id(moved) != old_id
+    bare = bare_remote(tmp_path)
+    r = sync(moved, "--init", str(bare))
+    assert r["reported"] == [], r
+    assert (moved / f"sessions/s1/{old_id}.head").is_file()
+    b = started_git_replica(tmp_path, bare, "b", device="desk")
+    assert sorted(chunks(b, "s1", device="desk")) == sorted([*FIRST_TEXTS, "written after the move"])
+    v = verify(b)
+    assert v["rc"] == 0 and v.get("ok") is True, v
+
+
 def tamper_proofs(w: Path, seg: str) -> None:
     """Withdraws every salt of a seal and makes up its inner hashes: the signature still holds
     (proofs are not signed), the proofs prove nothing."""

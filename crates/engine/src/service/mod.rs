@@ -575,6 +575,7 @@ impl Memdir {
             "fingerprint": fingerprint,
             "actor": self.settings.device,
             "key": secret.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+            "previous": seals::previous_after_copy(&path),
         }));
         let tmp = path.with_extension("tmp");
         fsx::write_synced(&tmp, &body)?;

@@ -60,6 +60,45 @@ fn secret(layout: &Layout) -> Result<[u8; 32]> {
     Ok(key)
 }
 
+/// The ids (with their keys) this store held before its replica file at `path` is minted
+/// again (the store was copied to another machine or path): the segments they wrote are still
+/// sealed with their keys, so other replicas keep taking their lines.
+pub(super) fn previous_after_copy(path: &std::path::Path) -> Value {
+    let Some(old) = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    else {
+        return Value::Array(Vec::new());
+    };
+    let mut out = previous(&old);
+    if let (Some(id), Some(key)) = (old["id"].as_str(), old["key"].as_str())
+        && seal::unhex(key).is_some_and(|k| k.len() == 32)
+        && !out.iter().any(|(p, _)| p == id)
+    {
+        out.push((id.to_string(), key.to_string()));
+    }
+    Value::Array(
+        out.into_iter()
+            .map(|(id, key)| serde_json::json!({"id": id, "key": key}))
+            .collect(),
+    )
+}
+
+/// The `previous` ids of a replica file, with their keys as hex.
+fn previous(v: &Value) -> Vec<(String, String)> {
+    v["previous"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some((
+                p["id"].as_str()?.to_string(),
+                p["key"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
 /// Where this replica notes each own segment's size and change stamp as it last sealed it,
 /// with its seal's (`{path: [len, stamp, seal len, seal stamp]}`): a segment that still has
 /// them needs no look. A seal removed or rewritten since (by hand, or a forget withdrawing a
@@ -92,11 +131,24 @@ pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
+    // This replica's id, and the ids this store held before it was copied, with their keys.
+    let mut signers = vec![(replica, Signer32::new(&secret(layout)?))];
+    let file: Value = std::fs::read(layout.replica_path())
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    for (id, key) in previous(&file) {
+        if let Some(k) = seal::unhex(&key).and_then(|k| <[u8; 32]>::try_from(k).ok()) {
+            signers.push((id, Signer32::new(&k)));
+        }
+    }
     let mut changed = Vec::new();
     for (_, dir) in store::list_session_dirs(layout)? {
         for s in store::list_segments(layout, &dir)? {
             let rel = s.rel.to_string_lossy().into_owned();
-            if s.replica == replica && noted.get(&rel) != Some(&stamps(layout, &s)) {
+            if signers.iter().any(|(id, _)| *id == s.replica)
+                && noted.get(&rel) != Some(&stamps(layout, &s))
+            {
                 changed.push(s);
             }
         }
@@ -104,8 +156,10 @@ pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
     if changed.is_empty() {
         return Ok(());
     }
-    let signer = Signer32::new(&secret(layout)?);
-    let writes = seal::own_seals(&layout.root, &replica, &signer, &changed);
+    let writes: Vec<txn::FileWrite> = signers
+        .iter()
+        .flat_map(|(id, signer)| seal::own_seals(&layout.root, id, signer, &changed))
+        .collect();
     if !writes.is_empty() {
         // DURABILITY: the seals are written before anything is sent; a crash leaves the old
         // seals, and the next sync writes them again.
