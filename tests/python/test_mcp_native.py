@@ -331,3 +331,13 @@ async def test_fixed_lists_carry_a_ttl_and_the_resource_list_does_not(seeded):
         # What a write or the access list changes is never cached.
         resources = await s.list_resources()
         assert (resources.ttl_ms, resources.cache_scope) == (0, "private")
+
+
+async def test_logging_is_not_advertised_and_set_level_is_refused(seeded):
+    """memdir sends no log notifications: the capability is absent on every version, and a
+    client that asks for a level anyway gets method-not-found, not a silent success."""
+    async with open_server(seeded) as srv:
+        assert srv.init.capabilities.logging is None
+        with pytest.raises(MCPError) as e:
+            await srv.session.set_logging_level("info")
+        assert e.value.error.code == -32601, e.value.error
