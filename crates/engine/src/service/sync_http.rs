@@ -442,6 +442,22 @@ impl Memdir {
         req: &SyncDiffRequest,
         access: &SyncAccess<'_>,
     ) -> Result<SyncDiffResponse> {
+        // A request that is refused changes nothing: its paths and rights are checked before
+        // this replica seals its segments for the answer.
+        for (bucket, theirs) in &req.buckets {
+            for t in theirs {
+                let kind = classify(&t.path)?;
+                if bucket_of(&t.path) != bucket {
+                    return Err(bad_path(&t.path, "not in the bucket it was listed under"));
+                }
+                if let Place::History { category: c, .. } | Place::Conflict { category: c, .. } =
+                    &kind
+                    && !self.layout().root.join(&t.path).exists()
+                {
+                    (access.write)(c.as_str())?;
+                }
+            }
+        }
         let ours = self.current_sync_files(access.read)?;
         let mut resp = SyncDiffResponse::default();
         for (bucket, theirs) in &req.buckets {
