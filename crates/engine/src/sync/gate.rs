@@ -510,8 +510,8 @@ impl<'a> Gate<'a> {
     }
 
     /// A seal from outside: never this replica's own (it writes its own), taken only if it
-    /// verifies under the key this replica holds for the segment's replica (the first one
-    /// seen otherwise) and extends the seal held.
+    /// verifies under the key the segment's replica id names (for an id from before keys, the
+    /// key this replica holds for it, the first one seen) and agrees with the seals held.
     fn seal(
         &self,
         place: &SegmentPlace,
