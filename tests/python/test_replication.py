@@ -792,6 +792,48 @@ def test_a_store_copied_elsewhere_still_seals_the_lines_it_wrote_before(tmp_path
     assert v["rc"] == 0 and v.get("ok") is True, v
 
 
+def with_legacy_id(store: Path, rid: str, keep_key: bool) -> None:
+    """Gives a store a replica id from before keys (its segments from now on are `rid`'s)."""
+    rec = json.loads((store / ".memdir" / "replica").read_text())
+    rec["id"] = rid
+    if not keep_key:
+        rec.pop("key", None)
+    (store / ".memdir" / "replica").write_text(json.dumps(rec))
+
+
+def test_a_replica_id_from_before_keys_trusts_the_first_key_seen(tmp_path):
+    """An id minted before keys (`laptop-abcd`) names no key: a replica trusts the key of the
+    first seal of it it takes, and refuses a seal under another key from then on."""
+    bare = bare_remote(tmp_path)
+    a = tmp_path / "a"
+    ok(a, "init")
+    ok(a, "ingest", "--session-id", "warmup", "--text", "x")
+    with_legacy_id(a, "laptop-abcd", keep_key=False)
+    ok(a, "ingest", "--session-id", "s1", "--text", "the legacy replica's fact")
+    sync(a, "--init", str(bare))
+    b = started_git_replica(tmp_path, bare, "b", device="desk")
+    assert chunks(b, "s1", device="desk") == ["the legacy replica's fact"]
+
+    mallory = tmp_path / "mallory"
+    ok(mallory, "init", device="laptop")
+    ok(mallory, "ingest", "--session-id", "warmup", "--text", "x", device="laptop")
+    with_legacy_id(mallory, "laptop-abcd", keep_key=True)
+    ok(mallory, "ingest", "--session-id", "s0", "--text", "PLANTED under another key", device="laptop")
+    sync(mallory, "--init", str(bare_remote(tmp_path, "mallory.git")), device="laptop")
+    seg = "sessions/s0/laptop-abcd.jsonl"
+
+    def plant(w: Path) -> None:
+        (w / seg).parent.mkdir(parents=True, exist_ok=True)
+        for rel in (seg, seal_of(seg)):
+            (w / rel).write_bytes((mallory / rel).read_bytes())
+
+    forge(bare, tmp_path, plant)
+    r = sync(b, device="desk")
+    kinds = {p["path"]: p["kind"] for p in r["reported"]}
+    assert kinds.get(seal_of(seg)) == "forged" and kinds.get(seg) == "unsealed", r["reported"]
+    assert planted(b, b"PLANTED") == []
+
+
 def tamper_proofs(w: Path, seg: str) -> None:
     """Withdraws every salt of a seal and makes up its inner hashes: the signature still holds
     (proofs are not signed), the proofs prove nothing."""

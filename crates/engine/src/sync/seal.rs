@@ -555,8 +555,13 @@ impl<'a> SealBook<'a> {
         out
     }
 
-    /// The key this replica trusts for `replica`, if it holds any seal of it.
+    /// The key this replica trusts for `replica`, an id from before keys, if it holds any
+    /// seal of it (the held seals are scanned once, and only when such an id comes up). An id
+    /// that names its key has none here: the gate checks the key against the id.
     pub fn key(&self, replica: &str) -> Option<[u8; 32]> {
+        if named_key_id(replica).is_some() {
+            return None;
+        }
         if self.keys.borrow().is_none() {
             *self.keys.borrow_mut() = Some(held_keys(self.root));
         }
@@ -565,8 +570,9 @@ impl<'a> SealBook<'a> {
 
     /// Records a seal taken in this sync (its key trusted from now on if none was).
     pub fn take(&self, path: &str, seal: Seal) {
-        self.key(&seal.replica);
-        if let Some(keys) = self.keys.borrow_mut().as_mut() {
+        if self.key(&seal.replica).is_none()
+            && let Some(keys) = self.keys.borrow_mut().as_mut()
+        {
             keys.entry(seal.replica.clone()).or_insert(seal.key);
         }
         let at = seal_path(&segment_path(path));
