@@ -574,7 +574,7 @@ impl Memdir {
             "id": id,
             "fingerprint": fingerprint,
             "actor": self.settings.device,
-            "key": secret.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+            "key": crate::sync::seal::hex(&secret),
             "previous": seals::previous_after_copy(&path),
         }));
         let tmp = path.with_extension("tmp");

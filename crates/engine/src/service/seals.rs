@@ -3,6 +3,7 @@
 //! written before a sync sends anything.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -22,10 +23,10 @@ pub(super) fn random32() -> Result<[u8; 32]> {
     Ok(b)
 }
 
-/// This replica's signing secret: from `.memdir/replica.json`, made on first use (a store
-/// copied elsewhere mints a new id, and with it a new secret). Caller holds the lock and has
-/// minted the replica id.
-fn secret(layout: &Layout) -> Result<[u8; 32]> {
+/// This replica's signing secret and its replica file: the key from `.memdir/replica`, made on
+/// first use for a replica id minted before keys (a store copied elsewhere mints a new id, and
+/// with it a new secret). Caller holds the lock and has minted the replica id.
+fn secret(layout: &Layout) -> Result<([u8; 32], Value)> {
     let path = layout.replica_path();
     let mut v: Value = std::fs::read(&path)
         .ok()
@@ -36,34 +37,31 @@ fn secret(layout: &Layout) -> Result<[u8; 32]> {
         k => {
             // A key that is there but unreadable is never replaced: a new key would make every
             // other replica refuse this one's seals as forged.
-            return k
-                .as_str()
-                .and_then(seal::unhex)
-                .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                .ok_or_else(|| {
-                    Error::new(
-                        memdir_api::error::ErrorKind::Corrupt,
-                        format!(
-                            "the signing key in {} is not 64 hex digits; restore it from a backup of this store (a new key would make other replicas refuse this one's seals)",
-                            path.display()
-                        ),
-                    )
-                });
+            let key = k.as_str().and_then(seal::key_from_hex).ok_or_else(|| {
+                Error::new(
+                    memdir_api::error::ErrorKind::Corrupt,
+                    format!(
+                        "the signing key in {} is not 64 hex digits; restore it from a backup of this store (a new key would make other replicas refuse this one's seals)",
+                        path.display()
+                    ),
+                )
+            })?;
+            return Ok((key, v));
         }
     }
     let key = random32()?;
-    v["key"] = Value::from(key.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    v["key"] = Value::from(seal::hex(&key));
     let tmp = path.with_extension("tmp");
     fsx::write_synced(&tmp, &codec::to_pretty(&v))?;
     std::fs::rename(&tmp, &path).at("rename", &path)?;
     fsx::sync_dir(&layout.meta_dir())?;
-    Ok(key)
+    Ok((key, v))
 }
 
 /// The ids (with their keys) this store held before its replica file at `path` is minted
 /// again (the store was copied to another machine or path): the segments they wrote are still
 /// sealed with their keys, so other replicas keep taking their lines.
-pub(super) fn previous_after_copy(path: &std::path::Path) -> Value {
+pub(super) fn previous_after_copy(path: &Path) -> Value {
     let Some(old) = std::fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
@@ -72,7 +70,7 @@ pub(super) fn previous_after_copy(path: &std::path::Path) -> Value {
     };
     let mut out = previous(&old);
     if let (Some(id), Some(key)) = (old["id"].as_str(), old["key"].as_str())
-        && seal::unhex(key).is_some_and(|k| k.len() == 32)
+        && seal::key_from_hex(key).is_some()
         && !out.iter().any(|(p, _)| p == id)
     {
         out.push((id.to_string(), key.to_string()));
@@ -103,7 +101,7 @@ fn previous(v: &Value) -> Vec<(String, String)> {
 /// with its seal's (`{path: [len, stamp, seal len, seal stamp]}`): a segment that still has
 /// them needs no look. A seal removed or rewritten since (by hand, or a forget withdrawing a
 /// salt) is looked at again. A cache: lost or stale, the segments are read and sealed again.
-fn sealed_path(layout: &Layout) -> std::path::PathBuf {
+fn sealed_path(layout: &Layout) -> PathBuf {
     layout.meta_dir().join("sealed.json")
 }
 
@@ -132,13 +130,10 @@ pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
     // This replica's id, and the ids this store held before it was copied, with their keys.
-    let mut signers = vec![(replica, Signer32::new(&secret(layout)?))];
-    let file: Value = std::fs::read(layout.replica_path())
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
+    let (key, file) = secret(layout)?;
+    let mut signers = vec![(replica, Signer32::new(&key))];
     for (id, key) in previous(&file) {
-        if let Some(k) = seal::unhex(&key).and_then(|k| <[u8; 32]>::try_from(k).ok()) {
+        if let Some(k) = seal::key_from_hex(&key) {
             signers.push((id, Signer32::new(&k)));
         }
     }
@@ -177,4 +172,20 @@ pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
     fsx::write_synced(&tmp, &bytes)?;
     std::fs::rename(&tmp, sealed_path(layout)).at("rename", &sealed_path(layout))?;
     Ok(())
+}
+
+/// The seal files of the session directory `session_rel` under `root`, sorted (regular files
+/// with a seal's name only).
+pub(super) fn seal_files(root: &Path, session_rel: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(root.join(session_rel)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = rd
+        .flatten()
+        .filter(|e| fsx::entry_kind(e) == fsx::EntryKind::File)
+        .filter(|e| crate::sync::gate::file_name_ok(&e.file_name().to_string_lossy(), seal::SUFFIX))
+        .map(|e| session_rel.join(e.file_name()))
+        .collect();
+    out.sort();
+    out
 }

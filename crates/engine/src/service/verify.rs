@@ -341,7 +341,7 @@ pub fn files_fingerprint(layout: &Layout) -> Result<String> {
 /// them is not sealed yet; the next sync of its replica seals it).
 fn check_seals(layout: &Layout, dir: &std::path::Path, p: &mut Problems) {
     use crate::sync::seal::{self, Seal};
-    for rel in seal::seal_files(&layout.root, dir) {
+    for rel in super::seals::seal_files(&layout.root, dir) {
         let at = rel.to_string_lossy().into_owned();
         let seal = match fsx::read(&layout.root.join(&rel), fsx::MAX_SEGMENT_FILE) {
             Ok(Some(b)) => match Seal::parse(&b) {

@@ -1322,12 +1322,14 @@ mod tests {
         // Held lines from before seals, rewritten: the sealed ones replace them, a live line
         // the seal vouches for stays, and a tombstone of it is a forget.
         let planted = [line(PEER, 0, "PLANTED"), line(PEER, 1, "beta")].concat();
-        let out = replace_unsealed(
-            std::slice::from_ref(&good),
-            planted.as_bytes(),
-            genuine.as_bytes(),
-        )
-        .unwrap();
+        let by_good = |have: &str, incoming: &str| {
+            replace_unsealed(
+                std::slice::from_ref(&good),
+                have.as_bytes(),
+                incoming.as_bytes(),
+            )
+        };
+        let out = by_good(&planted, &genuine).unwrap();
         assert_eq!(out.bytes, genuine.as_bytes());
         assert!(!out.forgets);
         let both = [
@@ -1335,26 +1337,14 @@ mod tests {
             tomb(PEER, 1, "2026-02-01T00:00:00.000Z"),
         ]
         .concat();
-        let out = replace_unsealed(
-            std::slice::from_ref(&good),
-            planted.as_bytes(),
-            both.as_bytes(),
-        )
-        .unwrap();
+        let out = by_good(&planted, &both).unwrap();
         assert_eq!(out.bytes, both.as_bytes());
         assert!(
             out.forgets,
             "line 1 was held and sealed: its tombstone is a forget"
         );
         // Never a shorter copy, and never on proofs alone.
-        assert!(
-            replace_unsealed(
-                std::slice::from_ref(&good),
-                planted.as_bytes(),
-                line(PEER, 0, "alpha").as_bytes()
-            )
-            .is_none()
-        );
+        assert!(by_good(&planted, &line(PEER, 0, "alpha")).is_none());
         assert!(replace_unsealed(&[tampered], planted.as_bytes(), genuine.as_bytes()).is_none());
     }
 

@@ -77,7 +77,8 @@ struct Wire {
     sig: String,
 }
 
-fn hex(b: &[u8]) -> String {
+/// Bytes as lowercase hex.
+pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -90,6 +91,11 @@ pub fn unhex(s: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
         .collect()
+}
+
+/// A 32-byte key or secret from its hex (`None` if it is not one).
+pub fn key_from_hex(s: &str) -> Option<[u8; 32]> {
+    unhex(s).and_then(|b| b.try_into().ok())
 }
 
 fn chunks(b: &[u8]) -> Vec<Bytes12> {
@@ -282,23 +288,18 @@ impl Seal {
             replica: self.replica.clone(),
             key: hex(&self.key),
             leaves: hex(&self.leaves.concat()),
-            inners: hex(&self
-                .proofs
-                .iter()
-                .map(|p| p.inner)
-                .collect::<Vec<_>>()
-                .concat()),
-            salts: hex(&self
-                .proofs
-                .iter()
-                .map(|p| p.salt)
-                .collect::<Vec<_>>()
-                .concat()),
+            inners: self.proofs_hex(|p| p.inner),
+            salts: self.proofs_hex(|p| p.salt),
             sig: hex(&self.sig),
         };
         let mut b = serde_json::to_vec(&w).expect("invariant: a seal serializes");
         b.push(b'\n');
         b
+    }
+
+    /// One field of every proof, concatenated as hex.
+    fn proofs_hex(&self, field: fn(&Proof) -> Bytes12) -> String {
+        hex(&self.proofs.iter().map(field).collect::<Vec<_>>().concat())
     }
 
     /// Whether the signature is the key's over these leaves, for the segment at `place`.
@@ -667,22 +668,6 @@ pub fn own_seals(
             });
         }
     }
-    out
-}
-
-/// The seal files of the session directory `session_rel` under `root`, sorted (regular files
-/// with a seal's name only).
-pub fn seal_files(root: &Path, session_rel: &Path) -> Vec<std::path::PathBuf> {
-    let Ok(rd) = std::fs::read_dir(root.join(session_rel)) else {
-        return Vec::new();
-    };
-    let mut out: Vec<_> = rd
-        .flatten()
-        .filter(|e| fsx::entry_kind(e) == fsx::EntryKind::File)
-        .filter(|e| super::gate::file_name_ok(&e.file_name().to_string_lossy(), SUFFIX))
-        .map(|e| session_rel.join(e.file_name()))
-        .collect();
-    out.sort();
     out
 }
 
