@@ -59,11 +59,11 @@ fn recall(fx: &Value, spec: Option<Spec>, mode: &str) -> Result<Value> {
     let tmp = tempfile::tempdir().expect("temp dir");
     let m = open(&tmp.path().join("store"), spec.clone())?;
     for conv in fx["conversations"].as_array().expect("conversations") {
-        m.ingest(&super::fixture_chunks(conv))?;
+        m.sessions().ingest(&super::fixture_chunks(conv))?;
     }
     let mut embed = Value::Null;
     if spec.is_some() {
-        let e = m.embed()?;
+        let e = m.indexing().embed()?;
         embed = json!({"chunks": e.embedded, "chunks_per_s": round(e.per_second)});
     }
     let (mut h5, mut h10, mut total) = (0usize, 0usize, 0usize);
@@ -76,7 +76,7 @@ fn recall(fx: &Value, spec: Option<Spec>, mode: &str) -> Result<Value> {
             req.context = Some(0);
             req.mode = Some(mode.into());
             req.project = Some(cid.to_string());
-            let res = m.search(&req)?;
+            let res = m.indexing().search(&req)?;
             engines.insert(res.engine.clone());
             let ids: Vec<(String, u64)> = res
                 .results
@@ -352,7 +352,7 @@ pub fn bench_embeddings(args: &[String]) -> Result<Value> {
     let url = fake_endpoint(384);
     let fake = spec(openai(&url, "fake-bow", 384), "", "");
     let m = open(&dir, Some(fake))?;
-    let e = m.embed()?;
+    let e = m.indexing().embed()?;
     let vocab = super::Vocab::new(20_000);
     let mut r = super::Rng(11);
     let mut lat = |mode: &str| -> Result<Value> {
@@ -365,7 +365,7 @@ pub fn bench_embeddings(args: &[String]) -> Result<Value> {
             let mut req = SearchRequest::new(&q.join(" "));
             req.mode = Some(mode.into());
             let t = Instant::now();
-            let res = m.search(&req)?;
+            let res = m.indexing().search(&req)?;
             assert_eq!(res.engine, mode, "{:?}", res.note);
             if i >= 20 {
                 v.push(ms(t));

@@ -204,7 +204,7 @@ fn fill_sessions(
                     source_id: None,
                 })
                 .collect();
-            m.ingest(&batch)?;
+            m.sessions().ingest(&batch)?;
             i += take;
         }
     }
@@ -314,7 +314,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
             source_id: None,
         };
         let t = Instant::now();
-        m.ingest_one(c)?;
+        m.sessions().ingest_one(c)?;
         if i >= 10 {
             single.push(ms(t));
         }
@@ -348,7 +348,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
     let mut lat = Vec::new();
     for k in 0..1000 {
         let t = Instant::now();
-        m.write(&WriteRequest {
+        m.categories().write(&WriteRequest {
             category: "growing".into(),
             data: json!({ format!("key-{k:04}"): vocab.sentence(&mut r, 8) }),
             merge: true,
@@ -366,11 +366,12 @@ fn bench_store(args: &[String]) -> Result<Value> {
     let mut lat = Vec::new();
     for k in 0..400 {
         let t = Instant::now();
-        m.append(&memdir_engine::service::AppendRequest {
-            category: "journal".into(),
-            data: json!({"n": k, "text": vocab.sentence(&mut r, 10)}),
-            ..Default::default()
-        })?;
+        m.categories()
+            .append(&memdir_engine::service::AppendRequest {
+                category: "journal".into(),
+                data: json!({"n": k, "text": vocab.sentence(&mut r, 10)}),
+                ..Default::default()
+            })?;
         lat.push(ms(t));
         if [19, 199, 399].contains(&k) {
             append_at.insert(
@@ -382,7 +383,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
     }
     // 1000 categories for the open-time figure.
     for c in 0..1000 {
-        m.write(&WriteRequest {
+        m.categories().write(&WriteRequest {
             category: format!("cat-{c:04}"),
             data: json!({"note": vocab.sentence(&mut r, 12), "n": c}),
             ..Default::default()
@@ -420,7 +421,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
 
 fn ensure_corpus(dir: &Path, chunks: usize) -> Result<(Memdir, Option<f64>)> {
     let m = Memdir::open(dir)?;
-    let have = m.status_as(&|_| true)?.chunks.max(0) as usize;
+    let have = m.upkeep().status_as(&|_| true)?.chunks.max(0) as usize;
     if have >= chunks {
         return Ok((m, None));
     }
@@ -443,7 +444,7 @@ fn bench_search(args: &[String]) -> Result<Value> {
         // For a profiler: only the default BM25 search with windows, n times.
         let vocab = Vocab::new(20_000);
         let mut r = Rng(5);
-        m.refresh_index()?;
+        m.indexing().refresh_index()?;
         let t = Instant::now();
         let n: usize = n.parse().unwrap_or(2000);
         for _ in 0..n {
@@ -456,12 +457,12 @@ fn bench_search(args: &[String]) -> Result<Value> {
             q.mode = std::env::var("MEMDIR_BENCH_MODE")
                 .ok()
                 .or(Some("bm25".into()));
-            m.search(&q)?;
+            m.indexing().search(&q)?;
         }
         return Ok(json!({"searches": n, "mean_ms": ms(t) / n as f64}));
     }
     let t = Instant::now();
-    let re = m.reindex(None)?;
+    let re = m.indexing().reindex(None)?;
     let reindex_s = t.elapsed().as_secs_f64();
     let index_bytes = dir_size(&dir.join(".memdir/index"));
     let vocab = Vocab::new(20_000);
@@ -471,7 +472,7 @@ fn bench_search(args: &[String]) -> Result<Value> {
         for i in 0..220 {
             let req = make(&mut r);
             let t = Instant::now();
-            m.search(&req)?;
+            m.indexing().search(&req)?;
             if i >= 20 {
                 v.push(ms(t));
             }
@@ -543,9 +544,10 @@ fn bench_search(args: &[String]) -> Result<Value> {
                 source_id: None,
             })
             .collect();
-        m.ingest(&batch)?;
+        m.sessions().ingest(&batch)?;
         let t = Instant::now();
-        m.search(&SearchRequest::new(&words(&mut r, 2)))?;
+        m.indexing()
+            .search(&SearchRequest::new(&words(&mut r, 2)))?;
         catchup.push(ms(t));
     }
     Ok(json!({
@@ -637,7 +639,7 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
     let (_tmp, dir) = dir_arg(args);
     let chunks = arg(args, "--chunks", 100_000);
     let (m, _) = ensure_corpus(&dir, chunks)?;
-    m.refresh_index()?;
+    m.indexing().refresh_index()?;
     drop(m);
     let vocab = Vocab::new(20_000);
     let mut r = Rng(3);
@@ -730,9 +732,9 @@ fn long_answers() -> Result<Value> {
                 source_id: None,
             })
             .collect();
-        m.ingest(&batch)?;
+        m.sessions().ingest(&batch)?;
     }
-    m.refresh_index()?;
+    m.indexing().refresh_index()?;
     drop(m);
     let (mut c, _) = Client::start(&dir);
     let (mut wire, mut read) = (Vec::new(), Vec::new());
@@ -809,7 +811,7 @@ fn bench_http(args: &[String]) -> Result<Value> {
     let chunks = arg(args, "--chunks", 100_000);
     let seconds = arg(args, "--seconds", 30) as u64;
     let (m, _) = ensure_corpus(&dir, chunks)?;
-    m.refresh_index()?;
+    m.indexing().refresh_index()?;
     drop(m);
     let mut child = Command::new(memdir_bin())
         .args([
@@ -981,7 +983,7 @@ fn bench_merge(args: &[String]) -> Result<Value> {
         let data: serde_json::Map<String, Value> = (0..n)
             .map(|k| (format!("key-{k:05}"), json!(vocab.sentence(&mut r, 8))))
             .collect();
-        m.write(&WriteRequest {
+        m.categories().write(&WriteRequest {
             category: category(n),
             data: Value::Object(data),
             ..Default::default()
@@ -992,7 +994,7 @@ fn bench_merge(args: &[String]) -> Result<Value> {
         let data = json!({ key: vocab.sentence(&mut r, 8) });
         std::thread::sleep(pause);
         let t = Instant::now();
-        m.write(&WriteRequest {
+        m.categories().write(&WriteRequest {
             category: category(n),
             data,
             merge: true,
@@ -1023,7 +1025,7 @@ fn bench_merge(args: &[String]) -> Result<Value> {
     for k in 0..writes {
         for i in order() {
             let n = sizes[i];
-            m.read(&ReadRequest {
+            m.categories().read(&ReadRequest {
                 category: category(n),
                 fields: None,
                 version: None,
@@ -1068,7 +1070,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
     let (_tmp, dir) = dir_arg(args);
     let chunks = arg(args, "--chunks", 100_000);
     let (m, _) = ensure_corpus(&dir, chunks)?;
-    m.refresh_index()?;
+    m.indexing().refresh_index()?;
     // `--server`: as `memdir serve` runs, the catch-ups kept in memory between durable commits.
     let server = args.iter().any(|a| a == "--server");
     let m = if server {
@@ -1080,7 +1082,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
                 ..memdir_engine::service::Settings::default()
             },
         );
-        m.refresh_index()?;
+        m.indexing().refresh_index()?;
         m
     } else {
         m
@@ -1093,7 +1095,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
         let mark = format!("fresh{i}mark");
         let session = format!("session-{:05}", r.below(50));
         let t = Instant::now();
-        let ack = m.ingest_one(NewChunk {
+        let ack = m.sessions().ingest_one(NewChunk {
             session_id: session.clone(),
             content: format!("{} {mark}", vocab.sentence(&mut r, 30)),
             project: None,
@@ -1103,14 +1105,14 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
         })?;
         let w = ms(t);
         let t = Instant::now();
-        let res = m.search(&SearchRequest::new(&mark))?;
+        let res = m.indexing().search(&SearchRequest::new(&mark))?;
         let s = ms(t);
         let found = res.results.iter().any(|h| {
             matches!(h, memdir_api::SearchHit::Chunk { session_id, position, .. }
                 if *session_id == session && *position == ack.position)
         });
         missing += usize::from(!found);
-        m.ingest_one(NewChunk {
+        m.sessions().ingest_one(NewChunk {
             session_id: session,
             content: vocab.sentence(&mut r, 30),
             project: None,
@@ -1124,7 +1126,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
             vocab.words[200 + r.below(3000) as usize]
         );
         let t = Instant::now();
-        m.search(&SearchRequest::new(&q))?;
+        m.indexing().search(&SearchRequest::new(&q))?;
         let o = ms(t);
         if i >= 20 {
             write.push(w);
@@ -1191,7 +1193,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
     let tmp = tempfile::tempdir().expect("temp dir");
     let m = Memdir::open(tmp.path().join("store"))?;
     for conv in fx["conversations"].as_array().expect("conversations") {
-        m.ingest(&fixture_chunks(conv))?;
+        m.sessions().ingest(&fixture_chunks(conv))?;
     }
     // (label, previous-turn weight, neighbour share, session share)
     let default_label = "session-aware: prev 0.5, neighbour 0.25, session 0.5 (default)";
@@ -1220,7 +1222,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                 req.context = Some(0);
                 req.mode = Some("bm25".into());
                 req.project = Some(cid.to_string());
-                let res = m.search_tuned(&req, tune)?;
+                let res = m.indexing().search_tuned(&req, tune)?;
                 let ids: Vec<(String, u64)> = res
                     .results
                     .iter()
@@ -1283,7 +1285,7 @@ fn window_recall(
             req.mode = Some("bm25".into());
             req.project = Some(cid.to_string());
             req.limit = limit;
-            let res = m.search_tuned(&req, tune)?;
+            let res = m.indexing().search_tuned(&req, tune)?;
             for ev in q["evidence"].as_array().expect("evidence") {
                 total += 1;
                 let (si, turn) = (

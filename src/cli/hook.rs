@@ -121,27 +121,29 @@ pub(super) fn hook(cli: &Cli, agent: &str, arg: Option<&str>, timeout_ms: u64) {
                 Error::invalid("event", format!("no {what} directory: set {var} or HOME"))
             })
         };
+        let call = service::Call::by(&caller);
+        let cx = m.acting(&call);
         let run = |name: String, f: &dyn Fn() -> Result<memdir_engine::import::hook::Capture>| {
-            service::as_actor(&caller.device, f).map_err(|e| e.detail("event", Value::from(name)))
+            f().map_err(|e| e.detail("event", Value::from(name)))
         };
         if agent == "opencode" {
             let event = memdir_engine::import::hook::parse_opencode_event(&input)?;
             let root = agent_dir("opencode data", "XDG_DATA_HOME")?;
             return run(event.name.clone(), &|| {
-                memdir_engine::import::hook::opencode(&m, &root, &event)
+                memdir_engine::import::hook::opencode(cx, &root, &event)
             });
         }
         if agent == "codex" {
             let event = memdir_engine::import::hook::parse_codex_event(&input)?;
             let home = agent_dir("Codex", "CODEX_HOME")?;
             return run(event.name.clone(), &|| {
-                memdir_engine::import::hook::codex(&m, &home, &event)
+                memdir_engine::import::hook::codex(cx, &home, &event)
             });
         }
         let event = memdir_engine::import::hook::parse_event(&input)?;
         let deadline = start + budget / 2;
         run(event.name.clone(), &|| {
-            memdir_engine::import::hook::claude_code(&m, &event, deadline)
+            memdir_engine::import::hook::claude_code(cx, &event, deadline)
         })
     })();
     match result {

@@ -49,10 +49,29 @@ impl std::ops::Deref for Ctx<'_> {
 
 /// Runs an operation of the table with a typed request, as every surface does.
 fn call<T: serde::Serialize>(m: &Ctx, name: &str, req: &T) -> Result<Value> {
+    call_showing(m, name, req, None)
+}
+
+/// [`call`] for a long job (reindex, import, sync, snapshot, embed): its progress is a bar on
+/// a terminal.
+fn call_with_bar<T: serde::Serialize>(m: &Ctx, name: &str, req: &T) -> Result<Value> {
+    let bar = crate::progress::Progress::new(name);
+    let show = |done: u64, total: u64| bar.update(done, total);
+    let out = call_showing(m, name, req, Some(&show));
+    bar.finish();
+    out
+}
+
+fn call_showing<T: serde::Serialize>(
+    m: &Ctx,
+    name: &str,
+    req: &T,
+    progress: Option<memdir_engine::service::Progress<'_>>,
+) -> Result<Value> {
     let op = ops::find(name).ok_or_else(|| Error::internal(format!("no operation {name}")))?;
     let args = serde_json::to_value(req)
         .map_err(|e| Error::internal(format!("the {name} request did not serialize: {e}")))?;
-    ops::call(m.memdir, &m.caller, op, args)
+    ops::call_with(m.memdir, &m.caller, op, args, progress)
 }
 
 /// What a command answers when the person at the terminal said no: not an error (exit 0),
@@ -375,9 +394,7 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
             Some(path) => ingest_jsonl(m, &a, path)?,
             None => call(m, "ingest", &ingest_request(&a)?)?,
         },
-        Command::Import(r) => with_progress(m, "import", &r, |show| {
-            memdir_engine::import::run(m, &r, &config::process_env, Some(show))
-        })?,
+        Command::Import(r) => call_with_bar(m, "import", &r)?,
         Command::Fetch(r) => call(m, "fetch", &r)?,
         Command::Overview(r) => call(m, "overview", &r)?,
         Command::Read(r) => call(m, "read", &r)?,
@@ -439,22 +456,12 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
         Command::Context(r) => call(m, "context", &r)?,
         Command::Delta(r) => call(m, "delta", &r)?,
         Command::Search(a) => call(m, "search", &a.request())?,
-        Command::Sync(r) => with_progress(m, "sync", &r, |show| {
-            m.sync_with(
-                &r,
-                memdir_engine::ops::sync_token(m, &m.caller, &r)?,
-                Some(show),
-            )
-        })?,
+        Command::Sync(r) => call_with_bar(m, "sync", &r)?,
         Command::Resolve(r) => call(m, "resolve", &r)?,
         Command::Forget { req, yes } => forget(m, req, yes)?,
-        Command::Snapshot(r) => with_progress(m, "snapshot", &r, |show| {
-            m.take_snapshot_with(&r, Some(show))
-        })?,
+        Command::Snapshot(r) => call_with_bar(m, "snapshot", &r)?,
         Command::RestoreSnapshot(r) => call(m, "restore_snapshot", &r)?,
-        Command::Embed => {
-            with_progress(m, "embed", &api::Empty {}, |show| m.embed_with(Some(show)))?
-        }
+        Command::Embed => call_with_bar(m, "embed", &api::Empty {})?,
         Command::Models(r) => call(m, "models", &r)?,
         Command::VerifyStore
         | Command::Doctor
@@ -471,34 +478,9 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
                 "invariant: run handles this command itself",
             ));
         }
-        Command::Reindex => {
-            let progress = crate::progress::Progress::new("reindex");
-            let bar = |done: u64, total: u64| progress.update(done, total);
-            // The one direct engine call of a surface: the progress bar needs a callback.
-            let out = m.reindex(Some(&bar));
-            progress.finish();
-            serde_json::to_value(out?)
-                .map_err(|e| Error::internal(format!("reindex result: {e}")))?
-        }
+        Command::Reindex => call_with_bar(m, "reindex", &api::Empty {})?,
     };
     Ok(out)
-}
-
-/// A long job with a progress bar on a terminal: a direct engine call (the bar needs a
-/// callback) with access control and the caller's device as the actor, as `ops::call` applies
-/// them. Only for operations whose responses hide nothing.
-fn with_progress<R: memdir_engine::acl::Guarded, T: serde::Serialize>(
-    m: &Ctx,
-    label: &str,
-    req: &R,
-    job: impl FnOnce(&dyn Fn(u64, u64)) -> Result<T>,
-) -> Result<Value> {
-    m.caller.admit(&req.need(), &|| Ok(Vec::new()))?;
-    let bar = crate::progress::Progress::new(label);
-    let show = |done: u64, total: u64| bar.update(done, total);
-    let out = service::as_actor(&m.caller.device, || job(&show));
-    bar.finish();
-    serde_json::to_value(out?).map_err(|e| Error::internal(format!("{label} result: {e}")))
 }
 
 /// `forget`: with --yes or --dry-run as asked; on a terminal, after showing what would go and

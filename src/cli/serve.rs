@@ -15,19 +15,21 @@ pub(super) fn spawn_syncer(cfg: &Config, dir: std::path::PathBuf, settings: serv
     let caller = cfg.caller();
     std::thread::spawn(move || {
         let m = Memdir::open_lazy_with(dir, settings);
+        let call = service::Call::by(&caller);
         let mut holder = None;
         loop {
             std::thread::sleep(every);
             if holder.is_none() {
-                holder = m.syncer_lock().ok();
+                holder = m.replication().syncer_lock().ok();
                 if holder.is_none() {
                     continue;
                 }
             }
             let req = api::SyncRequest::default();
-            let outcome = service::as_actor(&caller.device, || {
-                let token = memdir_engine::ops::sync_token(&m, &caller, &req)?;
-                m.sync_recorded(&req, token, None, "periodic")
+            let outcome = memdir_engine::ops::sync_token(&m, &caller, &req).and_then(|token| {
+                m.acting(&call)
+                    .replication()
+                    .sync_recorded(&req, token, None, "periodic")
             });
             match outcome {
                 Ok(r) if r.push_pending => eprintln!(

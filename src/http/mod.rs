@@ -221,7 +221,7 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
             .map_err(|e| Error::new(ErrorKind::Unavailable, format!("HTTP server: {e}")))
     });
     // Stopped (SIGINT, SIGTERM): what the index kept in memory goes to disk.
-    kept.land_index();
+    kept.indexing().land_index();
     served
 }
 

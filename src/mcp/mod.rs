@@ -794,7 +794,7 @@ pub fn serve_stdio(memdir: Memdir, profile: Profile, caller: Caller) -> Result<(
     // wait for it.
     rt.shutdown_background();
     // What the index kept in memory goes to disk: the next process need not index it again.
-    kept.land_index();
+    kept.indexing().land_index();
     served
 }
 

@@ -296,27 +296,47 @@ fn no_test_is_ignored() {
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/engine/src/ops.rs", "build", 405),
     ("src/config.rs", "resolve", 304),
-    ("crates/engine/src/service/session.rs", "ingest", 299),
-    ("crates/engine/src/service/verify.rs", "verify_report", 278),
-    ("crates/engine/src/import/codex.rs", "import_file", 207),
-    ("crates/engine/src/service/indexer.rs", "catch_up_to", 194),
-    ("crates/engine/src/service/sync.rs", "sync_run", 188),
+    ("crates/engine/src/service/sessions.rs", "ingest", 299),
     (
-        "crates/engine/src/service/version.rs",
+        "crates/engine/src/service/upkeep/verify.rs",
+        "verify_report",
+        278,
+    ),
+    ("crates/engine/src/import/codex.rs", "import_file", 207),
+    (
+        "crates/engine/src/service/indexing/indexer.rs",
+        "catch_up_to",
+        194,
+    ),
+    (
+        "crates/engine/src/service/replication/sync.rs",
+        "sync_run",
+        188,
+    ),
+    (
+        "crates/engine/src/service/categories/version.rs",
         "commit_version",
         176,
     ),
-    ("crates/engine/src/service/export.rs", "export", 165),
+    ("crates/engine/src/service/upkeep/export.rs", "export", 166),
     ("src/http/guard.rs", "guard", 156),
     (
-        "crates/engine/src/service/adoption.rs",
+        "crates/engine/src/service/categories/adoption.rs",
         "sync_category",
-        150,
+        146,
     ),
     ("crates/engine/src/import/claude.rs", "import_from", 139),
     ("src/cli/mod.rs", "run", 136),
-    ("crates/engine/src/service/forget.rs", "forget_chunks", 131),
-    ("crates/engine/src/service/session.rs", "sync_sessions", 129),
+    (
+        "crates/engine/src/service/upkeep/forget.rs",
+        "forget_chunks",
+        131,
+    ),
+    (
+        "crates/engine/src/service/sessions.rs",
+        "sync_sessions",
+        129,
+    ),
     (
         "crates/engine/src/import/opencode.rs",
         "import_session",
@@ -329,10 +349,24 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
 const MAX_FN_LINES: usize = 120;
 
 /// Types with more than [`MAX_METHODS`] methods today, with their count; the same ratchet.
-const LARGE_TYPES: &[(&str, usize)] = &[("Memdir", 158)];
+const LARGE_TYPES: &[(&str, usize)] = &[];
 
 /// The most methods STYLE.md accepts on one type, over all its `impl` blocks.
 const MAX_METHODS: usize = 40;
+
+/// What follows `fn ` when `line` (trimmed) declares a function, whatever its visibility
+/// (`pub`, `pub(crate)`, `pub(in crate::service)`) and qualifiers.
+fn fn_signature(line: &str) -> Option<&str> {
+    let mut t = line;
+    if let Some(rest) = t.strip_prefix("pub(") {
+        t = rest.split_once(") ")?.1;
+    }
+    t = t.strip_prefix("pub ").unwrap_or(t);
+    for q in ["const ", "async ", "unsafe "] {
+        t = t.strip_prefix(q).unwrap_or(t);
+    }
+    t.strip_prefix("fn ")
+}
 
 /// Every function of the non-test code: (file, name, lines from `fn` to its closing brace).
 /// A function ends at the first line that is its indentation followed by `}`, as rustfmt
@@ -345,17 +379,7 @@ fn functions() -> Vec<(String, String, usize)> {
         for (i, line) in lines.iter().enumerate() {
             let trimmed = line.trim_start();
             let indent = &line[..line.len() - trimmed.len()];
-            let rest = [
-                "pub ",
-                "pub(crate) ",
-                "pub(super) ",
-                "const ",
-                "async ",
-                "unsafe ",
-            ]
-            .iter()
-            .fold(trimmed, |t, p| t.strip_prefix(p).unwrap_or(t));
-            let Some(sig) = rest.strip_prefix("fn ") else {
+            let Some(sig) = fn_signature(trimmed) else {
                 continue;
             };
             let name: String = sig
@@ -414,6 +438,11 @@ fn no_type_gathers_more_than_40_methods_and_the_large_ones_only_shrink() {
                 // `impl<T> Trait for Type<T> {` or `impl Type {`: the type is the last path
                 // before `{`, less its generics.
                 let head = head.trim_end_matches('{').trim();
+                // Less the impl's own generics: `impl<'a> Type<'a> {`.
+                let head = match head.strip_prefix('<') {
+                    Some(rest) => rest.split_once("> ").map_or(rest, |(_, t)| t),
+                    None => head,
+                };
                 let ty = head.rsplit(" for ").next().unwrap_or(head);
                 let ty = ty.split('<').next().unwrap_or(ty).trim();
                 let ty = ty
@@ -432,10 +461,7 @@ fn no_type_gathers_more_than_40_methods_and_the_large_ones_only_shrink() {
             }
             let Some(ty) = &current else { continue };
             let t = line.strip_prefix("    ").unwrap_or("");
-            let t = ["pub ", "pub(crate) ", "pub(super) ", "const ", "async "]
-                .iter()
-                .fold(t, |t, p| t.strip_prefix(p).unwrap_or(t));
-            if t.starts_with("fn ") {
+            if !t.starts_with(' ') && fn_signature(t).is_some() {
                 *counts.entry(ty.clone()).or_default() += 1;
             }
         }
@@ -458,5 +484,15 @@ fn no_type_gathers_more_than_40_methods_and_the_large_ones_only_shrink() {
             ));
         }
     }
-    assert!(bad.is_empty(), "methods per type:\n{}", bad.join("\n"));
+    let sizes: Vec<String> = counts
+        .iter()
+        .filter(|(_, n)| **n > 20)
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "methods per type:\n{}\n(types past 20: {})",
+        bad.join("\n"),
+        sizes.join(", ")
+    );
 }

@@ -218,15 +218,16 @@ fn a_forget_in_a_long_lived_process_leaves_no_trace_when_it_answers() {
         } else {
             format!("chunk {i} {}", "filler words ".repeat(40))
         };
-        m.ingest_one(NewChunk {
-            session_id: "big".into(),
-            content,
-            project: None,
-            metadata: None,
-            ts: None,
-            source_id: None,
-        })
-        .unwrap();
+        m.sessions()
+            .ingest_one(NewChunk {
+                session_id: "big".into(),
+                content,
+                project: None,
+                metadata: None,
+                ts: None,
+                source_id: None,
+            })
+            .unwrap();
     }
     // A category of about 90 KB whose first version holds it; the second replaces that file.
     let mut data: serde_json::Map<String, serde_json::Value> = (0..1000)
@@ -234,18 +235,20 @@ fn a_forget_in_a_long_lived_process_leaves_no_trace_when_it_answers() {
         .collect();
     for note in ["echidnasecret v1", "clean v2"] {
         data.insert("note".into(), json!(note));
-        m.write(&WriteRequest {
-            category: "big".into(),
-            data: serde_json::Value::Object(data.clone()),
-            ..Default::default()
-        })
-        .unwrap();
+        m.categories()
+            .write(&WriteRequest {
+                category: "big".into(),
+                data: serde_json::Value::Object(data.clone()),
+                ..Default::default()
+            })
+            .unwrap();
     }
     // What a process killed right after such a write leaves for the next startup to sweep.
     let left = root.join(".memdir/trash/20261201T000000000Z-0000_killed-0000");
     std::fs::create_dir_all(&left).unwrap();
     std::fs::write(left.join("1.replaced"), "{\"note\": \"echidnasecret v0\"}").unwrap();
     let out = m
+        .upkeep()
         .forget(&ForgetRequest {
             category: Some("big".into()),
             version: Some(VersionRef::Ordinal(1)),
@@ -254,6 +257,7 @@ fn a_forget_in_a_long_lived_process_leaves_no_trace_when_it_answers() {
         .unwrap();
     assert_eq!(out.versions.len(), 1);
     let out = m
+        .upkeep()
         .forget(&ForgetRequest {
             session_id: Some("big".into()),
             ..Default::default()

@@ -917,6 +917,7 @@ fn a_large_category_edited_by_hand_keeping_size_and_mtime_is_the_base_of_the_nex
     assert_eq!(now["last"], 3);
     assert_eq!(w.new_hash, Some(hash_of_file()));
     let h = m
+        .categories()
         .history(&HistoryRequest {
             category: "big".into(),
             limit: 50,
@@ -944,6 +945,7 @@ impl InProcess {
 
     fn merge(&self, data: Value) -> memdir_api::WriteResponse {
         self.m
+            .categories()
             .write(&memdir_api::WriteRequest {
                 category: self.category.into(),
                 data,
@@ -955,6 +957,7 @@ impl InProcess {
 
     fn read(&self) -> Value {
         self.m
+            .categories()
             .read(&memdir_api::ReadRequest {
                 category: self.category.into(),
                 fields: None,

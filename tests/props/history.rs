@@ -182,31 +182,33 @@ fn a_category_nested_as_deep_as_the_parser_allows_keeps_a_readable_history() {
     let tmp = tempfile::tempdir().unwrap();
     let m = memdir_engine::Memdir::open(tmp.path().join("store")).unwrap();
     let deep = |d: usize| -> Value { serde_json::from_str(&nested(d, true)).unwrap() };
-    let wrote = m.write(&WriteRequest {
+    let wrote = m.categories().write(&WriteRequest {
         category: "deep".into(),
         data: deep(PARSER_DEPTH),
         ..WriteRequest::default()
     });
-    let appended = m.append(&AppendRequest {
+    let appended = m.categories().append(&AppendRequest {
         category: "journal".into(),
         data: deep(PARSER_DEPTH - 2),
         ..AppendRequest::default()
     });
     if wrote.is_ok() {
-        m.read(&memdir_engine::service::ReadRequest {
-            category: "deep".into(),
-            ..Default::default()
-        })
-        .expect("a category memdir wrote reads back");
+        m.categories()
+            .read(&memdir_engine::service::ReadRequest {
+                category: "deep".into(),
+                ..Default::default()
+            })
+            .expect("a category memdir wrote reads back");
     }
     if appended.is_ok() {
-        m.read(&memdir_engine::service::ReadRequest {
-            category: "journal".into(),
-            ..Default::default()
-        })
-        .expect("a log memdir wrote reads back");
+        m.categories()
+            .read(&memdir_engine::service::ReadRequest {
+                category: "journal".into(),
+                ..Default::default()
+            })
+            .expect("a log memdir wrote reads back");
     }
-    let v = m.verify().unwrap();
+    let v = m.upkeep().verify().unwrap();
     assert!(v.ok, "{v:#?}");
 }
 

@@ -41,7 +41,7 @@ static STORE: LazyLock<Store> = LazyLock::new(|| {
             source_id: None,
         })
         .collect();
-    memdir.ingest(&chunks).expect("ingest");
+    memdir.sessions().ingest(&chunks).expect("ingest");
     for (name, data) in [
         (
             "base",
@@ -50,6 +50,7 @@ static STORE: LazyLock<Store> = LazyLock::new(|| {
         ("projects", json!({"web": {"port": 8080, "owner": "Ada"}})),
     ] {
         memdir
+            .categories()
             .write(&WriteRequest {
                 category: name.into(),
                 data,
@@ -182,7 +183,7 @@ proptest! {
     #[test]
     fn any_request_is_answered_or_refused(req in request()) {
         let m = &STORE.memdir;
-        match m.search(&req) {
+        match m.indexing().search(&req) {
             Ok(v) => {
                 prop_assert!(v.results.len() <= req.limit, "{} results for limit {}", v.results.len(), req.limit);
                 prop_assert_eq!(v.count, v.results.len());

@@ -189,15 +189,18 @@ fn store() -> (tempfile::TempDir, Memdir) {
             source_id: None,
         })
         .collect();
-    m.ingest(&chunks).expect("ingest");
-    m.write(&WriteRequest {
-        category: "doc".into(),
-        data: json!({"held": "value"}),
-        ..WriteRequest::default()
-    })
-    .expect("write");
+    m.sessions().ingest(&chunks).expect("ingest");
+    m.categories()
+        .write(&WriteRequest {
+            category: "doc".into(),
+            data: json!({"held": "value"}),
+            ..WriteRequest::default()
+        })
+        .expect("write");
     // A replica seals its own segments before it offers any: a store that has synced once.
-    m.sync_manifest(&SyncAccess::all()).expect("manifest");
+    m.peers()
+        .sync_manifest(&SyncAccess::all())
+        .expect("manifest");
     (tmp, m)
 }
 
@@ -341,7 +344,7 @@ proptest! {
         let root = tmp.path().join("store");
         let req = page(&root, &items);
         let before = files(&root);
-        if m.sync_push(&req, &SyncAccess::all()).is_err() {
+        if m.peers().sync_push(&req, &SyncAccess::all()).is_err() {
             prop_assert_eq!(files(&root), before, "a refused page changed the store");
         }
     }
@@ -355,7 +358,7 @@ proptest! {
         let root = tmp.path().join("store");
         let req = page(&root, &items);
         let before = files(&root);
-        let _ = m.sync_push(&req, &SyncAccess::all());
+        let _ = m.peers().sync_push(&req, &SyncAccess::all());
         let after = files(&root);
         for (p, bytes) in &before {
             if p.starts_with("categories/") {
@@ -376,7 +379,7 @@ proptest! {
                 "a push created {} outside the layout", p
             );
         }
-        let v = m.verify().expect("verify runs");
+        let v = m.upkeep().verify().expect("verify runs");
         prop_assert!(v.ok, "the store is not valid after a push: {:?}", v);
     }
 
@@ -411,7 +414,7 @@ proptest! {
                 .collect(),
         };
         let before = files(&root);
-        let _ = m.sync_diff(&req, &SyncAccess::all());
+        let _ = m.peers().sync_diff(&req, &SyncAccess::all());
         prop_assert_eq!(files(&root), before, "a diff changed the store");
     }
 }

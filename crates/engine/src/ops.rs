@@ -19,7 +19,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use crate::acl::{Caller, Guarded, Need, Visible};
-use crate::service::Memdir;
+use crate::service::{Call, Cx, Memdir, Progress};
 use memdir_api::error::{Error, Result};
 use memdir_api::*;
 
@@ -110,7 +110,7 @@ pub struct Op {
     /// The response's type name.
     pub response_name: fn() -> String,
     /// Runs the operation for a caller: JSON arguments in, JSON result out.
-    pub run: fn(&Memdir, &Caller, Value) -> Result<Value>,
+    pub run: fn(Cx<'_>, Value) -> Result<Value>,
 }
 
 /// Deserializes arguments into a typed request; errors name the offending field.
@@ -135,21 +135,27 @@ macro_rules! typed {
                 as fn(&mut SchemaGenerator) -> Schema,
             (|| <$req as JsonSchema>::schema_name().into_owned()) as fn() -> String,
             (|| <$resp as JsonSchema>::schema_name().into_owned()) as fn() -> String,
-            (|$m: &Memdir, $c: &Caller, args: Value| -> Result<Value> {
+            (|$m: Cx<'_>, args: Value| -> Result<Value> {
+                let $c: &Caller = &$m.call().caller;
                 let $r: $req = from_args(args)?;
                 // Access control, before anything runs: the one place it is evaluated.
-                $c.admit(&Guarded::need(&$r), &|| category_names($m))?;
+                $c.admit(&Guarded::need(&$r), &|| category_names(&$m))?;
                 let mut out: $resp = $body?;
                 Visible::hide(&mut out, $c);
                 to_json::<$resp>(out)
-            }) as fn(&Memdir, &Caller, Value) -> Result<Value>,
+            }) as fn(Cx<'_>, Value) -> Result<Value>,
         )
     };
 }
 
 /// Every category of the store, by name.
 fn category_names(m: &Memdir) -> Result<Vec<String>> {
-    Ok(m.list()?.categories.into_iter().map(|c| c.name).collect())
+    Ok(m.categories()
+        .list()?
+        .categories
+        .into_iter()
+        .map(|c| c.name)
+        .collect())
 }
 
 /// The categories `c` may not read (none unless its reads are restricted).
@@ -214,8 +220,8 @@ fn with_sync_access<R>(
     f: impl FnOnce(&crate::service::SyncAccess<'_>) -> Result<R>,
 ) -> Result<R> {
     let read = |n: &str| c.can_read(n);
-    let write = |n: &str| c.admit(&Need::Write(n), &|| category_names(m));
-    let ingest = |ps: &[&str]| c.admit(&Need::Ingest(ps.to_vec()), &|| category_names(m));
+    let write = |n: &str| c.admit(&Need::Write(n), &|| category_names(&m));
+    let ingest = |ps: &[&str]| c.admit(&Need::Ingest(ps.to_vec()), &|| category_names(&m));
     let forget = || {
         c.admit(&Need::Privileged("forget session memory"), &|| {
             category_names(m)
@@ -334,7 +340,7 @@ fn build() -> Vec<Op> {
             rest: post("/search", "search", &["sessions", "categories"], &[400, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("keyword", json!({"query": "connection pool timeout", "limit": 5}))],
-            typed: typed!(SearchRequest, SearchResponse, |m, r, c| m.search_hiding(&r, hidden(m, c)?)),
+            typed: typed!(SearchRequest, SearchResponse, |m, r, c| m.indexing().search_hiding(&r, hidden(&m, c)?)),
         },
         op! {
             name: "fetch",
@@ -345,7 +351,7 @@ fn build() -> Vec<Op> {
             rest: post("/fetch", "fetch", &["sessions"], &[400, 404, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"session_id": "demo-session", "position": 0, "limit": 20}))],
-            typed: typed!(FetchRequest, FetchResponse, |m, r| m.fetch(&r)),
+            typed: typed!(FetchRequest, FetchResponse, |m, r| m.sessions().fetch(&r)),
         },
         op! {
             name: "overview",
@@ -356,7 +362,7 @@ fn build() -> Vec<Op> {
             rest: get("/overview", "overview", &["sessions"], &[400, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"days": 30, "project": "web", "offset": 0, "limit": 20}))],
-            typed: typed!(OverviewRequest, OverviewResponse, |m, r| m.overview(&r)),
+            typed: typed!(OverviewRequest, OverviewResponse, |m, r| m.sessions().overview(&r)),
         },
         op! {
             name: "ingest",
@@ -370,7 +376,7 @@ fn build() -> Vec<Op> {
                 ("single", json!({"session_id": "demo-session", "content": "The connection pool timeout is 30 seconds.", "project": "web", "metadata": {"role": "user", "title": "Pool settings"}})),
                 ("batch", json!({"chunks": [{"session_id": "demo-session", "content": "We raised it to 60 seconds."}, {"session_id": "other-session", "content": "Editor: helix."}]})),
             ],
-            typed: typed!(IngestRequest, IngestResponse, |m, r| m.ingest_request(r)),
+            typed: typed!(IngestRequest, IngestResponse, |m, r| m.sessions().ingest_request(r)),
         },
         op! {
             name: "read",
@@ -381,7 +387,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/read", "readCategory", &["categories"], &[400, 404, 413, 422, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base"}))],
-            typed: typed!(ReadRequest, ReadResponse, |m, r| m.read(&r)),
+            typed: typed!(ReadRequest, ReadResponse, |m, r| m.categories().read(&r)),
         },
         op! {
             name: "write",
@@ -392,7 +398,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/write", "writeCategory", &["categories"], &[400, 409, 413, 422, 500, 503]),
             flags: (false, true, true),
             examples: || vec![("example", json!({"category": "base", "data": {"name": "Ada", "editor": "helix"}, "merge": true, "reason": "editor preference"}))],
-            typed: typed!(WriteRequest, WriteResponse, |m, r| m.write(&r)),
+            typed: typed!(WriteRequest, WriteResponse, |m, r| m.categories().write(&r)),
         },
         op! {
             name: "append",
@@ -403,7 +409,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/append", "appendLog", &["categories"], &[400, 409, 413, 422, 500, 503]),
             flags: (false, false, false),
             examples: || vec![("example", json!({"category": "journal", "data": {"event": "deployed v2"}, "max_entries": 200}))],
-            typed: typed!(AppendRequest, AppendResponse, |m, r| m.append(&r)),
+            typed: typed!(AppendRequest, AppendResponse, |m, r| m.categories().append(&r)),
         },
         op! {
             name: "list",
@@ -414,7 +420,7 @@ fn build() -> Vec<Op> {
             rest: get("/api/v1/list", "listCategories", &["categories"], &[500, 503]),
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(Empty, ListResponse, |m, _r| m.list()),
+            typed: typed!(Empty, ListResponse, |m, _r| m.categories().list()),
         },
         op! {
             name: "history",
@@ -425,7 +431,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/history", "categoryHistory", &["categories"], &[400, 404, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base", "limit": 20}))],
-            typed: typed!(HistoryRequest, HistoryResponse, |m, r| m.history(&r)),
+            typed: typed!(HistoryRequest, HistoryResponse, |m, r| m.categories().history(&r)),
         },
         op! {
             name: "diff",
@@ -436,7 +442,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/diff", "diffCategory", &["categories"], &[400, 404, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base", "from": "1", "to": "2"}))],
-            typed: typed!(DiffRequest, DiffResponse, |m, r| m.diff(&r)),
+            typed: typed!(DiffRequest, DiffResponse, |m, r| m.categories().diff(&r)),
         },
         op! {
             name: "delete",
@@ -447,7 +453,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/delete", "deleteCategory", &["categories"], &[400, 404, 409, 413, 500, 503]),
             flags: (false, true, false),
             examples: || vec![("example", json!({"category": "scratch", "reason": "no longer needed"}))],
-            typed: typed!(DeleteRequest, DeleteResponse, |m, r| m.delete(&r)),
+            typed: typed!(DeleteRequest, DeleteResponse, |m, r| m.categories().delete(&r)),
         },
         op! {
             name: "status",
@@ -458,7 +464,7 @@ fn build() -> Vec<Op> {
             rest: get("/status", "status", &["meta"], &[500, 503]),
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(Empty, StatusResponse, |m, _r, c| m.status_as(&|n| c.can_read(n)).map(|mut s| {
+            typed: typed!(Empty, StatusResponse, |m, _r, c| m.upkeep().status_as(&|n| c.can_read(n)).map(|mut s| {
                 s.access = Some(c.describe());
                 s
             })),
@@ -472,7 +478,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (true, false, true),
             examples: || vec![("example", json!({"query": "what editor do I use", "limit": 3}))],
-            typed: typed!(SemanticSearchRequest, SearchResponse, |m, r, c| m.search_semantic(&r, hidden(m, c)?)),
+            typed: typed!(SemanticSearchRequest, SearchResponse, |m, r, c| m.indexing().search_semantic(&r, hidden(&m, c)?)),
         },
         op! {
             name: "context",
@@ -483,7 +489,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/context", "readCategories", &["categories"], &[400, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"categories": ["base", "projects"]}))],
-            typed: typed!(ContextRequest, ContextResponse, |m, r, c| m.context_hiding(&r, &hidden(m, c)?)),
+            typed: typed!(ContextRequest, ContextResponse, |m, r, c| m.categories().context_hiding(&r, &hidden(&m, c)?)),
         },
         op! {
             name: "delta",
@@ -494,7 +500,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/delta", "categoryDelta", &["categories"], &[400, 404, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base", "since_hash": "0000"}))],
-            typed: typed!(DeltaRequest, DeltaResponse, |m, r| m.delta(&r)),
+            typed: typed!(DeltaRequest, DeltaResponse, |m, r| m.categories().delta(&r)),
         },
         op! {
             name: "compact",
@@ -505,7 +511,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (false, true, true),
             examples: || vec![("example", json!({"category": "base", "keep_versions": 5}))],
-            typed: typed!(CompactRequest, CompactResponse, |m, r| m.compact(&r)),
+            typed: typed!(CompactRequest, CompactResponse, |m, r| m.categories().compact(&r)),
         },
         op! {
             name: "restore",
@@ -516,7 +522,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/restore", "restoreCategory", &["categories"], &[400, 404, 409, 413, 422, 500, 503]),
             flags: (false, false, false),
             examples: || vec![("example", json!({"category": "base", "version": "1", "reason": "undo"}))],
-            typed: typed!(RestoreRequest, RestoreResponse, |m, r| m.restore(&r)),
+            typed: typed!(RestoreRequest, RestoreResponse, |m, r| m.categories().restore(&r)),
         },
         op! {
             name: "forget",
@@ -527,7 +533,7 @@ fn build() -> Vec<Op> {
             rest: post("/api/v1/forget", "forget", &["sessions", "categories"], &[400, 404, 409, 413, 500, 503]),
             flags: (false, true, true),
             examples: || vec![("dry_run", json!({"query": "connection pool", "dry_run": true}))],
-            typed: typed!(ForgetRequest, ForgetResponse, |m, r| m.forget(&r)),
+            typed: typed!(ForgetRequest, ForgetResponse, |m, r| m.upkeep().forget(&r)),
         },
         op! {
             name: "doctor",
@@ -539,8 +545,8 @@ fn build() -> Vec<Op> {
             flags: (true, false, true),
             examples: no_examples,
             typed: typed!(Empty, DoctorResponse, |m, _r, c| {
-                c.admit(&Need::ReadAll, &|| category_names(m))?;
-                m.doctor().map(|mut d| {
+                c.admit(&Need::ReadAll, &|| category_names(&m))?;
+                m.upkeep().doctor().map(|mut d| {
                     d.status.access = Some(c.describe());
                     d
                 })
@@ -556,8 +562,8 @@ fn build() -> Vec<Op> {
             flags: (true, false, true),
             examples: no_examples,
             typed: typed!(Empty, VerifyResponse, |m, _r, c| {
-                c.admit(&Need::ReadAll, &|| category_names(m))?;
-                m.verify()
+                c.admit(&Need::ReadAll, &|| category_names(&m))?;
+                m.upkeep().verify()
             }),
         },
         op! {
@@ -569,7 +575,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (false, false, true),
             examples: no_examples,
-            typed: typed!(Empty, ReindexResponse, |m, _r| m.reindex(None)),
+            typed: typed!(Empty, ReindexResponse, |m, _r| m.indexing().reindex(m.progress())),
         },
         op! {
             name: "import",
@@ -580,7 +586,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (false, false, true),
             examples: || vec![("dry-run", json!({"format": "jsonl", "path": "-", "dry_run": true}))],
-            typed: typed!(ImportRequest, ImportResponse, |m, r| crate::import::run(m, &r, &memdir_store::env::process, None)),
+            typed: typed!(ImportRequest, ImportResponse, |m, r| crate::import::run(m, &r, &memdir_store::env::process)),
         },
         op! {
             name: "sync",
@@ -594,7 +600,7 @@ fn build() -> Vec<Op> {
             // pending.
             examples: || vec![("offline", json!({"remote": "http://127.0.0.1:9"}))],
             typed: typed!(SyncRequest, SyncResponse, |m, r, c| {
-                m.sync_with(&r, sync_token(m, c, &r)?, None)
+                m.replication().sync_with(&r, sync_token(&m, c, &r)?, m.progress())
             }),
         },
         op! {
@@ -607,7 +613,7 @@ fn build() -> Vec<Op> {
             flags: (true, false, true),
             examples: no_examples,
             typed: typed!(Empty, SyncManifestResponse, |m, _r, c| {
-                with_sync_access(m, c, |a| m.sync_manifest(a))
+                with_sync_access(&m, c, |a| m.peers().sync_manifest(a))
             }),
         },
         op! {
@@ -620,7 +626,7 @@ fn build() -> Vec<Op> {
             flags: (true, false, true),
             examples: || vec![("nothing", json!({"buckets": {}}))],
             typed: typed!(SyncDiffRequest, SyncDiffResponse, |m, r, c| {
-                with_sync_access(m, c, |a| m.sync_diff(&r, a))
+                with_sync_access(&m, c, |a| m.peers().sync_diff(&r, a))
             }),
         },
         op! {
@@ -633,7 +639,7 @@ fn build() -> Vec<Op> {
             flags: (true, false, true),
             examples: || vec![("nothing", json!({"want": []}))],
             typed: typed!(SyncPullRequest, SyncPage, |m, r, c| {
-                with_sync_access(m, c, |a| m.sync_pull(&r, a))
+                with_sync_access(&m, c, |a| m.peers().sync_pull(&r, a))
             }),
         },
         op! {
@@ -646,7 +652,7 @@ fn build() -> Vec<Op> {
             flags: (false, false, true),
             examples: || vec![("nothing", json!({"items": []}))],
             typed: typed!(SyncPushRequest, SyncPushResponse, |m, r, c| {
-                with_sync_access(m, c, |a| m.sync_push(&r, a))
+                with_sync_access(&m, c, |a| m.peers().sync_push(&r, a))
             }),
         },
         op! {
@@ -658,7 +664,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (false, false, false),
             examples: || vec![("pick", json!({"category": "base", "pick": "1"}))],
-            typed: typed!(ResolveRequest, ResolveResponse, |m, r| m.resolve(&r)),
+            typed: typed!(ResolveRequest, ResolveResponse, |m, r| m.replication().resolve(&r)),
         },
         op! {
             name: "snapshot",
@@ -669,7 +675,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (true, false, false),
             examples: || vec![("example", json!({"dest": "/backups/memdir-2026-11-30"}))],
-            typed: typed!(SnapshotRequest, SnapshotResponse, |m, r| m.take_snapshot(&r)),
+            typed: typed!(SnapshotRequest, SnapshotResponse, |m, r| m.upkeep().take_snapshot_with(&r, m.progress())),
         },
         op! {
             name: "restore_snapshot",
@@ -680,7 +686,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (false, true, false),
             examples: || vec![("example", json!({"src": "/backups/memdir-2026-11-30"}))],
-            typed: typed!(RestoreSnapshotRequest, RestoreSnapshotResponse, |m, r| m.restore_snapshot(&r)),
+            typed: typed!(RestoreSnapshotRequest, RestoreSnapshotResponse, |m, r| m.upkeep().restore_snapshot(&r)),
         },
         op! {
             name: "export",
@@ -691,7 +697,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (true, false, true),
             examples: || vec![("markdown", json!({"format": "markdown", "project": "web", "since": "2026-11-01"}))],
-            typed: typed!(ExportRequest, ExportResponse, |m, r| m.export(&r)),
+            typed: typed!(ExportRequest, ExportResponse, |m, r| m.upkeep().export(&r)),
         },
         op! {
             name: "embed",
@@ -702,7 +708,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (false, false, true),
             examples: no_examples,
-            typed: typed!(Empty, EmbedResponse, |m, _r| m.embed()),
+            typed: typed!(Empty, EmbedResponse, |m, _r| m.indexing().embed_with(m.progress())),
         },
         op! {
             name: "models",
@@ -713,7 +719,7 @@ fn build() -> Vec<Op> {
             rest: None,
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(ModelsRequest, ModelsResponse, |m, r| m.models(&r)),
+            typed: typed!(ModelsRequest, ModelsResponse, |m, r| m.indexing().models(&r)),
         },
         op! {
             name: "init",
@@ -745,6 +751,18 @@ pub fn find_tool(tool: &str, profile: Profile) -> Option<&'static Op> {
 /// Runs `op` for `caller` with JSON arguments (`null` or absent means none): access control
 /// first, then the operation, with the caller's device as the actor of its writes.
 pub fn call(memdir: &Memdir, caller: &Caller, op: &Op, args: Value) -> Result<Value> {
+    call_with(memdir, caller, op, args, None)
+}
+
+/// [`call`], with a long job (reindex, import, sync, snapshot, embed) reporting its progress
+/// to `progress` as (done, total).
+pub fn call_with(
+    memdir: &Memdir,
+    caller: &Caller,
+    op: &Op,
+    args: Value,
+    progress: Option<Progress<'_>>,
+) -> Result<Value> {
     let args = if args.is_null() {
         Value::Object(Map::new())
     } else {
@@ -759,7 +777,8 @@ pub fn call(memdir: &Memdir, caller: &Caller, op: &Op, args: Value) -> Result<Va
             ),
         ));
     }
-    crate::service::as_actor(&caller.device, || (op.run)(memdir, caller, args))
+    let call = Call::by(caller);
+    (op.run)(memdir.acting(&call).with_progress(progress), args)
 }
 
 /// Settings for tool input schemas: everything inline.

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::Sink;
 use super::claude::{self, Cursor};
-use crate::service::Memdir;
+use crate::service::Cx;
 use memdir_api::error::{Error, Result};
 
 /// Largest hook event read from stdin.
@@ -158,7 +158,7 @@ fn tail_hash(file: &Path, offset: u64) -> Option<String> {
 
 /// Captures the turns of a Claude Code transcript not saved yet. Reading stops after the
 /// line during which `deadline` passes; the rest is read by the next event.
-pub fn claude_code(memdir: &Memdir, event: &Event, deadline: Instant) -> Result<Capture> {
+pub fn claude_code(memdir: Cx<'_>, event: &Event, deadline: Instant) -> Result<Capture> {
     let file = &event.transcript;
     let md = std::fs::metadata(file).map_err(|e| {
         Error::invalid(
@@ -178,7 +178,7 @@ pub fn claude_code(memdir: &Memdir, event: &Event, deadline: Instant) -> Result<
             .unwrap_or_else(|_| file.clone())
             .display()
     );
-    let saved = memdir.import_cursor(&key)?;
+    let saved = memdir.sessions().import_cursor(&key)?;
     let state: State = saved
         .as_deref()
         .and_then(|s| serde_json::from_str(s).ok())
@@ -222,7 +222,9 @@ pub fn claude_code(memdir: &Memdir, event: &Event, deadline: Instant) -> Result<
         let tail = tail_hash(file, next.at.offset).unwrap_or_default();
         let text = serde_json::to_string(&State { cursor: next, tail })
             .map_err(|e| Error::internal(format!("hook cursor: {e}")))?;
-        memdir.save_import_cursor(&key, saved.as_deref(), &text)?;
+        memdir
+            .sessions()
+            .save_import_cursor(&key, saved.as_deref(), &text)?;
     }
     Ok(out)
 }
@@ -290,7 +292,7 @@ struct CodexState {
 /// (once; its path is kept with the cursor) and read by the Codex importer, so a capture gives
 /// what `import codex` gives; keys make a re-read add nothing. A rollout unchanged since the
 /// last capture is not read.
-pub fn codex(memdir: &Memdir, home: &Path, event: &CodexEvent) -> Result<Capture> {
+pub fn codex(memdir: Cx<'_>, home: &Path, event: &CodexEvent) -> Result<Capture> {
     let mut out = Capture {
         event: event.name.clone(),
         ..Capture::default()
@@ -300,7 +302,7 @@ pub fn codex(memdir: &Memdir, home: &Path, event: &CodexEvent) -> Result<Capture
         return Ok(out);
     }
     let key = format!("codex-thread:{}", event.thread);
-    let saved = memdir.import_cursor(&key)?;
+    let saved = memdir.sessions().import_cursor(&key)?;
     let state: CodexState = saved
         .as_deref()
         .and_then(|s| serde_json::from_str(s).ok())
@@ -343,7 +345,9 @@ pub fn codex(memdir: &Memdir, home: &Path, event: &CodexEvent) -> Result<Capture
     };
     let text =
         serde_json::to_string(&next).map_err(|e| Error::internal(format!("hook cursor: {e}")))?;
-    memdir.save_import_cursor(&key, saved.as_deref(), &text)?;
+    memdir
+        .sessions()
+        .save_import_cursor(&key, saved.as_deref(), &text)?;
     Ok(out)
 }
 
@@ -374,7 +378,7 @@ pub fn parse_opencode_event(input: &[u8]) -> Result<OpencodeEvent> {
 /// the opencode importer from opencode's data directory `root`, so a capture gives what
 /// `import opencode` gives, and keys make a re-read add only new turns. Other events carry no
 /// turn and do nothing.
-pub fn opencode(memdir: &Memdir, root: &Path, event: &OpencodeEvent) -> Result<Capture> {
+pub fn opencode(memdir: Cx<'_>, root: &Path, event: &OpencodeEvent) -> Result<Capture> {
     let mut out = Capture {
         event: event.name.clone(),
         transcript: root.display().to_string(),

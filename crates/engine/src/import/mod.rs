@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::service::{Memdir, Progress};
+use crate::service::{Cx, Progress};
 use memdir_api::error::{Error, Result};
 use memdir_api::{ImportRequest, ImportResponse, NewChunk};
 
@@ -153,7 +153,7 @@ impl Report {
 
 /// Where imported chunks go: batches through the engine's ingest, or (dry run) only counted.
 pub struct Sink<'a> {
-    memdir: &'a Memdir,
+    memdir: Cx<'a>,
     dry_run: bool,
     batch: Vec<NewChunk>,
     bytes: usize,
@@ -166,11 +166,7 @@ pub struct Sink<'a> {
 }
 
 impl<'a> Sink<'a> {
-    pub(crate) fn new(
-        memdir: &'a Memdir,
-        dry_run: bool,
-        progress: Option<Progress<'a>>,
-    ) -> Sink<'a> {
+    pub(crate) fn new(memdir: Cx<'a>, dry_run: bool, progress: Option<Progress<'a>>) -> Sink<'a> {
         Sink {
             memdir,
             dry_run,
@@ -212,7 +208,7 @@ impl<'a> Sink<'a> {
                     )
                 })
                 .collect();
-            let known = self.memdir.source_ids_known(&pairs)?;
+            let known = self.memdir.sessions().source_ids_known(&pairs)?;
             for (pair, known) in pairs.into_iter().zip(known) {
                 if known || !self.seen.insert(pair) {
                     self.report.existing += 1;
@@ -222,7 +218,7 @@ impl<'a> Sink<'a> {
             }
             return Ok(());
         }
-        let out = self.memdir.ingest(&batch)?;
+        let out = self.memdir.sessions().ingest(&batch)?;
         self.report.chunks += out.count;
         self.report.existing += out.skipped;
         Ok(())
@@ -246,9 +242,10 @@ impl<'a> Sink<'a> {
                 self.report.replaced.insert(name.to_string(), false);
             }
         }
-        let written = self
-            .memdir
-            .import_version(name, content, reason, self.dry_run)?;
+        let written =
+            self.memdir
+                .categories()
+                .import_version(name, content, reason, self.dry_run)?;
         if written {
             self.report.categories += 1;
             if let Some(r) = self.report.replaced.get_mut(name) {
@@ -276,11 +273,11 @@ impl<'a> Sink<'a> {
 
 /// Runs an import.
 pub fn run(
-    memdir: &Memdir,
+    memdir: Cx<'_>,
     req: &ImportRequest,
     env: &dyn Fn(&str) -> Option<String>,
-    progress: Option<Progress<'_>>,
 ) -> Result<ImportResponse> {
+    let progress = memdir.progress();
     let start = Instant::now();
     let format = req.format.as_str();
     if !FORMATS.contains(&format) {

@@ -8,37 +8,27 @@
 //! then works on the files and, last, records what it did in the ledger. Readers take no lock:
 //! files are only ever replaced by atomic rename or grown by whole lines.
 
-mod adoption;
-mod category;
-mod dense;
-mod export;
-mod forget;
-mod indexer;
-mod log;
+pub(crate) mod categories;
+pub(crate) mod indexing;
 mod redaction;
-mod seals;
-mod search;
-mod session;
+pub(crate) mod replication;
+pub(crate) mod sessions;
 mod shape;
-mod snapshot;
 mod state;
-mod status;
-mod sync;
-mod sync_http;
-pub use crate::sync::gate::SyncAccess;
-mod verify;
-mod version;
+pub(crate) mod upkeep;
 
-pub(crate) use adoption::Sync;
-pub use indexer::{Progress, index_fingerprint};
-pub use log::*;
+pub use crate::sync::gate::SyncAccess;
+pub(crate) use categories::adoption::Sync;
+pub use categories::log::*;
+pub use indexing::indexer::{Progress, index_fingerprint};
 pub use memdir_api::{
     AppendRequest, CompactRequest, ContextRequest, DeleteRequest, DeltaRequest, DiffRequest,
     FetchRequest, Fields, HistoryRequest, IngestRequest, NewChunk, OverviewRequest, ReadRequest,
     RestoreRequest, SearchRequest, SemanticSearchRequest, VersionRef, WriteRequest,
 };
-pub use session::*;
-pub use verify::*;
+pub use replication::{sync, sync_http};
+pub use sessions::*;
+pub use upkeep::verify::*;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -46,6 +36,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::acl::Caller;
 use crate::ledger::Ledger;
 use memdir_api::error::{Error, ErrorKind, IoContext, Result};
 use memdir_store::clock::{self, Hlc};
@@ -61,17 +52,10 @@ pub use shape::type_name;
 pub struct Memdir {
     layout: Layout,
     settings: Settings,
+    /// The call of this device itself: what [`Memdir::cx`] runs with.
+    local: Call,
     inner: Mutex<Option<Inner>>,
-    /// Shared with the searches running on it: a search clones the handle, takes its
-    /// searchers (`search::View`) and lets the mutex go, so its query runs beside catch-ups.
-    /// The background embedder reads it too (it holds what a server keeps in memory).
-    index: std::sync::Arc<Mutex<Option<std::sync::Arc<memdir_index::index::SearchIndex>>>>,
     last_scan: Mutex<Option<std::time::Instant>>,
-    /// The category files this process wrote or read last (see
-    /// `Memdir::read_category_cached`).
-    file_cache: Mutex<version::FileCache>,
-    /// The version this process committed last, as a patch base: (id, hash, depth).
-    last_head: Mutex<Option<(String, String, u32)>>,
     started: Mutex<bool>,
     /// Things this process repaired on its own that the user should hear about.
     notices: Mutex<Vec<String>>,
@@ -80,8 +64,10 @@ pub struct Memdir {
     /// Size and change stamp of the format file when this process last found it acceptable:
     /// every write checks the format, with one `stat` while the file is unchanged.
     format_ok: Mutex<Option<(u64, i64)>>,
-    /// Vectors for semantic and hybrid search, opened on first use (see `dense`).
-    dense: std::sync::Arc<Mutex<Option<dense::DenseState>>>,
+    /// The categories subsystem's state.
+    categories: categories::State,
+    /// The indexing subsystem's state.
+    indexing: indexing::State,
 }
 
 pub(crate) struct Inner {
@@ -128,25 +114,146 @@ pub struct Settings {
     pub model_cache: Option<PathBuf>,
 }
 
-thread_local! {
-    /// The device a call on this thread acts for, when it is not this device (an HTTP caller).
-    static CALL_ACTOR: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+/// Who a call acts for: the actor its writes record and the caller whose rights it runs
+/// under. Every write names its actor from here; nothing about a call travels beside it.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// Recorded on every version, line and log entry the call writes.
+    pub actor: String,
+    /// The device and its rights (checked by the operation table before a call runs).
+    pub caller: Caller,
 }
 
-/// Runs `f` with `device` as the actor of every write it makes on this thread: a server
-/// answers many devices from one store, and each write names the device that asked for it.
-pub fn as_actor<R>(device: &str, f: impl FnOnce() -> R) -> R {
-    struct Reset(Option<String>);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            let prev = self.0.take();
-            CALL_ACTOR.with(|a| *a.borrow_mut() = prev);
+impl Call {
+    /// A call by `caller`, acting as its device.
+    pub fn by(caller: &Caller) -> Call {
+        Call {
+            actor: caller.device.clone(),
+            caller: caller.clone(),
         }
     }
-    let prev = CALL_ACTOR.with(|a| a.borrow_mut().replace(device.to_string()));
-    let _reset = Reset(prev);
-    f()
+
+    /// A call of this device itself (a library caller, an import, a hook on this machine).
+    pub fn local(device: &str) -> Call {
+        Call::by(&Caller::new(device, None))
+    }
 }
+
+/// One call on one engine: the store, who acts, and where a long job reports its progress.
+/// The subsystems are reached from here ([`Cx::categories`], ...), each a view of the engine
+/// for the length of a call: a subsystem owns its state (a field of [`Memdir`] only its
+/// module touches), reaches the core (layout, ledger, lock, clock) through `Deref`, and
+/// another subsystem only through that subsystem's door.
+#[derive(Clone, Copy)]
+pub struct Cx<'a> {
+    m: &'a Memdir,
+    call: &'a Call,
+    progress: Option<Progress<'a>>,
+}
+
+impl std::ops::Deref for Cx<'_> {
+    type Target = Memdir;
+    fn deref(&self) -> &Memdir {
+        self.m
+    }
+}
+
+impl<'a> Cx<'a> {
+    /// The engine itself.
+    pub fn engine(&self) -> &'a Memdir {
+        self.m
+    }
+
+    /// Who this call acts for.
+    pub fn call(&self) -> &'a Call {
+        self.call
+    }
+
+    /// The actor recorded on this call's writes.
+    pub fn actor(&self) -> String {
+        self.call.actor.clone()
+    }
+
+    /// Where a long job of this call reports its progress, if anyone watches.
+    pub fn progress(&self) -> Option<Progress<'a>> {
+        self.progress
+    }
+
+    /// The same call, reporting progress to `progress`.
+    pub fn with_progress(self, progress: Option<Progress<'a>>) -> Cx<'a> {
+        Cx { progress, ..self }
+    }
+
+    /// Categories: documents, versions, logs, adoption of hand edits.
+    pub fn categories(self) -> Categories<'a> {
+        Categories(self)
+    }
+
+    /// Sessions: ingest, fetch, the catalog.
+    pub fn sessions(self) -> Sessions<'a> {
+        Sessions(self)
+    }
+
+    /// Indexing and search: the derived indexes, vectors, queries.
+    pub fn indexing(self) -> Indexing<'a> {
+        Indexing(self)
+    }
+
+    /// Replication over git, and conflicts.
+    pub fn replication(self) -> Replication<'a> {
+        Replication(self)
+    }
+
+    /// Replication with HTTP peers (both sides).
+    pub fn peers(self) -> Peers<'a> {
+        Peers(self)
+    }
+
+    /// Upkeep: verify, forget, snapshot, export, status.
+    pub fn upkeep(self) -> Upkeep<'a> {
+        Upkeep(self)
+    }
+}
+
+macro_rules! subsystem {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        pub struct $name<'a>(Cx<'a>);
+
+        impl<'a> std::ops::Deref for $name<'a> {
+            type Target = Cx<'a>;
+            fn deref(&self) -> &Cx<'a> {
+                &self.0
+            }
+        }
+    };
+}
+
+subsystem!(
+    /// The categories subsystem (see [`categories`]).
+    Categories
+);
+subsystem!(
+    /// The sessions subsystem (see [`sessions`]).
+    Sessions
+);
+subsystem!(
+    /// The indexing subsystem (see [`indexing`]).
+    Indexing
+);
+subsystem!(
+    /// Replication over git (see [`replication`]).
+    Replication
+);
+subsystem!(
+    /// Replication with HTTP peers (see [`replication`]).
+    Peers
+);
+subsystem!(
+    /// The upkeep subsystem (see [`upkeep`]).
+    Upkeep
+);
 
 /// The default scan interval.
 pub const DEFAULT_SCAN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
@@ -225,20 +332,19 @@ impl Memdir {
         let background = settings.background_embedding;
         let m = Memdir {
             layout: Layout::new(root),
+            local: Call::local(&settings.device),
             settings,
             inner: Mutex::new(None),
-            index: Default::default(),
             last_scan: Mutex::new(None),
-            file_cache: Mutex::new(Default::default()),
-            last_head: Mutex::new(None),
             started: Mutex::new(false),
             notices: Mutex::new(Vec::new()),
             read_only: Mutex::new(None),
             format_ok: Mutex::new(None),
-            dense: Default::default(),
+            categories: Default::default(),
+            indexing: Default::default(),
         };
         if background {
-            m.start_background_embedding();
+            m.indexing().start_background_embedding();
         }
         m
     }
@@ -292,12 +398,48 @@ impl Memdir {
         &self.layout
     }
 
-    /// The actor recorded on writes: the device of the call in progress on this thread (see
-    /// [`as_actor`]), else this device's name.
-    pub fn actor(&self) -> String {
-        CALL_ACTOR
-            .with(|a| a.borrow().clone())
-            .unwrap_or_else(|| self.settings.device.clone())
+    /// A call of this device itself on this engine.
+    pub fn cx(&self) -> Cx<'_> {
+        self.acting(&self.local)
+    }
+
+    /// `call` on this engine.
+    pub fn acting<'a>(&'a self, call: &'a Call) -> Cx<'a> {
+        Cx {
+            m: self,
+            call,
+            progress: None,
+        }
+    }
+
+    /// The categories subsystem, for this device.
+    pub fn categories(&self) -> Categories<'_> {
+        self.cx().categories()
+    }
+
+    /// The sessions subsystem, for this device.
+    pub fn sessions(&self) -> Sessions<'_> {
+        self.cx().sessions()
+    }
+
+    /// The indexing subsystem, for this device.
+    pub fn indexing(&self) -> Indexing<'_> {
+        self.cx().indexing()
+    }
+
+    /// Replication over git, for this device.
+    pub fn replication(&self) -> Replication<'_> {
+        self.cx().replication()
+    }
+
+    /// Replication with HTTP peers, for this device.
+    pub fn peers(&self) -> Peers<'_> {
+        self.cx().peers()
+    }
+
+    /// The upkeep subsystem, for this device.
+    pub fn upkeep(&self) -> Upkeep<'_> {
+        self.cx().upkeep()
     }
 
     /// The settings this store was opened with.
@@ -346,9 +488,7 @@ impl Memdir {
             self.layout.root.display(),
             cause.message
         ));
-        if let Ok(mut g) = self.index.lock() {
-            *g = None;
-        }
+        self.indexing.close();
         let mut guard = self.inner.lock().map_err(|_| {
             Error::internal("a previous operation panicked while holding the store")
         })?;
@@ -398,7 +538,7 @@ impl Memdir {
         txn::sweep_trash(&self.layout.staging());
         let fresh = inner.ledger.meta("built")?.is_none();
         let staged = !memdir_store::recovery::pending(&self.layout.staging()).is_empty()
-            || self.settle_pending();
+            || self.replication().settle_pending();
         if staged || fresh {
             let lock = self.lock()?;
             self.recover(&mut report)?;
@@ -415,7 +555,7 @@ impl Memdir {
             })
         })?;
         report.adopted = self.scan(inner)?;
-        self.note_scanned();
+        self.indexing().note_scanned();
         Ok(report)
     }
 
@@ -430,7 +570,7 @@ impl Memdir {
         }
         // A sync killed after committing history and before deriving the category files
         // from it: derived now, before anything could adopt those files as hand edits.
-        self.finish_pending_settle()
+        self.replication().finish_pending_settle()
     }
 
     /// The ledger, opened on first use; `None` while the memory directory does not exist.
@@ -533,7 +673,7 @@ impl Memdir {
     pub(crate) fn lock_and_recover(&self) -> Result<WriteLock> {
         let lock = self.lock()?;
         if !memdir_store::recovery::pending(&self.layout.staging()).is_empty()
-            || self.settle_pending()
+            || self.replication().settle_pending()
         {
             let mut report = OpenReport::default();
             self.recover(&mut report)?;
@@ -575,7 +715,7 @@ impl Memdir {
             "fingerprint": fingerprint,
             "actor": self.settings.device,
             "key": crate::sync::seal::hex(&secret),
-            "previous": seals::previous_after_copy(&path),
+            "previous": replication::seals::previous_after_copy(&path),
         }));
         let tmp = path.with_extension("tmp");
         fsx::write_synced(&tmp, &body)?;
@@ -667,9 +807,10 @@ impl Memdir {
         names.sort();
         names.dedup();
         for name in names {
-            self.sync_category(inner, &name, lock, Sync::Full)?;
+            self.categories()
+                .sync_category(inner, &name, lock, Sync::Full)?;
         }
-        self.sync_sessions(inner, lock)?;
+        self.sessions().sync_sessions(inner, lock)?;
         let hlc = self.max_hlc_on_disk()?;
         inner.ledger.set_meta("hlc", &hlc.to_string())?;
         let epoch = content_hash(
@@ -706,7 +847,10 @@ impl Memdir {
                 .and_then(|r| r.head_id);
             // One file that cannot be adopted now (busy lock, unreadable) must not break the
             // open of the whole store: the next scan retries it, verify-store reports it.
-            match self.sync_category(inner, &name, None, Sync::Fast) {
+            match self
+                .categories()
+                .sync_category(inner, &name, None, Sync::Fast)
+            {
                 Ok(st) if st.row.head_id != before && st.row.updated_by == "external" => {
                     adopted.push(name.to_string())
                 }
@@ -715,7 +859,7 @@ impl Memdir {
                 Err(_) => {}
             }
         }
-        self.sync_sessions(inner, None)?;
+        self.sessions().sync_sessions(inner, None)?;
         Ok(adopted)
     }
 
@@ -792,7 +936,7 @@ fn mint_secret(fingerprint: &str) -> Result<[u8; 32]> {
             "memdir replica secret from a test seed",
             format!("{seed}\0{fingerprint}").as_bytes(),
         )),
-        None => seals::random32(),
+        None => replication::seals::random32(),
     }
 }
 

@@ -1,13 +1,13 @@
 //! Redaction at the engine's doors: every ingest and every category write passes here before
 //! anything reaches the files (see [`crate::redact`]).
+use crate::service::Cx;
 
 use std::borrow::Cow;
 
-use super::Memdir;
 use crate::redact::Counts;
 use memdir_api::NewChunk;
 
-impl Memdir {
+impl Cx<'_> {
     /// The chunks as they will be stored: content and metadata strings redacted. A chunk
     /// that was nothing but private text keeps a marker, so a batch does not fail on it and
     /// the session still shows that something was said.

@@ -1,16 +1,17 @@
 //! Status and health: counts, sizes and the state of the derived indexes (`status`), and the
 //! report that names the directory and checks everything (`doctor`).
+use crate::service::Upkeep;
 
 use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{Inner, Memdir};
 use crate::ledger::ChangeKind;
+use crate::service::Inner;
 use memdir_api::error::Result;
 use memdir_store::model::CategoryStatus;
 
-impl Memdir {
+impl Upkeep<'_> {
     /// Where the memory is, and a full check.
     pub fn doctor(&self) -> Result<memdir_api::DoctorResponse> {
         Ok(memdir_api::DoctorResponse {
@@ -99,8 +100,8 @@ impl Memdir {
             read_only: self.read_only(),
             notices: self.notices(),
             access: None,
-            conflicts: self.open_conflicts()?,
-            last_sync: self.last_sync(),
+            conflicts: self.replication().open_conflicts()?,
+            last_sync: self.replication().last_sync(),
         })
     }
 

@@ -20,6 +20,7 @@
 //!
 //! State-based: nothing is queued or cleared, so a write made during a sync is a newer file
 //! the next manifest shows.
+use crate::service::Peers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -27,8 +28,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::adoption::Sync;
-use super::{Inner, Memdir};
+use crate::service::Inner;
+use crate::service::categories::adoption::Sync;
 use crate::sync::gate::{self, Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
 use crate::sync::http::{self as wire, Remote, RemoteError};
 use crate::sync::merge::Strategy;
@@ -306,7 +307,7 @@ fn check_format(url: &str, f: &str) -> Result<()> {
     Ok(())
 }
 
-impl Memdir {
+impl Peers<'_> {
     /// Adopts hand edits (each becomes a version of its own before it is exchanged). Caller
     /// holds the lock.
     fn adopt_all(&self, inner: &Inner, lock: &WriteLock) -> Result<()> {
@@ -316,9 +317,11 @@ impl Memdir {
         names.sort();
         names.dedup();
         for name in &names {
-            let _ = self.sync_category(inner, name, Some(lock), Sync::Fast)?;
+            let _ = self
+                .categories()
+                .sync_category(inner, name, Some(lock), Sync::Fast)?;
         }
-        self.sync_sessions(inner, Some(lock))
+        self.sessions().sync_sessions(inner, Some(lock))
     }
 
     /// Every file sync exchanges that `read` allows, by path. Files that do not parse are
@@ -385,7 +388,7 @@ impl Memdir {
             }
         }
         for (_, dir) in store::list_session_dirs(layout)? {
-            for rel in super::seals::seal_files(&layout.root, &dir) {
+            for rel in crate::service::replication::seals::seal_files(&layout.root, &dir) {
                 let path = rel.to_string_lossy().into_owned();
                 if let (Ok(_), Some(b)) = (
                     classify(&path),
@@ -418,7 +421,7 @@ impl Memdir {
         self.with_write(|inner, lock| {
             self.adopt_all(inner, lock)?;
             // Its own segments sealed before any of them is offered.
-            super::seals::seal_own(self, lock)
+            crate::service::replication::seals::seal_own(self, lock)
         })?;
         self.sync_files(read)
     }
@@ -676,7 +679,7 @@ impl Memdir {
     }
 
     /// The strategy of a run: named, else the configured one.
-    pub(super) fn sync_strategy(&self, name: Option<&str>) -> Result<Strategy> {
+    pub(in crate::service) fn sync_strategy(&self, name: Option<&str>) -> Result<Strategy> {
         let name = name
             .map(String::from)
             .unwrap_or_else(|| self.settings().conflict_strategy.clone());
@@ -740,7 +743,7 @@ impl Memdir {
             let touched = admitted.touched;
             let mut writes = admitted.writes;
             // The heads this replica had (for local_wins and remote_wins).
-            let local_heads = self.head_ids(&touched)?;
+            let local_heads = self.replication().head_ids(&touched)?;
             let seed = content_hash(
                 items
                     .iter()
@@ -757,10 +760,15 @@ impl Memdir {
             }
             if !writes.is_empty() {
                 if !touched.is_empty() {
-                    writes.push(self.settle_note(&touched, strategy, &local_heads, &seed));
+                    writes.push(self.replication().settle_note(
+                        &touched,
+                        strategy,
+                        &local_heads,
+                        &seed,
+                    ));
                 }
                 if forgotten {
-                    super::forget::mark_purge_pending(self.layout())?;
+                    crate::service::upkeep::forget::mark_purge_pending(self.layout())?;
                 }
                 // DURABILITY: one staged transaction: a crash leaves all of the page or none
                 // (and the note that settles its categories if it stops before they are).
@@ -774,17 +782,25 @@ impl Memdir {
             }
             let mut out = SyncResponse::default();
             for name in &touched {
-                let entries = self.history_entries(name)?;
+                let entries = self.categories().history_entries(name)?;
                 // A malformed hand edit stays as it is (adoption reports it); the history
                 // holds the merged version.
-                let _ =
-                    self.settle_category(name, &entries, strategy, &local_heads, &seed, &mut out)?;
+                let _ = self.replication().settle_category(
+                    name,
+                    &entries,
+                    strategy,
+                    &local_heads,
+                    &seed,
+                    &mut out,
+                )?;
             }
-            self.settled()?;
+            self.replication().settled()?;
             for name in &touched {
-                let _ = self.sync_category(inner, name, Some(lock), Sync::Full)?;
+                let _ = self
+                    .categories()
+                    .sync_category(inner, name, Some(lock), Sync::Full)?;
             }
-            self.sync_sessions(inner, Some(lock))?;
+            self.sessions().sync_sessions(inner, Some(lock))?;
             resp.categories = out.categories;
             resp.conflicts = out.conflicts;
             resp.reported.extend(out.reported);
@@ -793,7 +809,7 @@ impl Memdir {
         if forgotten {
             // A chunk forgotten elsewhere: its text leaves the index and the ledger's log here
             // too, as after a local forget.
-            self.purge_derived()?;
+            self.upkeep().purge_derived()?;
         }
         Ok(resp)
     }
@@ -881,7 +897,7 @@ impl Memdir {
     /// pushed when both sides hold the same files, or once a round after the first has
     /// pushed everything this replica held when it began (steady writers on either side
     /// never leave two equal manifests; what they write meanwhile is the next sync's).
-    pub(super) fn sync_http(
+    pub(in crate::service) fn sync_http(
         &self,
         url: &str,
         token: Option<String>,

@@ -9,15 +9,16 @@
 //! compare-and-swap `update-ref`. No `MERGE_HEAD`, no index stages, no conflict markers, and a
 //! crash at any point leaves either the old commit or files that the next sync commits and
 //! merges again to the same result. Nothing here rebases, amends, resets or force-pushes.
+use crate::service::Replication;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::adoption::Sync;
-use super::state::NewVersion;
-use super::{Inner, Memdir};
+use crate::service::Inner;
+use crate::service::categories::adoption::Sync;
+use crate::service::state::NewVersion;
 use crate::sync::gate::{Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
 use crate::sync::git::{Blob, Change, EMPTY_TREE, Git, GitError};
 use crate::sync::merge::{self, PathKind, Strategy};
@@ -103,7 +104,7 @@ fn changed_paths(git: &Git, dirs: &[&str]) -> Result<Vec<String>> {
     Ok(paths)
 }
 
-impl Memdir {
+impl Replication<'_> {
     /// The lock that admits one sync of the store at a time, without waiting.
     fn sync_lock(&self) -> Result<WriteLock> {
         self.lock_now(
@@ -164,7 +165,7 @@ impl Memdir {
             req.remote = Some(self.settings().sync_remote.clone());
         }
         // A sync that brought a forget and crashed before its purge: that purge first.
-        super::forget::purge_if_pending(self)?;
+        crate::service::upkeep::forget::purge_if_pending(self)?;
         let mut result = self.sync_run(&req, token, progress.unwrap_or(&|_, _| {}));
         if let Ok(r) = &mut result {
             // What is still open, with what each pick set aside: a conflict is acted on where
@@ -226,10 +227,10 @@ impl Memdir {
             .as_deref()
             .filter(|r| crate::sync::http::is_url(r))
         {
-            let strategy = self.sync_strategy(req.strategy.as_deref())?;
+            let strategy = self.peers().sync_strategy(req.strategy.as_deref())?;
             drop(self.inner_for_write()?);
             let _sync_lock = self.sync_lock()?;
-            return self.sync_http(url, token, strategy, progress);
+            return self.peers().sync_http(url, token, strategy, progress);
         }
         if !Git::available() {
             return Err(Error::new(
@@ -398,7 +399,7 @@ impl Memdir {
         let _ = std::fs::remove_file(&running);
         result?;
         if purge {
-            self.purge_derived()?;
+            self.upkeep().purge_derived()?;
         }
         resp.head = git.rev("HEAD").map_err(git_err)?;
         Ok(resp)
@@ -540,13 +541,15 @@ impl Memdir {
         names.dedup();
         for name in &names {
             // Adoption makes a hand edit a version of its own before it is committed.
-            let _ = self.sync_category(inner, name, Some(lock), Sync::Fast)?;
+            let _ = self
+                .categories()
+                .sync_category(inner, name, Some(lock), Sync::Fast)?;
         }
         // Only what git sees changed can need leaving out: check those files parse.
         let excluded = self.left_out(git, &["categories", "history"], reported)?;
-        self.sync_sessions(inner, Some(lock))?;
+        self.sessions().sync_sessions(inner, Some(lock))?;
         // Its own segments sealed before they leave (the seals go in the same commit).
-        super::seals::seal_own(self, lock)?;
+        crate::service::replication::seals::seal_own(self, lock)?;
         if !self.stage(git, &excluded)? {
             return Ok(false);
         }
@@ -679,7 +682,7 @@ impl Memdir {
                 writes.push(self.settle_note(&touched, strategy, &local_heads, theirs));
             }
             if forgotten {
-                super::forget::mark_purge_pending(self.layout())?;
+                crate::service::upkeep::forget::mark_purge_pending(self.layout())?;
             }
             txn::commit(&layout.root, &layout.staging(), &txid, &writes)?;
             store::failpoint::hit("sync.before_settle");
@@ -689,9 +692,11 @@ impl Memdir {
             self.settle_remote(&touched, &their_files, strategy, &local_heads, theirs, resp)?;
         // The ledger and the change feed (the index catches up from it).
         for name in &touched {
-            let _ = self.sync_category(inner, name, Some(lock), Sync::Full)?;
+            let _ = self
+                .categories()
+                .sync_category(inner, name, Some(lock), Sync::Full)?;
         }
-        self.sync_sessions(inner, Some(lock))?;
+        self.sessions().sync_sessions(inner, Some(lock))?;
         self.record_merge(git, lock, head.as_deref(), theirs, &index_only, resp)?;
         Ok(Merge {
             merged: true,
@@ -875,7 +880,7 @@ impl Memdir {
         let layout = self.layout();
         let mut index_only: Vec<(String, Option<Vec<u8>>)> = Vec::new();
         for name in touched {
-            let entries = self.history_entries(name)?;
+            let entries = self.categories().history_entries(name)?;
             let rel = Layout::category_rel(name);
             let rel_s = rel.to_string_lossy().into_owned();
             if let Some((_, bytes)) = their_files.iter().find(|(p, _)| *p == rel_s) {
@@ -982,7 +987,7 @@ impl Memdir {
     /// versions): one head is served as it is; several are resolved by [`merge::resolve`],
     /// whose version and conflict record are written too. Caller holds the lock. Returns the
     /// path and bytes to commit in place of a malformed hand edit left in the work tree.
-    pub(super) fn settle_category(
+    pub(in crate::service) fn settle_category(
         &self,
         name: &CategoryName,
         entries: &[HistoryEntry],
@@ -1174,7 +1179,7 @@ impl Memdir {
     /// in between leaves it, and the next process that takes the lock settles those categories
     /// first ([`Memdir::finish_pending_settle`]), before anything could adopt their missing or
     /// older files as changes made by hand.
-    pub(super) fn settle_note(
+    pub(in crate::service) fn settle_note(
         &self,
         touched: &BTreeSet<CategoryName>,
         strategy: Strategy,
@@ -1197,7 +1202,7 @@ impl Memdir {
     }
 
     /// Removes the settle note once every category it names is settled.
-    pub(super) fn settled(&self) -> Result<()> {
+    pub(in crate::service) fn settled(&self) -> Result<()> {
         let path = self.layout().meta_dir().join(SETTLE_NOTE);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(fsx::sync_dir(&self.layout().meta_dir())?),
@@ -1234,7 +1239,7 @@ impl Memdir {
                     let Ok(name) = CategoryName::new(&name) else {
                         continue;
                     };
-                    let entries = self.history_entries(&name)?;
+                    let entries = self.categories().history_entries(&name)?;
                     self.settle_category(&name, &entries, strategy, &heads, &note.seed, &mut resp)?;
                 }
             }
@@ -1309,7 +1314,10 @@ impl Memdir {
 
     /// The ids of the heads of `names`' histories, from the entries as written (heads follow
     /// from ids, parents and version vectors; no content is resolved).
-    pub(super) fn head_ids(&self, names: &BTreeSet<CategoryName>) -> Result<BTreeSet<String>> {
+    pub(in crate::service) fn head_ids(
+        &self,
+        names: &BTreeSet<CategoryName>,
+    ) -> Result<BTreeSet<String>> {
         let mut ids = BTreeSet::new();
         for name in names {
             let entries = store::history::unresolved_entries(self.layout(), name)?;
@@ -1337,7 +1345,7 @@ impl Memdir {
             else {
                 continue;
             };
-            let entries = self.history_entries(&name)?;
+            let entries = self.categories().history_entries(&name)?;
             let by_id: BTreeMap<&str, &HistoryEntry> =
                 entries.iter().map(|e| (e.id.as_str(), e)).collect();
             // Sync versions reachable from the head without passing a writer's version.
@@ -1420,7 +1428,7 @@ impl Memdir {
     /// its own (op `resolve`), which closes its open conflicts.
     pub fn resolve(&self, req: &ResolveRequest) -> Result<ResolveResponse> {
         let name = CategoryName::new(&req.category)?;
-        let reason = super::check_reason(req.reason.as_deref())?;
+        let reason = crate::service::check_reason(req.reason.as_deref())?;
         match (&req.pick, &req.data) {
             (Some(_), Some(_)) | (None, None) => {
                 return Err(Error::invalid(
@@ -1432,7 +1440,7 @@ impl Memdir {
                 if !d.is_object() {
                     return Err(Error::invalid("data", "data must be a JSON object"));
                 }
-                super::check_depth("data", d)?;
+                crate::service::check_depth("data", d)?;
             }
             _ => {}
         }
@@ -1450,9 +1458,11 @@ impl Memdir {
             .hint("{op:status} lists open conflicts"));
         }
         self.with_write(|inner, lock| {
-            let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+            let st = self
+                .categories()
+                .sync_category(inner, &name, Some(lock), Sync::Full)?;
             let content = match (&req.pick, &req.data) {
-                (Some(v), _) => self.find_version(inner, &name, v)?.content,
+                (Some(v), _) => self.categories().find_version(inner, &name, v)?.content,
                 (None, Some(d)) => d.clone(),
                 (None, None) => Value::Null,
             };
@@ -1461,7 +1471,7 @@ impl Memdir {
             } else {
                 (VersionOp::Resolve, Some(content))
             };
-            let c = self.commit_version(
+            let c = self.categories().commit_version(
                 inner,
                 lock,
                 NewVersion {

@@ -5,19 +5,20 @@
 //! another store with the original times. Forgotten chunks are left out. Categories have no
 //! line form there; markdown carries them (as JSON blocks), with every session as a
 //! transcript.
+use crate::service::Upkeep;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 
 use serde_json::{Map, Value};
 
-use super::{Memdir, PositionedChunk};
+use crate::service::PositionedChunk;
 use memdir_api::error::{Error, ErrorKind, IoContext, Result};
 use memdir_api::{ExportRequest, ExportResponse};
 use memdir_store::clock;
 use memdir_store::{self as store, codec};
 
-impl Memdir {
+impl Upkeep<'_> {
     /// Exports sessions (and, in markdown, categories) as text, or into a new file.
     pub fn export(&self, req: &ExportRequest) -> Result<ExportResponse> {
         let markdown = match req.format.as_str() {
@@ -72,6 +73,7 @@ impl Memdir {
         if layout.exists() {
             for (id, dir) in store::list_session_dirs(layout)? {
                 let chunks: Vec<PositionedChunk> = self
+                    .sessions()
                     .session_chunks_at(&dir)?
                     .into_iter()
                     .filter(|c| keep(c))

@@ -1,10 +1,10 @@
 //! `verify-store`: a read-only check that files, history and ledger agree.
+use crate::service::Upkeep;
 
 use serde_json::{Value, json};
 
-use super::Memdir;
-use super::log::check_log_shape;
 use crate::ledger::Ledger;
+use crate::service::categories::log::check_log_shape;
 use memdir_api::error::{Error, Result};
 use memdir_store::clock::Hlc;
 use memdir_store::model::{CategoryKind, SessionId, content_hash, encode_component};
@@ -18,7 +18,7 @@ impl Problems {
     }
 }
 
-impl Memdir {
+impl Upkeep<'_> {
     /// Compares files, history and ledger without changing anything. `ok` is true when clean.
     pub fn verify(&self) -> Result<memdir_api::VerifyResponse> {
         let report = self.verify_report()?;
@@ -288,10 +288,10 @@ impl Memdir {
                 "segments": n_segments, "chunks": n_chunks, "ledger": ledger.is_some(),
             },
             "files_hash": files_fingerprint(layout)?,
-            "conflicts": self.open_conflicts()?,
+            "conflicts": self.replication().open_conflicts()?,
         });
         // A damaged index is a finding, not a failure of verify-store.
-        if let Err(e) = self.verify_index(&mut report) {
+        if let Err(e) = self.indexing().verify_index(&mut report) {
             report["index"] = json!({"state": "damaged", "error": e.message});
             report["ok"] = json!(false);
             if let Some(problems) = report["problems"].as_array_mut() {
@@ -341,7 +341,7 @@ pub fn files_fingerprint(layout: &Layout) -> Result<String> {
 /// them is not sealed yet; the next sync of its replica seals it).
 fn check_seals(layout: &Layout, dir: &std::path::Path, p: &mut Problems) {
     use crate::sync::seal::{self, Seal};
-    for rel in super::seals::seal_files(&layout.root, dir) {
+    for rel in crate::service::replication::seals::seal_files(&layout.root, dir) {
         let at = rel.to_string_lossy().into_owned();
         let seal = match fsx::read(&layout.root.join(&rel), fsx::MAX_SEGMENT_FILE) {
             Ok(Some(b)) => match Seal::parse(&b) {

@@ -1,10 +1,11 @@
 //! The query side: plans a search request and answers it from the derived index, after
 //! bringing that index up to date (adoption of hand edits, then the indexer's catch-up).
+use crate::service::Indexing;
 
 use std::sync::MutexGuard;
 use std::time::Instant;
 
-use super::{Memdir, check_limit};
+use crate::service::check_limit;
 use memdir_api::error::{Error, Result};
 use memdir_api::*;
 use memdir_index::index::SearchIndex;
@@ -74,11 +75,13 @@ impl Plan for SearchRequest {
     }
 }
 
-impl Memdir {
+impl<'a> Indexing<'a> {
     pub(crate) fn index_guard(
         &self,
-    ) -> Result<MutexGuard<'_, Option<std::sync::Arc<SearchIndex>>>> {
+    ) -> Result<MutexGuard<'a, Option<std::sync::Arc<SearchIndex>>>> {
         let mut g = self
+            .engine()
+            .indexing
             .index
             .lock()
             .map_err(|_| Error::internal("a previous search panicked"))?;
@@ -103,7 +106,7 @@ impl Memdir {
     /// (a server stopping: the next process then need not index it again; if it cannot, that
     /// process does, from the feed).
     pub fn land_index(&self) {
-        if let Ok(g) = self.index.lock()
+        if let Ok(g) = self.indexing.index.lock()
             && let Some(idx) = g.as_deref()
         {
             let _ = idx.land_kept(self.settings.lock_timeout);
@@ -244,7 +247,7 @@ impl Memdir {
     /// catches up from the change feed.
     pub fn refresh_index(&self) -> Result<()> {
         // A purge a crashed sync owes; a search does not fail for it (the next one retries).
-        let _ = super::forget::purge_if_pending(self);
+        let _ = crate::service::upkeep::forget::purge_if_pending(self);
         {
             let mut guard = self.inner()?;
             let Some(inner) = guard.as_mut() else {

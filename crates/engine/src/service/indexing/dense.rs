@@ -8,6 +8,7 @@
 //! by each search, and in a server's background thread a batch at a time. A write is never
 //! delayed by embedding. Until every indexed document has its vector, semantic and hybrid
 //! searches answer by keywords and say how far embedding has come (`coverage`).
+use crate::service::Indexing;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,6 @@ use tantivy::index::SegmentId;
 use tantivy::schema::Value as _;
 use tantivy::{DocAddress, Searcher, TantivyDocument};
 
-use super::Memdir;
 use memdir_api::error::{Error, Result};
 use memdir_index::embed::{Embedder, Spec};
 use memdir_index::index::SearchIndex;
@@ -516,12 +516,12 @@ fn coarse_best(each: &dyn Fn(&mut Visit<'_>), n: usize) -> Vec<(u32, DocAddress)
     pool
 }
 
-impl Memdir {
+impl Indexing<'_> {
     /// After a forget: every model's vector cache keeps only the vectors of texts the index
     /// still holds, so no file keeps a forgotten text's hash (which would confirm a guess of
     /// it) or its vector. The index must be caught up first. Costs one pass over the stored
     /// documents, and nothing when no vectors were ever stored.
-    pub(super) fn purge_vectors(&self) -> Result<()> {
+    pub(in crate::service) fn purge_vectors(&self) -> Result<()> {
         let dir = self.layout().meta_dir().join("vectors");
         if !VectorCache::any_in(&dir) {
             return Ok(());
@@ -545,13 +545,14 @@ impl Memdir {
             );
         };
         let mut g = self
+            .indexing
             .dense
             .lock()
             .map_err(|_| "the vector state is poisoned".to_string())?;
         if g.is_none() {
             *g = Some(DenseState::open(&self.layout().meta_dir(), spec)?);
         }
-        Ok(self.dense.clone())
+        Ok(self.indexing.dense.clone())
     }
 
     /// The nearest chunks and categories to `query` under `filters`, after embedding up to
@@ -723,8 +724,8 @@ impl Memdir {
         let Some(spec) = self.settings.embeddings.clone() else {
             return;
         };
-        let weak = Arc::downgrade(&self.dense);
-        let served = Arc::downgrade(&self.index);
+        let weak = Arc::downgrade(&self.indexing.dense);
+        let served = Arc::downgrade(&self.indexing.index);
         let dir = self.layout().index_dir();
         let meta = self.layout().meta_dir();
         let cfg = self.settings.analyzer.clone();
@@ -790,7 +791,7 @@ impl Memdir {
     }
 }
 
-impl Memdir {
+impl Indexing<'_> {
     /// `embed`: embeds every indexed text without a vector.
     pub fn embed(&self) -> Result<memdir_api::EmbedResponse> {
         self.embed_with(None)

@@ -15,6 +15,7 @@
 //! verify-store. The pipeline here knows nothing else about it, so another index (vectors, say)
 //! plugs in beside the chunk and category indexes by implementing the trait and being listed
 //! in [`derived`].
+use crate::service::Indexing;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -25,8 +26,8 @@ use tantivy::collector::Count;
 use tantivy::query::TermQuery;
 use tantivy::schema::IndexRecordOption;
 
-use super::{Inner, Memdir, Sync};
 use crate::ledger::ChangeKind;
+use crate::service::{Inner, Memdir, Sync};
 use memdir_api::ReindexResponse;
 use memdir_api::error::{Error, Result};
 use memdir_index::index::{
@@ -547,6 +548,7 @@ impl IndexWrite for CategoryWrite<'_> {
         self.writer.delete_all_documents().map_err(index_err)?;
         for name in store::list_category_files(pass.memdir.layout())?.0 {
             pass.memdir
+                .categories()
                 .sync_category(pass.inner, &name, None, Sync::Fast)?;
             self.index_category(pass, name.as_str())?;
         }
@@ -567,7 +569,7 @@ impl IndexWrite for CategoryWrite<'_> {
 // The pipeline
 // ---------------------------------------------------------------------------------------------
 
-impl Memdir {
+impl Indexing<'_> {
     /// Reads the feed from `from` and the state it describes under the store lock, so that the
     /// generation recorded as absorbed covers exactly the changes read: a change committed
     /// after the read is newer than the recorded generation and is applied by the next
@@ -757,7 +759,7 @@ impl Memdir {
         memdir_store::failpoint::pause("catchup.before_snapshot");
         let (snap, changes) = self.snapshot(inner, (!rebuild).then_some(from))?;
         let fingerprint = if rebuild {
-            super::files_fingerprint(self.layout())?
+            crate::service::files_fingerprint(self.layout())?
         } else {
             payloads
                 .iter()
@@ -856,7 +858,7 @@ impl Memdir {
             });
         }
         // The ledger's index of idempotency keys is derived from the files too.
-        self.rebuild_source_keys()?;
+        self.sessions().rebuild_source_keys()?;
         // A rebuild into the index as it is; when that index cannot even be read (a damaged
         // file), the index is derived, so it is thrown away and built from nothing.
         let rebuilt_from_nothing = match self.catch_up(true, progress) {
@@ -886,6 +888,7 @@ impl Memdir {
     /// Drops this process's handle on the index and removes the index directory.
     fn discard_index(&self) -> Result<()> {
         let mut g = self
+            .indexing
             .index
             .lock()
             .map_err(|_| Error::internal("a previous search panicked"))?;

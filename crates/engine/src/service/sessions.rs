@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Inner, Memdir, check_limit, limits};
+use super::{Inner, Sessions, check_limit, limits};
 use crate::ledger::ChangeKind;
 use crate::ledger::{SegmentRow, SourceKey};
 use memdir_api::error::{Error, ErrorKind, Result};
@@ -263,7 +263,7 @@ pub fn check_chunk(c: &NewChunk) -> Result<()> {
     prepare(c, |e| e).map(|_| ())
 }
 
-impl Memdir {
+impl Sessions<'_> {
     /// Re-reads the segments of one session whose cached rows are stale (under the lock), so
     /// its idempotency keys in the ledger match the files.
     fn refresh_session(&self, inner: &Inner, id: &SessionId) -> Result<()> {

@@ -4,13 +4,14 @@
 //! [...]}`. Entries carry a hybrid-clock id and are kept sorted by it; retention keeps at most
 //! `max_entries` and, with `max_age_days`, drops entries older than that measured from the
 //! newest one, so replicas trimming the same log agree. Every append is a version of its own.
+use crate::service::Categories;
 
 use serde_json::{Value, json};
 
-use super::adoption::{Sync, malformed_error};
-use super::shape::{check_object, type_name};
-use super::state::NewVersion;
-use super::{Memdir, check_reason, limits};
+use crate::service::categories::adoption::{Sync, malformed_error};
+use crate::service::shape::{check_object, type_name};
+use crate::service::state::NewVersion;
+use crate::service::{check_reason, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;
 use memdir_store::clock;
@@ -73,7 +74,7 @@ fn check_append(req: &AppendRequest) -> Result<()> {
     Ok(())
 }
 
-impl Memdir {
+impl Categories<'_> {
     /// Appends an entry to a log category, creating it, and applies retention.
     pub fn append(&self, req: &AppendRequest) -> Result<AppendResponse> {
         let (data, reason, redacted) = self.redact_data(&req.data, req.reason.as_deref());

@@ -5,17 +5,18 @@
 //! then records the new head in the ledger. The operations here read history (list, diff,
 //! find one version), restore an old version as a new one, and trim old versions (compact),
 //! always keeping heads and delete tombstones.
+use crate::service::Categories;
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::adoption::{
+use crate::ledger::ChangeKind;
+use crate::service::categories::adoption::{
     CatState, Sync, check_expect, hist_stamp, malformed_error, not_found, row_from,
 };
-use super::state::{Delta, NewVersion};
-use super::{Inner, Memdir, check_limit, limits};
-use crate::ledger::ChangeKind;
+use crate::service::state::{Delta, NewVersion};
+use crate::service::{Inner, check_limit, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;
 use memdir_store::clock;
@@ -29,7 +30,7 @@ use memdir_store::{self as store, Layout, codec, failpoint, txn};
 /// [`Memdir::read_category_cached`]): at most [`FileCache::FILES`] files and
 /// [`FileCache::BYTES`] bytes of them, though the newest one is always kept.
 #[derive(Default)]
-pub(super) struct FileCache {
+pub(in crate::service) struct FileCache {
     files: std::collections::VecDeque<Written>,
 }
 
@@ -44,8 +45,8 @@ impl FileCache {
     }
 
     /// Files from this size on are compared with the disk alongside the work of a write
-    /// ([`Sync::Deferred`](super::adoption::Sync::Deferred)); smaller ones at once.
-    pub(super) const DEFER_FROM: usize = 256 << 10;
+    /// ([`Sync::Deferred`](crate::service::categories::adoption::Sync::Deferred)); smaller ones at once.
+    pub(in crate::service) const DEFER_FROM: usize = 256 << 10;
 
     /// Remembers `w` as the newest, forgetting the oldest files beyond the bounds.
     fn put(&mut self, w: Written) {
@@ -61,7 +62,7 @@ impl FileCache {
     }
 
     /// Forgets every file (the store was replaced).
-    pub(super) fn clear(&mut self) {
+    pub(in crate::service) fn clear(&mut self) {
         self.files.clear();
     }
 }
@@ -73,26 +74,26 @@ struct Written {
 }
 
 /// A version just committed, as the operations report it.
-pub(super) struct Committed {
-    pub(super) id: String,
-    pub(super) version: u64,
-    pub(super) hash: Option<String>,
-    pub(super) ts: String,
+pub(in crate::service) struct Committed {
+    pub(in crate::service) id: String,
+    pub(in crate::service) version: u64,
+    pub(in crate::service) hash: Option<String>,
+    pub(in crate::service) ts: String,
     /// The content written (null for a tombstone), handed back to the caller.
-    pub(super) content: Value,
+    pub(in crate::service) content: Value,
     /// The category file's bytes as written (`None` for a tombstone or when the version
     /// recorded a file it did not write).
-    pub(super) bytes: Option<Vec<u8>>,
+    pub(in crate::service) bytes: Option<Vec<u8>>,
 }
 
 fn parse_vv(s: &str) -> BTreeMap<String, u64> {
     serde_json::from_str(s).unwrap_or_default()
 }
 
-impl Memdir {
+impl Categories<'_> {
     /// Writes one new version: a history entry and (when `write_file`) the category file, as
     /// one transaction; then records it in the ledger.
-    pub(super) fn commit_version(
+    pub(in crate::service) fn commit_version(
         &self,
         inner: &Inner,
         lock: &WriteLock,
@@ -210,7 +211,7 @@ impl Memdir {
             &files,
             txn::Replaced::FreeLater,
         )?;
-        if let Ok(mut last) = self.last_head.lock() {
+        if let Ok(mut last) = self.categories.last_head.lock() {
             *last = match &hash {
                 Some(h) if write_file && !tombstone => Some((id.clone(), h.clone(), depth)),
                 _ => None,
@@ -267,7 +268,7 @@ impl Memdir {
         if file_hash == hash {
             return None;
         }
-        let cached = self.last_head.lock().ok()?.clone();
+        let cached = self.categories.last_head.lock().ok()?.clone();
         let depth = match cached {
             Some((id, h, d)) if id == head && h == file_hash => d,
             _ => store::history::patch_base(self.layout(), name, head, file_hash)?,
@@ -293,12 +294,17 @@ impl Memdir {
     /// again (comparing the file with them costs far less than hashing and parsing it). A
     /// large category's merge write would otherwise spend much of its time on the file it
     /// wrote before.
-    pub(super) fn read_category_cached(
+    pub(in crate::service) fn read_category_cached(
         &self,
         name: &CategoryName,
     ) -> Result<Option<store::CategoryFile>> {
         let path = self.layout().root.join(Layout::category_rel(name));
-        let remembered = self.file_cache.lock().ok().and_then(|mut c| c.take(name));
+        let remembered = self
+            .categories
+            .file_cache
+            .lock()
+            .ok()
+            .and_then(|mut c| c.take(name));
         // An error (a link, a directory in its place) is the plain read's to report; a file
         // that differs was changed behind this process's back, and is read afresh.
         if let Some(w) = remembered
@@ -311,13 +317,13 @@ impl Memdir {
 
     /// Takes out the file remembered for `name` when it is at least
     /// [`FileCache::DEFER_FROM`] bytes and `fits`, without comparing it with the disk: the
-    /// caller must ([`Sync::Deferred`](super::adoption::Sync::Deferred)).
-    pub(super) fn take_remembered_large(
+    /// caller must ([`Sync::Deferred`](crate::service::categories::adoption::Sync::Deferred)).
+    pub(in crate::service) fn take_remembered_large(
         &self,
         name: &CategoryName,
         fits: impl FnOnce(&store::CategoryFile) -> bool,
     ) -> Option<store::CategoryFile> {
-        let mut cache = self.file_cache.lock().ok()?;
+        let mut cache = self.categories.file_cache.lock().ok()?;
         let w = cache.files.iter().find(|w| &w.name == name)?;
         if w.file.bytes.len() < FileCache::DEFER_FROM || !fits(&w.file) {
             return None;
@@ -327,7 +333,7 @@ impl Memdir {
 
     /// Remembers the category file just written: its hash, bytes and content (and the
     /// chaining values of its leaves, when the writer computed them).
-    pub(super) fn remember_written(
+    pub(in crate::service) fn remember_written(
         &self,
         name: &CategoryName,
         c: &mut Committed,
@@ -335,7 +341,7 @@ impl Memdir {
     ) {
         if let (Some(hash), Some(bytes)) = (&c.hash, c.bytes.take())
             && !c.content.is_null()
-            && let Ok(mut cache) = self.file_cache.lock()
+            && let Ok(mut cache) = self.categories.file_cache.lock()
         {
             cache.put(Written {
                 name: name.clone(),
@@ -352,9 +358,9 @@ impl Memdir {
 
     /// Puts back a category file that a read took from [`Memdir::read_category_cached`] (or
     /// parsed): a read between two writes must not cost the next write a parse of the file.
-    pub(super) fn remember_read(&self, name: &CategoryName, file: store::CategoryFile) {
+    pub(in crate::service) fn remember_read(&self, name: &CategoryName, file: store::CategoryFile) {
         if file.content.is_ok()
-            && let Ok(mut cache) = self.file_cache.lock()
+            && let Ok(mut cache) = self.categories.file_cache.lock()
         {
             cache.put(Written {
                 name: name.clone(),
@@ -364,12 +370,15 @@ impl Memdir {
     }
 
     /// Every readable history entry of a category, oldest first, patches resolved.
-    pub(super) fn history_entries(&self, name: &CategoryName) -> Result<Vec<HistoryEntry>> {
+    pub(in crate::service) fn history_entries(
+        &self,
+        name: &CategoryName,
+    ) -> Result<Vec<HistoryEntry>> {
         Ok(store::history::entries(self.layout(), name)?)
     }
 
     /// One version, by ordinal or id, after bringing the category in line with its file.
-    pub(super) fn find_version(
+    pub(in crate::service) fn find_version(
         &self,
         inner: &Inner,
         name: &CategoryName,
@@ -391,7 +400,7 @@ impl Memdir {
     }
 
     /// [`Memdir::find_version`] as written: a patch stays a patch (forget needs no content).
-    pub(super) fn find_version_unresolved(
+    pub(in crate::service) fn find_version_unresolved(
         &self,
         inner: &Inner,
         name: &CategoryName,

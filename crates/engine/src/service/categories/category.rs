@@ -5,13 +5,16 @@
 //! ([`Memdir::sync_category`]) and makes every change as a new version
 //! ([`Memdir::commit_version`]). `context` reads several categories at once; `delta` tells
 //! whether one changed since a hash the caller holds.
+use crate::service::Categories;
 
 use serde_json::{Map, Value};
 
-use super::adoption::{CatState, Sync, check_expect, malformed_error, not_found};
-use super::shape::check_object;
-use super::state::{Delta, NewVersion};
-use super::{Memdir, check_reason, limits};
+use crate::service::categories::adoption::{
+    CatState, Sync, check_expect, malformed_error, not_found,
+};
+use crate::service::shape::check_object;
+use crate::service::state::{Delta, NewVersion};
+use crate::service::{Memdir, check_reason, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;
 use memdir_store::model::{
@@ -78,7 +81,7 @@ fn select_fields(content: &Value, fields: Option<&Fields>) -> (Value, Vec<String
     (Value::Object(out), missing)
 }
 
-impl Memdir {
+impl Categories<'_> {
     /// Reads a category (or one old version), optionally only some top-level fields.
     pub fn read(&self, req: &ReadRequest) -> Result<ReadResponse> {
         let name = CategoryName::new(&req.category)?;
@@ -521,7 +524,7 @@ impl Memdir {
     }
 }
 
-impl Memdir {
+impl Categories<'_> {
     /// Imports one version of a category from another tool (`memdir import`): `content` (a
     /// document, or a log whose entries have memdir's shape) becomes a new version, through the
     /// same redaction, checks and history as a write, unless a version with the same content is
@@ -541,7 +544,7 @@ impl Memdir {
         let reason = check_reason(Some(reason_redacted.as_deref().unwrap_or(reason)))?;
         check_object("data", &content)?;
         if CategoryKind::of(&content) == CategoryKind::Log {
-            super::log::check_log_shape(&content)
+            crate::service::categories::log::check_log_shape(&content)
                 .map_err(|why| Error::invalid("data", format!("{}: {why}", name.as_str())))?;
         }
         let bytes = codec::to_pretty(&content);

@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::Memdir;
+use crate::service::Memdir;
 use crate::sync::seal::{self, Signer32};
 use memdir_api::error::{Error, IoContext, Result};
 use memdir_store::lock::WriteLock;
 use memdir_store::{self as store, Layout, codec, fsx, txn};
 
 /// 32 bytes from the operating system's random source.
-pub(super) fn random32() -> Result<[u8; 32]> {
+pub(in crate::service) fn random32() -> Result<[u8; 32]> {
     use std::io::Read;
     let mut b = [0u8; 32];
     std::fs::File::open("/dev/urandom")
@@ -61,7 +61,7 @@ fn secret(layout: &Layout) -> Result<([u8; 32], Value)> {
 /// The ids (with their keys) this store held before its replica file at `path` is minted
 /// again (the store was copied to another machine or path): the segments they wrote are still
 /// sealed with their keys, so other replicas keep taking their lines.
-pub(super) fn previous_after_copy(path: &Path) -> Value {
+pub(in crate::service) fn previous_after_copy(path: &Path) -> Value {
     let Some(old) = std::fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
@@ -122,7 +122,7 @@ fn stamps(layout: &Layout, s: &store::SegmentFile) -> Stamps {
 
 /// Seals every segment of this replica that changed since it was last sealed, in one
 /// transaction. Caller holds the lock.
-pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
+pub(in crate::service) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
     let layout = m.layout();
     let replica = m.replica(lock)?;
     let mut noted: BTreeMap<String, Stamps> = std::fs::read(sealed_path(layout))
@@ -176,7 +176,7 @@ pub(super) fn seal_own(m: &Memdir, lock: &WriteLock) -> Result<()> {
 
 /// The seal files of the session directory `session_rel` under `root`, sorted (regular files
 /// with a seal's name only).
-pub(super) fn seal_files(root: &Path, session_rel: &Path) -> Vec<PathBuf> {
+pub(in crate::service) fn seal_files(root: &Path, session_rel: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(root.join(session_rel)) else {
         return Vec::new();
     };

@@ -9,14 +9,15 @@
 //! not parse is reported and left untouched. The result, [`CatState`], is what every operation
 //! then judges: whether the category exists, the compare-and-swap precondition
 //! ([`check_expect`]), and the errors for a missing or malformed category.
+use crate::service::Categories;
 
 use serde_json::Value;
 
-pub(crate) use super::state::CatState;
-use super::state::NewVersion;
-use super::{Inner, Memdir};
 use crate::ledger::CategoryRow;
 use crate::ledger::ChangeKind;
+use crate::service::Inner;
+pub(crate) use crate::service::state::CatState;
+use crate::service::state::NewVersion;
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_store::lock::WriteLock;
 use memdir_store::model::{
@@ -40,7 +41,7 @@ pub(crate) enum Sync {
 }
 
 /// The ledger row of a category, built from its newest history entry and its file.
-pub(super) fn row_from(
+pub(in crate::service) fn row_from(
     name: &CategoryName,
     head: Option<&HistoryEntry>,
     file: Option<&CategoryFile>,
@@ -76,7 +77,7 @@ pub(super) fn row_from(
 }
 
 /// The change stamp of a category's history directory (0 when it has none).
-pub(super) fn hist_stamp(layout: &Layout, name: &CategoryName) -> Result<i64> {
+pub(in crate::service) fn hist_stamp(layout: &Layout, name: &CategoryName) -> Result<i64> {
     Ok(store::stat(&layout.root.join(Layout::history_rel(name)))?
         .map(|s| s.1)
         .unwrap_or(0))
@@ -91,7 +92,7 @@ fn row_matches(row: &CategoryRow, file: Option<&CategoryFile>) -> bool {
 }
 
 /// The error for a category that does not exist, naming those that do.
-pub(super) fn not_found(name: &CategoryName, available: Vec<String>) -> Error {
+pub(in crate::service) fn not_found(name: &CategoryName, available: Vec<String>) -> Error {
     let shown: Vec<String> = available.iter().take(50).cloned().collect();
     let msg = if shown.is_empty() {
         format!(
@@ -112,7 +113,7 @@ pub(super) fn not_found(name: &CategoryName, available: Vec<String>) -> Error {
 }
 
 /// The error for a category file that does not parse.
-pub(super) fn malformed_error(name: &CategoryName, f: &CategoryFile) -> Error {
+pub(in crate::service) fn malformed_error(name: &CategoryName, f: &CategoryFile) -> Error {
     let why = f.content.as_ref().err().cloned().unwrap_or_default();
     Error::new(
         ErrorKind::Corrupt,
@@ -140,7 +141,11 @@ fn conflict(name: &CategoryName, msg: String, current: Option<&str>) -> Error {
 }
 
 /// The compare-and-swap precondition, checked against the file as it is on disk.
-pub(super) fn check_expect(name: &CategoryName, st: &CatState, expect: &Expect) -> Result<()> {
+pub(in crate::service) fn check_expect(
+    name: &CategoryName,
+    st: &CatState,
+    expect: &Expect,
+) -> Result<()> {
     let current = st.row.file_hash.as_deref().filter(|_| st.exists());
     match expect {
         Expect::Any => {
@@ -181,11 +186,11 @@ pub(super) fn check_expect(name: &CategoryName, st: &CatState, expect: &Expect) 
     }
 }
 
-impl Memdir {
+impl Categories<'_> {
     /// What a change to an existing category (delete, restore) checks before it takes the
     /// lock: the name, the compare-and-swap precondition, the reason, and that there is a
     /// store at all.
-    pub(super) fn existing_target(
+    pub(in crate::service) fn existing_target(
         &self,
         category: &str,
         expected_hash: Option<&str>,
@@ -193,7 +198,7 @@ impl Memdir {
     ) -> Result<(CategoryName, Expect, Option<String>)> {
         let name = CategoryName::new(category)?;
         let expect = Expect::parse(expected_hash)?;
-        let reason = super::check_reason(reason)?;
+        let reason = crate::service::check_reason(reason)?;
         if !self.layout().exists() {
             return Err(not_found(&name, Vec::new()));
         }
@@ -350,7 +355,7 @@ impl Memdir {
     }
 
     /// Names of the categories with a current file, for a not-found error.
-    pub(super) fn available_names(&self, inner: &Inner) -> Result<Vec<String>> {
+    pub(in crate::service) fn available_names(&self, inner: &Inner) -> Result<Vec<String>> {
         let _ = inner;
         Ok(store::list_category_files(self.layout())?
             .0

@@ -17,13 +17,13 @@
 //! copies SRC beside the store, checks the copy again, and under the store's lock renames the
 //! current store aside to `<dir>.before-restore-<time>` (kept, never deleted: the response
 //! names it) and the copy into its place.
+use crate::service::Upkeep;
 
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Memdir;
 use memdir_api::error::{Error, ErrorKind, IoContext, Result};
 use memdir_api::{
     RestoreSnapshotRequest, RestoreSnapshotResponse, SnapshotRequest, SnapshotResponse,
@@ -294,7 +294,7 @@ fn absolute(p: &Path, field: &str) -> Result<PathBuf> {
         .map_err(|e| Error::invalid(field, format!("cannot make {} absolute: {e}", p.display())))
 }
 
-impl Memdir {
+impl Upkeep<'_> {
     /// Writes a verified copy of the store's truth files to `dest`.
     pub fn take_snapshot(&self, req: &SnapshotRequest) -> Result<SnapshotResponse> {
         self.take_snapshot_with(req, None)
@@ -479,21 +479,14 @@ impl Memdir {
         if let Ok(mut g) = self.inner.lock() {
             *g = None;
         }
-        if let Ok(mut g) = self.index.lock() {
-            *g = None;
-        }
+        self.indexing.close();
         if let Ok(mut g) = self.last_scan.lock() {
             *g = None;
         }
         if let Ok(mut g) = self.format_ok.lock() {
             *g = None;
         }
-        if let Ok(mut g) = self.file_cache.lock() {
-            g.clear();
-        }
-        if let Ok(mut g) = self.last_head.lock() {
-            *g = None;
-        }
+        self.categories.forget();
     }
 }
 

@@ -13,13 +13,14 @@
 //! ledger's log is checkpointed, and every model's vector cache drops the vectors of texts the
 //! index no longer holds (their BLAKE3 hashes would confirm a guess of the text), so that no
 //! file under the store keeps the text.
+use crate::service::Upkeep;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::{Memdir, check_limit, from_args};
 use crate::ledger::ChangeKind;
+use crate::service::{Memdir, check_limit, from_args};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::{ForgetRequest, ForgetResponse, ForgottenChunk, ForgottenVersion, SearchHit};
 use memdir_store::clock;
@@ -61,7 +62,7 @@ fn preview(text: &str) -> String {
     p
 }
 
-impl Memdir {
+impl Upkeep<'_> {
     /// Replaces chunks or a category version by tombstones (or, with `dry_run`, lists them).
     pub fn forget(&self, req: &ForgetRequest) -> Result<ForgetResponse> {
         let target = self.forget_target(req)?;
@@ -150,7 +151,7 @@ impl Memdir {
         // Nor may a neighbour lifted by the match beside it go: plain BM25 order, no spreading.
         // And a chunk goes only when it holds every word of the query (`pool timeout` does
         // not take a turn that only says "pool"); a quoted phrase must occur as written.
-        let found = self.search_tuned(&search, |plan| {
+        let found = self.indexing().search_tuned(&search, |plan| {
             plan.neighbour_share = 0.0;
             plan.session_share = 0.0;
             plan.all_words = true;
@@ -181,7 +182,7 @@ impl Memdir {
     ) -> Result<ForgetResponse> {
         // Which chunks: checked before anything changes, so an unknown id changes nothing.
         let select = |sid: &str, ids: &Option<BTreeSet<String>>| -> Result<Vec<_>> {
-            let chunks = self.session_chunks(sid)?;
+            let chunks = self.sessions().session_chunks(sid)?;
             if chunks.is_empty() {
                 return Err(Error::new(
                     ErrorKind::NotFound,
@@ -263,7 +264,7 @@ impl Memdir {
                     let path = layout.root.join(&f.rel);
                     let seg = segment::read(&path)?;
                     if segment::repair_tail(&layout.root, &path, &seg)? {
-                        self.sync_sessions(inner, Some(lock))?;
+                        self.sessions().sync_sessions(inner, Some(lock))?;
                     }
                     let bytes =
                         store::fsx::read(&path, store::fsx::MAX_SEGMENT_FILE)?.unwrap_or_default();
@@ -294,7 +295,7 @@ impl Memdir {
                 )?;
                 Ok(())
             });
-            self.sync_sessions(inner, Some(lock))?;
+            self.sessions().sync_sessions(inner, Some(lock))?;
             Ok(out)
         })?;
         self.purge_derived()?;
@@ -312,9 +313,9 @@ impl Memdir {
         v: &memdir_api::VersionRef,
         dry_run: bool,
     ) -> Result<ForgetResponse> {
-        let check = |inner: &super::Inner| -> Result<memdir_store::model::HistoryEntry> {
+        let check = |inner: &crate::service::Inner| -> Result<memdir_store::model::HistoryEntry> {
             // As written: a version whose patch no longer resolves can still be forgotten.
-            let entry = self.find_version_unresolved(inner, name, v)?;
+            let entry = self.categories().find_version_unresolved(inner, name, v)?;
             if entry.is_tombstone() {
                 return Err(Error::invalid(
                     "version",
@@ -350,7 +351,10 @@ impl Memdir {
         if dry_run {
             let mut guard = self.inner()?;
             let Some(inner) = guard.as_mut() else {
-                return Err(super::adoption::not_found(name, Vec::new()));
+                return Err(crate::service::categories::adoption::not_found(
+                    name,
+                    Vec::new(),
+                ));
             };
             let e = check(inner)?;
             let versions: Vec<_> = if e.forgotten.is_some() {
@@ -400,8 +404,8 @@ impl Memdir {
         if !versions.is_empty() {
             // The version is not indexed (only current ones are), but its values were while it
             // was current, and may have been embedded then.
-            self.catch_up(false, None)?;
-            self.purge_vectors()?;
+            self.indexing().catch_up(false, None)?;
+            self.indexing().purge_vectors()?;
         }
         Ok(ForgetResponse {
             dry_run: false,
@@ -414,10 +418,10 @@ impl Memdir {
     /// After a forget: the index absorbs the tombstones and drops the deleted documents from
     /// its files, and the ledger's write-ahead log is folded in, so no derived file keeps the
     /// forgotten text.
-    pub(super) fn purge_derived(&self) -> Result<()> {
-        self.catch_up(false, None)?;
+    pub(in crate::service) fn purge_derived(&self) -> Result<()> {
+        self.indexing().catch_up(false, None)?;
         {
-            let g = self.index_guard()?;
+            let g = self.indexing().index_guard()?;
             if let Some(idx) = g.as_ref() {
                 idx.chunks.purge_deleted(self.settings.lock_timeout)?;
                 // A forgotten category value too: merged away in a server's memory, it stays
@@ -428,7 +432,7 @@ impl Memdir {
         if let Some(inner) = self.inner()?.as_ref() {
             inner.ledger.checkpoint()?;
         }
-        self.purge_vectors()?;
+        self.indexing().purge_vectors()?;
         match std::fs::remove_file(self.layout().meta_dir().join(PURGE_PENDING)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(Error::from(memdir_api::error::IoError {
@@ -445,7 +449,7 @@ impl Memdir {
 /// Records, durably and before the tombstones a sync brings are written, that derived files
 /// must be purged: a process that crashes between those writes and its purge leaves the
 /// marker, and the next sync or search purges ([`purge_if_pending`]).
-pub(super) fn mark_purge_pending(layout: &Layout) -> Result<()> {
+pub(in crate::service) fn mark_purge_pending(layout: &Layout) -> Result<()> {
     let path = layout.meta_dir().join(PURGE_PENDING);
     fsx::write_synced(&path, b"")?;
     fsx::sync_dir(&layout.meta_dir())?;
@@ -453,7 +457,7 @@ pub(super) fn mark_purge_pending(layout: &Layout) -> Result<()> {
 }
 
 /// [`Memdir::purge_derived`] when a sync that brought a forget did not finish its own.
-pub(super) fn purge_if_pending(memdir: &Memdir) -> Result<()> {
+pub(in crate::service) fn purge_if_pending(memdir: &Memdir) -> Result<()> {
     if memdir
         .layout()
         .meta_dir()
@@ -461,7 +465,7 @@ pub(super) fn purge_if_pending(memdir: &Memdir) -> Result<()> {
         .symlink_metadata()
         .is_ok()
     {
-        memdir.purge_derived()?;
+        memdir.upkeep().purge_derived()?;
     }
     Ok(())
 }
