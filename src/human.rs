@@ -289,6 +289,7 @@ pub fn render(op: &str, v: &Value, st: Style) -> String {
         "fetch" => fetch(v, st),
         "list" => list(v, st),
         "history" => history(v, st),
+        "blame" => blame(v, st),
         "diff" => diff(s(v, "diff"), st),
         "status" => status(v, st),
         "read" => read(v, st),
@@ -612,6 +613,46 @@ fn list(v: &Value, st: Style) -> String {
         &rows,
         st,
     )
+}
+
+/// `blame`: one row per key, the version that set it; `>=` marks a value that may be older.
+fn blame(v: &Value, st: Style) -> String {
+    let rows: Vec<Vec<String>> = v["keys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| {
+            let at_least = if x["at_least"] == Value::Bool(true) {
+                ">="
+            } else {
+                ""
+            };
+            vec![
+                s(x, "key").to_string(),
+                cut(&one_line(&x["value"].to_string()), 30),
+                format!("{at_least}{}", n(x, "version")),
+                when(s(x, "timestamp")),
+                s(x, "actor").to_string(),
+                cut(&one_line(s(x, "reason")), 40),
+            ]
+        })
+        .collect();
+    let path = v["path"]
+        .as_str()
+        .map(|p| format!(" {p}"))
+        .unwrap_or_default();
+    let mut out = format!(
+        "{}{} {}\n",
+        st.bold(s(v, "category")),
+        path,
+        st.dim(&format!("(version {})", n(v, "version")))
+    );
+    out.push_str(&table(
+        &["key", "value", "version", "when", "by", "reason"],
+        &rows,
+        st,
+    ));
+    out
 }
 
 fn history(v: &Value, st: Style) -> String {

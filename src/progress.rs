@@ -7,9 +7,12 @@ use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// A progress bar on stderr, or nothing when stderr is not a terminal.
+/// A progress bar on stderr, or nothing when stderr is not a terminal. The bar is drawn from
+/// the first report on: a job that reports nothing (most operations) shows nothing.
 pub struct Progress {
-    bar: Option<ProgressBar>,
+    what: String,
+    draw: bool,
+    bar: std::sync::OnceLock<ProgressBar>,
 }
 
 impl Progress {
@@ -20,36 +23,46 @@ impl Progress {
 
     /// A bar drawn or not, whatever stderr is (tests).
     pub fn with_target(what: &str, draw: bool) -> Progress {
-        if !draw {
-            return Progress { bar: None };
+        Progress {
+            what: what.to_string(),
+            draw,
+            bar: std::sync::OnceLock::new(),
         }
-        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template(template(what))
-            .map(|s| s.progress_chars("=> "))
-            .unwrap_or_else(|_| ProgressStyle::default_bar());
-        bar.set_style(style);
-        bar.set_prefix(what.to_string());
-        Progress { bar: Some(bar) }
+    }
+
+    /// The bar, made on the first report.
+    fn bar(&self) -> &ProgressBar {
+        self.bar.get_or_init(|| {
+            let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template(template(&self.what))
+                .map(|s| s.progress_chars("=> "))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+            bar.set_style(style);
+            bar.set_prefix(self.what.clone());
+            bar
+        })
     }
 
     /// Reports `done` of `total`.
     pub fn update(&self, done: u64, total: u64) {
-        if let Some(b) = &self.bar {
-            if b.length() != Some(total) {
-                b.set_length(total);
-            }
-            b.set_position(done.min(total));
+        if !self.draw {
+            return;
         }
+        let b = self.bar();
+        if b.length() != Some(total) {
+            b.set_length(total);
+        }
+        b.set_position(done.min(total));
     }
 
-    /// Whether a bar is drawn.
+    /// Whether a bar is drawn (once the job reports).
     pub fn visible(&self) -> bool {
-        self.bar.is_some()
+        self.draw
     }
 
     /// Removes the bar.
     pub fn finish(&self) {
-        if let Some(b) = &self.bar {
+        if let Some(b) = self.bar.get() {
             b.finish_and_clear();
         }
     }

@@ -66,6 +66,10 @@ pub struct Cli {
     pub color: String,
     #[command(subcommand)]
     pub command: Command,
+    /// The subcommand's name as typed (`restore-snapshot`): the key of its operation in the
+    /// table (`Op::cli`).
+    #[arg(skip)]
+    pub subcommand: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -178,6 +182,9 @@ pub enum Command {
     #[command(after_help = "Examples:\n  memdir history base
   memdir history base --limit 5 --diff-from 1 --diff-to 2")]
     History(api::HistoryRequest),
+    /// Who set each key of a category: the version, actor, time and reason behind its current
+    /// value.
+    Blame(api::BlameRequest),
     /// Unified diff between two versions (default: the newest and its parent).
     #[command(after_help = "Examples:\n  memdir diff base
   memdir diff base --from 1 --to 3")]

@@ -267,7 +267,7 @@ pub(super) fn ingest_jsonl(m: &Ctx, a: &IngestArgs, path: &std::path::Path) -> R
             chunks: Some(std::mem::take(batch)),
             ..IngestRequest::default()
         };
-        let out = call(m, "ingest", &req).map_err(|e| {
+        let out = call(m, &req).map_err(|e| {
             let e = match e.details.get("index").and_then(Value::as_u64) {
                 Some(idx) => {
                     let line = lines.get(idx as usize).copied().unwrap_or(0);

@@ -7,7 +7,7 @@
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::{Value, json};
 
 use crate::config::{self, Config};
@@ -38,6 +38,9 @@ use setup::*;
 struct Ctx<'a> {
     memdir: &'a Memdir,
     caller: memdir_engine::acl::Caller,
+    /// The operation of the table this command runs: found by the subcommand's name in the
+    /// table (`Op::cli`), so the CLI keeps no list of its own.
+    op: &'static ops::Op,
 }
 
 impl std::ops::Deref for Ctx<'_> {
@@ -47,31 +50,23 @@ impl std::ops::Deref for Ctx<'_> {
     }
 }
 
-/// Runs an operation of the table with a typed request, as every surface does.
-fn call<T: serde::Serialize>(m: &Ctx, name: &str, req: &T) -> Result<Value> {
-    call_showing(m, name, req, None)
-}
-
-/// [`call`] for a long job (reindex, import, sync, snapshot, embed): its progress is a bar on
-/// a terminal.
-fn call_with_bar<T: serde::Serialize>(m: &Ctx, name: &str, req: &T) -> Result<Value> {
-    let bar = crate::progress::Progress::new(name);
+/// Runs the command's operation with a typed request, as every surface does, through the
+/// table. A long job's progress (reindex, import, sync, snapshot, embed) is a bar on a
+/// terminal; the bar appears only once the job reports progress.
+fn call<T: serde::Serialize>(m: &Ctx, req: &T) -> Result<Value> {
+    let name = m.op.name;
+    let args = serde_json::to_value(req)
+        .map_err(|e| Error::internal(format!("the {name} request did not serialize: {e}")))?;
+    let bar = crate::progress::Progress::new(m.op.cli.unwrap_or(name));
     let show = |done: u64, total: u64| bar.update(done, total);
-    let out = call_showing(m, name, req, Some(&show));
+    let out = ops::call_with(m.memdir, &m.caller, m.op, args, Some(&show));
     bar.finish();
     out
 }
 
-fn call_showing<T: serde::Serialize>(
-    m: &Ctx,
-    name: &str,
-    req: &T,
-    progress: Option<memdir_engine::service::Progress<'_>>,
-) -> Result<Value> {
-    let op = ops::find(name).ok_or_else(|| Error::internal(format!("no operation {name}")))?;
-    let args = serde_json::to_value(req)
-        .map_err(|e| Error::internal(format!("the {name} request did not serialize: {e}")))?;
-    ops::call_with(m.memdir, &m.caller, op, args, progress)
+/// The operation of the table that subcommand `name` runs, if it runs one.
+fn op_of(name: &str) -> Option<&'static ops::Op> {
+    ops::table().iter().find(|o| o.cli == Some(name))
 }
 
 /// What a command answers when the person at the terminal said no: not an error (exit 0),
@@ -101,47 +96,17 @@ fn confirm(question: &str, what: &str) -> Result<bool> {
     Ok(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes"))
 }
 
-/// The operation of the table a command runs, if it runs one.
-fn op_of(c: &Command) -> Option<&'static str> {
-    Some(match c {
-        Command::Init => "init",
-        Command::Status => "status",
-        Command::Ingest(_) => "ingest",
-        Command::Fetch(_) => "fetch",
-        Command::Overview(_) => "overview",
-        Command::Read(_) => "read",
-        Command::Write { .. } => "write",
-        Command::Append { .. } => "append",
-        Command::List => "list",
-        Command::Delete(_) => "delete",
-        Command::History(_) => "history",
-        Command::Diff(_) => "diff",
-        Command::Restore(_) => "restore",
-        Command::Compact(_) => "compact",
-        Command::Context(_) => "context",
-        Command::Delta(_) => "delta",
-        Command::VerifyStore => "verify_store",
-        Command::Doctor => "doctor",
-        Command::Search(_) => "search",
-        Command::Reindex => "reindex",
-        Command::Import(_) => "import",
-        Command::Forget { .. } => "forget",
-        Command::Snapshot(_) => "snapshot",
-        Command::RestoreSnapshot(_) => "restore_snapshot",
-        Command::Sync(_) => "sync",
-        Command::Resolve(_) => "resolve",
-        Command::Embed => "embed",
-        Command::Models(_) => "models",
-        _ => return None,
-    })
-}
-
 /// Parses the command line. A value that is not what its flag takes (`--limit five`,
 /// `--limit -1`, `--limit 5.5`) is an `invalid` error naming the field (exit 3, JSON), as on
 /// every other surface; other usage errors (an unknown flag, a missing argument) and `--help`
 /// stay clap's. Returns the exit code to leave with when there is nothing to run.
 pub fn parse() -> std::result::Result<Cli, i32> {
-    match Cli::try_parse() {
+    let parsed = Cli::command().try_get_matches().and_then(|matches| {
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        cli.subcommand = matches.subcommand_name().unwrap_or_default().to_string();
+        Ok(cli)
+    });
+    match parsed {
         Ok(cli) => Ok(cli),
         Err(e)
             if matches!(
@@ -228,13 +193,14 @@ fn usage_error(e: clap::Error) -> std::result::Result<Cli, i32> {
 
 /// `verify-store` and `doctor`: read-only (no recovery, no adoption), the store reported
 /// exactly as found; exit 1 when the check finds a problem.
-fn check_store(command: &Command, m: &Memdir, cfg: &Config) -> Result<(Output, i32)> {
-    let op = op_of(command).expect("invariant: verify-store and doctor are operations");
+fn check_store(op: &'static ops::Op, m: &Memdir, cfg: &Config) -> Result<(Output, i32)> {
     let ctx = Ctx {
         memdir: m,
         caller: cfg.caller(),
+        op,
     };
-    let report = call(&ctx, op, &api::Empty {})?;
+    let report = call(&ctx, &api::Empty {})?;
+    let op = op.name;
     let checks = if op == "doctor" {
         &report["checks"]
     } else {
@@ -346,24 +312,31 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         })?;
         return Ok((Output::Nothing, 0));
     }
+    // Every other command runs the operation of the table its subcommand names.
+    let op = op_of(&cli.subcommand).ok_or_else(|| {
+        Error::internal(format!(
+            "invariant: the command {:?} runs an operation of the table",
+            cli.subcommand
+        ))
+    })?;
     if let Command::VerifyStore | Command::Doctor = cli.command {
         let m = Memdir::open_lazy_with(dir.value.clone(), settings);
-        return check_store(&cli.command, &m, &cfg);
+        return check_store(op, &m, &cfg);
     }
     let m = Memdir::open_with(dir.value.clone(), settings)?;
     let ctx = Ctx {
         memdir: &m,
         caller: cfg.caller(),
+        op,
     };
     if let Command::Export(r) = &cli.command {
         // Without --output, the export is its text, printed as it is.
-        let mut v = call(&ctx, "export", r)?;
+        let mut v = call(&ctx, r)?;
         return Ok(match v.get_mut("text").map(Value::take) {
             Some(Value::String(t)) => (Output::Text(t), 0),
-            _ => (Output::Op("export", v), 0),
+            _ => (Output::Op(op.name, v), 0),
         });
     }
-    let op = op_of(&cli.command);
     let out = run_command(&ctx, cli.command);
     let notices = m.notices();
     match out {
@@ -373,13 +346,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             for n in &notices {
                 eprintln!("memdir: {n}");
             }
-            Ok((
-                match op {
-                    Some(op) => Output::Op(op, out),
-                    None => Output::Json(out),
-                },
-                0,
-            ))
+            Ok((Output::Op(op.name, out), 0))
         }
         Err(e) if !notices.is_empty() => Err(e.detail("notices", json!(notices))),
         Err(e) => Err(e),
@@ -388,16 +355,16 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
 
 fn run_command(m: &Ctx, command: Command) -> Result<Value> {
     let out = match command {
-        Command::Init => call(m, "init", &api::Empty {})?,
-        Command::Status => call(m, "status", &api::Empty {})?,
+        Command::Init => call(m, &api::Empty {})?,
+        Command::Status => call(m, &api::Empty {})?,
         Command::Ingest(a) => match &a.jsonl {
             Some(path) => ingest_jsonl(m, &a, path)?,
-            None => call(m, "ingest", &ingest_request(&a)?)?,
+            None => call(m, &ingest_request(&a)?)?,
         },
-        Command::Import(r) => call_with_bar(m, "import", &r)?,
-        Command::Fetch(r) => call(m, "fetch", &r)?,
-        Command::Overview(r) => call(m, "overview", &r)?,
-        Command::Read(r) => call(m, "read", &r)?,
+        Command::Import(r) => call(m, &r)?,
+        Command::Fetch(r) => call(m, &r)?,
+        Command::Overview(r) => call(m, &r)?,
+        Command::Read(r) => call(m, &r)?,
         Command::Write {
             category,
             input,
@@ -406,7 +373,6 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
             reason,
         } => call(
             m,
-            "write",
             &WriteRequest {
                 category,
                 data: input.value()?,
@@ -423,7 +389,6 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
             reason,
         } => call(
             m,
-            "append",
             &AppendRequest {
                 category,
                 data: input.value()?,
@@ -432,11 +397,12 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
                 reason,
             },
         )?,
-        Command::List => call(m, "list", &api::Empty {})?,
-        Command::Delete(r) => call(m, "delete", &r)?,
-        Command::History(r) => call(m, "history", &r)?,
-        Command::Diff(r) => call(m, "diff", &r)?,
-        Command::Restore(r) => call(m, "restore", &r)?,
+        Command::List => call(m, &api::Empty {})?,
+        Command::Delete(r) => call(m, &r)?,
+        Command::History(r) => call(m, &r)?,
+        Command::Blame(r) => call(m, &r)?,
+        Command::Diff(r) => call(m, &r)?,
+        Command::Restore(r) => call(m, &r)?,
         Command::Compact(CompactArgs { req, yes }) => {
             if req.category.is_none()
                 && !yes
@@ -451,18 +417,18 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
             {
                 return Ok(declined("nothing was compacted"));
             }
-            call(m, "compact", &req)?
+            call(m, &req)?
         }
-        Command::Context(r) => call(m, "context", &r)?,
-        Command::Delta(r) => call(m, "delta", &r)?,
-        Command::Search(a) => call(m, "search", &a.request())?,
-        Command::Sync(r) => call_with_bar(m, "sync", &r)?,
-        Command::Resolve(r) => call(m, "resolve", &r)?,
+        Command::Context(r) => call(m, &r)?,
+        Command::Delta(r) => call(m, &r)?,
+        Command::Search(a) => call(m, &a.request())?,
+        Command::Sync(r) => call(m, &r)?,
+        Command::Resolve(r) => call(m, &r)?,
         Command::Forget { req, yes } => forget(m, req, yes)?,
-        Command::Snapshot(r) => call_with_bar(m, "snapshot", &r)?,
-        Command::RestoreSnapshot(r) => call(m, "restore_snapshot", &r)?,
-        Command::Embed => call_with_bar(m, "embed", &api::Empty {})?,
-        Command::Models(r) => call(m, "models", &r)?,
+        Command::Snapshot(r) => call(m, &r)?,
+        Command::RestoreSnapshot(r) => call(m, &r)?,
+        Command::Embed => call(m, &api::Empty {})?,
+        Command::Models(r) => call(m, &r)?,
         Command::VerifyStore
         | Command::Doctor
         | Command::Export(_)
@@ -478,7 +444,7 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
                 "invariant: run handles this command itself",
             ));
         }
-        Command::Reindex => call_with_bar(m, "reindex", &api::Empty {})?,
+        Command::Reindex => call(m, &api::Empty {})?,
     };
     Ok(out)
 }
@@ -488,7 +454,7 @@ fn run_command(m: &Ctx, command: Command) -> Result<Value> {
 /// their chunk ids, not by running the query again.
 fn forget(m: &Ctx, req: api::ForgetRequest, yes: bool) -> Result<Value> {
     if req.dry_run || yes {
-        return call(m, "forget", &req);
+        return call(m, &req);
     }
     let tty = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if !tty {
@@ -499,7 +465,6 @@ fn forget(m: &Ctx, req: api::ForgetRequest, yes: bool) -> Result<Value> {
     }
     let plan = call(
         m,
-        "forget",
         &api::ForgetRequest {
             dry_run: true,
             ..req.clone()
@@ -531,7 +496,7 @@ fn forget(m: &Ctx, req: api::ForgetRequest, yes: bool) -> Result<Value> {
         return Ok(declined("nothing was forgotten"));
     }
     if !plan.versions.is_empty() {
-        return call(m, "forget", &req);
+        return call(m, &req);
     }
     let mut by_session: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for c in &plan.chunks {
@@ -549,7 +514,6 @@ fn forget(m: &Ctx, req: api::ForgetRequest, yes: bool) -> Result<Value> {
     for (session_id, chunk_ids) in by_session {
         let r = call(
             m,
-            "forget",
             &api::ForgetRequest {
                 session_id: Some(session_id),
                 chunk_ids: Some(chunk_ids),

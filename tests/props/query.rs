@@ -1,4 +1,4 @@
-//! The query planner and engines behind `Memdir::search` (the planner itself,
+//! The query planner and engines behind `Indexing::search` (the planner itself,
 //! `SearchRequest::plan`, is private; this is the nearest public entry point): any query text
 //! and any options give a plan and an answer, or an `invalid`/`too_large` error, never a panic
 //! or an internal error.

@@ -1,6 +1,6 @@
 //! The sync plane's parsers: the HTTP wire messages (manifests, diff requests, pull requests,
-//! pages), a pushed page as the server applies it (`Memdir::sync_push`), a diff request as the
-//! server answers it (`Memdir::sync_diff`) and git's NUL-separated listings (`git::split_z`).
+//! pages), a pushed page as the server applies it (`Peers::sync_push`), a diff request as the
+//! server answers it (`Peers::sync_diff`) and git's NUL-separated listings (`git::split_z`).
 //! No input may make memdir panic; a refused page changes nothing; a diff changes nothing.
 //! `what_a_push_holds_stays` states the replication invariants
 //! (docs/design/replication.md) for any page: what the store held is still there, a file

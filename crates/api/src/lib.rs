@@ -755,6 +755,18 @@ pub struct HistoryRequest {
     pub diff_to: Option<VersionRef>,
 }
 
+/// Parameters of a blame: which version set each key's current value.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct BlameRequest {
+    /// The category's name.
+    pub category: String,
+    /// A nested object to blame instead of the top level, as a JSON Pointer (`/editor/theme`).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
 /// Parameters of a diff between two versions.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
@@ -1155,6 +1167,47 @@ pub struct HistoryVersion {
     /// Why the entry could not be read, for a malformed entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub malformed: Option<String>,
+}
+
+/// `blame`: for each key of the current content (or of the object at `path`), the version that
+/// set its current value.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct BlameResponse {
+    /// The category.
+    pub category: String,
+    /// The object blamed (absent: the top level).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The current version.
+    pub version: u64,
+    /// One line per key, in key order.
+    pub keys: Vec<BlameLine>,
+}
+
+/// Who set one key's current value, and when.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct BlameLine {
+    /// The key.
+    pub key: String,
+    /// Its current value.
+    pub value: Value,
+    /// The version that set it.
+    pub version: u64,
+    /// That version's history id.
+    pub id: String,
+    /// What made that version (write, merge, append, restore, external, ...).
+    pub op: String,
+    /// Who wrote it.
+    pub actor: String,
+    /// Why (null when no reason was given).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// When.
+    pub timestamp: String,
+    /// True when an older version this one follows has had its content forgotten, so the
+    /// value may be older than this version says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_least: bool,
 }
 
 /// `diff`: a unified diff between two versions.

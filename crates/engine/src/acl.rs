@@ -515,6 +515,7 @@ mod requests {
         ContextRequest => |r| Need::Nothing;
         ReadRequest => |r| Need::Read(&r.category);
         HistoryRequest => |r| Need::Read(&r.category);
+        BlameRequest => |r| Need::Read(&r.category);
         DiffRequest => |r| Need::Read(&r.category);
         DeltaRequest => |r| Need::Read(&r.category);
         WriteRequest => |r| Need::Write(&r.category);
@@ -563,6 +564,7 @@ mod requests {
         WriteResponse,
         AppendResponse,
         HistoryResponse,
+        BlameResponse,
         DiffResponse,
         DeleteResponse,
         DeltaResponse,

@@ -487,7 +487,7 @@ impl Ledger {
     }
 
     /// The change stamp of each session directory whose listing the segment rows matched
-    /// when it was recorded (see `Memdir::sync_sessions`).
+    /// when it was recorded (see `Sessions::sync_sessions`).
     pub fn session_dir_stamps(&self) -> Result<std::collections::HashMap<String, i64>> {
         let mut st = self
             .conn

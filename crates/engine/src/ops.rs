@@ -8,11 +8,13 @@
 //! (`memdir openapi`) are derived from this table; the CLI parses into the same request types
 //! and calls [`call`] like every other surface.
 //!
-//! Adding an operation: one entry here, its request and response types in `api`, one engine
-//! method, its tests.
+//! Adding an operation: one entry here, its request and response types in `api`, one method of
+//! the subsystem it belongs to, its tests. The CLI finds it by its `cli` name; MCP, REST and
+//! OpenAPI by the rest of the entry.
 //!
-//! Architecture Invariant: surfaces reach the engine only through [`call`] (the CLI's progress
-//! bars on `reindex` and `import` aside); no surface goes through another.
+//! Architecture Invariant: surfaces reach the engine only through [`call`] and [`call_with`]
+//! (a long job's progress); no surface goes through another. Each operation runs on a
+//! [`Cx`]: the engine and an explicit [`Call`] (the actor of its writes, the caller).
 
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -432,6 +434,17 @@ fn build() -> Vec<Op> {
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base", "limit": 20}))],
             typed: typed!(HistoryRequest, HistoryResponse, |m, r| m.categories().history(&r)),
+        },
+        op! {
+            name: "blame",
+            summary: "Who set each key of a category",
+            description: "For each top-level key of a category (or of the nested object at path, a JSON Pointer like /editor/theme), the version that set its current value: version, id, op, actor, reason and timestamp. A key rewritten with an equal value keeps its first author; at_least marks a value that may be older than an unreadable (forgotten or compacted) version.",
+            cli: Some("blame"),
+            mcp: tool("memory_blame", "Who set each key", Profile::Full),
+            rest: post("/api/v1/blame", "categoryBlame", &["categories"], &[400, 404, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"category": "base"}))],
+            typed: typed!(BlameRequest, BlameResponse, |m, r| m.categories().blame(&r)),
         },
         op! {
             name: "diff",

@@ -3,6 +3,7 @@
 //!
 //! One module per area of the CLI; the helpers they share live here.
 
+mod blame;
 mod cas;
 mod categories;
 mod corrupt;

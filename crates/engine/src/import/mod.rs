@@ -224,7 +224,7 @@ impl<'a> Sink<'a> {
         Ok(())
     }
 
-    /// Imports one version of a category (see [`Memdir::import_version`]): counted in
+    /// Imports one version of a category (see [`Categories::import_version`]): counted in
     /// `categories` when it is (or, in a dry run, would be) written, else as a version already
     /// imported.
     pub fn category(&mut self, name: &str, content: &Value, reason: &str) -> Result<bool> {

@@ -31,7 +31,7 @@ pub(super) struct Delta {
     pub(super) remove: Vec<String>,
 }
 
-/// One version to commit ([`Memdir::commit_version`]): what it is, who wrote it and why, and
+/// One version to commit ([`Categories::commit_version`]): what it is, who wrote it and why, and
 /// what the writer already computed of it.
 pub(super) struct NewVersion<'a> {
     pub name: &'a CategoryName,

@@ -1,7 +1,7 @@
 //! Sync between replicas of one memory directory: the gate every incoming file passes
 //! ([`gate`], pure), the merge core ([`merge`], pure), the seals that let a replica check
 //! another's lines ([`seal`]), and the transports' process and HTTP drivers ([`git`],
-//! [`http`]). The engine's side (`Memdir::sync`, `resolve`) is in
+//! [`http`]). The engine's side (`Replication::sync`, `resolve`) is in
 //! `service::sync` and `service::sync_http`.
 
 pub mod gate;

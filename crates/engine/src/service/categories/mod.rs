@@ -6,6 +6,7 @@
 //! clock) through the call it runs in, and the indexes only through `indexing()`.
 
 pub(crate) mod adoption;
+mod blame;
 mod category;
 pub(crate) mod log;
 pub(crate) mod version;
