@@ -814,151 +814,40 @@ impl Config {
     ) -> Result<Config> {
         let path = file.path.clone().unwrap_or_default();
         let home = var(env, "HOME");
-
-        let file_dir = match f.dir {
-            Some(FileDir(d)) => Some(expand_home(&d, home.as_deref(), &path)?),
-            None => None,
-        };
-        let default_dir = match var(env, "XDG_DATA_HOME").filter(|x| Path::new(x).is_absolute()) {
-            Some(x) => Some(PathBuf::from(x).join("memdir")),
-            None => home
-                .as_ref()
-                .map(|h| PathBuf::from(h).join(".local/share/memdir")),
-        };
-        let dir = if let Some(d) = &flags.dir {
-            Some(Setting {
-                value: d.clone(),
-                source: Source::Flag("--dir"),
-            })
-        } else if let Some(d) = var(env, "MEMDIR_DIR") {
-            Some(Setting {
-                value: PathBuf::from(d),
-                source: Source::Env("MEMDIR_DIR"),
-            })
-        } else if let Some(d) = file_dir {
-            Some(Setting {
-                value: d,
-                source: Source::File(path.clone()),
-            })
-        } else {
-            default_dir.map(|d| Setting {
-                value: d,
-                source: Source::Default,
-            })
-        };
-
-        let flag_device = match &flags.device {
-            Some(d) => Some((
-                check_device(d).map_err(|m| Error::invalid("device", format!("--device: {m}")))?,
-                "--device",
-            )),
-            None => None,
-        };
-        let env_device = match var(env, "MEMDIR_DEVICE").filter(|d| !d.trim().is_empty()) {
-            Some(d) => Some((
-                check_device(&d)
-                    .map_err(|m| Error::invalid("MEMDIR_DEVICE", format!("MEMDIR_DEVICE: {m}")))?,
-                "MEMDIR_DEVICE",
-            )),
-            None => None,
-        };
-        let device = pick(
-            flag_device,
-            env_device,
-            f.device.map(|d| d.0),
+        // Settings are checked in this order, so that of several bad ones the same is
+        // reported first.
+        let dir = resolve_dir(flags, env, f.dir, home.as_deref(), &path)?;
+        let device = resolve_device(flags, env, f.device, &path)?;
+        let analyzer = pick(
+            None,
+            env_analyzer(env)?,
+            f.search.analyzer.map(|a| a.0),
             &path,
-            String::new(),
+            "english".to_string(),
         );
-        let device = if device.source == Source::Default {
-            Setting {
-                value: service::host_name(),
-                source: Source::Default,
-            }
-        } else {
-            device
-        };
-
-        let env_analyzer = match var(env, "MEMDIR_ANALYZER").filter(|a| !a.trim().is_empty()) {
-            Some(a) => {
-                AnalyzerConfig::parse(&a).map_err(|e| {
-                    Error::invalid(
-                        "MEMDIR_ANALYZER",
-                        format!("MEMDIR_ANALYZER: {}", with_hints(&e)),
-                    )
-                })?;
-                Some((a.trim().to_lowercase(), "MEMDIR_ANALYZER"))
-            }
-            None => None,
-        };
-        let env_tools = match var(env, "MEMDIR_TOOLS") {
-            Some(t) => {
-                memdir_engine::ops::Profile::parse(&t).map_err(|e| {
-                    Error::invalid("MEMDIR_TOOLS", format!("MEMDIR_TOOLS: {}", e.message))
-                })?;
-                Some((t, "MEMDIR_TOOLS"))
-            }
-            None => None,
-        };
-        let flag_tools = match &flags.tools {
-            Some(t) => {
-                memdir_engine::ops::Profile::parse(t)?;
-                Some((t.clone(), "--tools"))
-            }
-            None => None,
-        };
-        let int = |name: &'static str, lo: u64, hi: u64| -> Result<Option<(u64, &'static str)>> {
-            Ok(env_int(env, name, lo, hi)?.map(|n| (n, name)))
-        };
-        let h = f.http;
-        let acl = f.acl.map(|a| {
-            std::sync::Arc::new(memdir_engine::acl::Acl {
-                admin_devices: a.admin_devices.into_iter().map(|d| d.0).collect(),
-                device_categories: a.device_categories.into_iter().map(|d| d.0).collect(),
-                rules: a
-                    .rules
-                    .into_iter()
-                    .map(|r| memdir_engine::acl::Rule {
-                        device: r.device.0,
-                        read: r.read.map(|v| v.into_iter().map(|p| p.0).collect()),
-                        write: r.write.into_iter().map(|p| p.0).collect(),
-                        ingest: r.ingest.map(|v| v.into_iter().map(|p| p.0).collect()),
-                        delete: r.delete,
-                    })
-                    .collect(),
-            })
-        });
-        let mut tokens = Vec::new();
-        for (i, t) in h.tokens.into_iter().enumerate() {
-            let key = format!("http.tokens[{i}]");
-            let source = match (t.token_env, t.token_file) {
-                (Some(e), None) => TokenSource::Env(e.0),
-                (None, Some(FileDir(p))) => {
-                    TokenSource::File(expand_home(&p, home.as_deref(), &path)?)
-                }
-                (a, _) => {
-                    return Err(Error::invalid(
-                        &key,
-                        format!(
-                            "config key `{key}` in {}: give exactly one of token_env and token_file, {}",
-                            path.display(),
-                            if a.is_some() { "not both" } else { "not neither" }
-                        ),
-                    )
-                    .detail("key", Value::from(key.clone()))
-                    .detail("file", Value::from(path.display().to_string()))
-                    .hint("the token itself never goes in the config file: name the environment variable or the file that holds it"));
-                }
-            };
-            tokens.push(TokenEntry {
-                device: t.device.0,
-                source,
-            });
-        }
-        let r = f.redaction;
+        let tools = resolve_tools(flags, env, f.mcp.tools, &path)?;
+        let acl = f.acl.map(acl_policy);
+        let mut h = f.http;
+        let tokens = token_entries(std::mem::take(&mut h.tokens), home.as_deref(), &path)?;
         let embeddings = match f.embeddings {
             Some(e) => Some(embeddings_spec(e, env, home.as_deref(), &path)?),
             None => None,
         };
+        let lock_timeout_ms = pick(
+            None,
+            env_setting(env, "MEMDIR_LOCK_TIMEOUT_MS", 0, DAY_MS)?,
+            f.lock_timeout_ms.map(|r| r.0),
+            &path,
+            memdir_store::lock::DEFAULT_LOCK_TIMEOUT.as_millis() as u64,
+        );
+        let scan_interval_ms = pick(
+            None,
+            env_setting(env, "MEMDIR_SCAN_INTERVAL_MS", 0, DAY_MS)?,
+            f.scan_interval_ms.map(|r| r.0),
+            &path,
+            service::DEFAULT_SCAN_INTERVAL.as_millis() as u64,
+        );
+        let http = http_config(flags, env, h, tokens, &path)?;
         Ok(Config {
             embeddings,
             model_cache: memdir_index::embed::cache_dir(
@@ -966,47 +855,12 @@ impl Config {
                 home.as_deref(),
             ),
             acl,
-            redaction: RedactionConfig {
-                enabled: pick(None, None, r.enabled, &path, true),
-                patterns: pick(
-                    None,
-                    None,
-                    r.patterns
-                        .map(|v| v.into_iter().map(|p| (p.kind.0, p.pattern.0)).collect()),
-                    &path,
-                    Vec::new(),
-                ),
-                allow: pick(
-                    None,
-                    None,
-                    r.allow.map(|v| v.into_iter().map(|p| p.0).collect()),
-                    &path,
-                    Vec::new(),
-                ),
-            },
+            redaction: redaction_config(f.redaction, &path),
             dir,
             device,
-            lock_timeout_ms: pick(
-                None,
-                int("MEMDIR_LOCK_TIMEOUT_MS", 0, DAY_MS)?,
-                f.lock_timeout_ms.map(|r| r.0),
-                &path,
-                memdir_store::lock::DEFAULT_LOCK_TIMEOUT.as_millis() as u64,
-            ),
-            scan_interval_ms: pick(
-                None,
-                int("MEMDIR_SCAN_INTERVAL_MS", 0, DAY_MS)?,
-                f.scan_interval_ms.map(|r| r.0),
-                &path,
-                service::DEFAULT_SCAN_INTERVAL.as_millis() as u64,
-            ),
-            analyzer: pick(
-                None,
-                env_analyzer,
-                f.search.analyzer.map(|a| a.0),
-                &path,
-                "english".to_string(),
-            ),
+            lock_timeout_ms,
+            scan_interval_ms,
+            analyzer,
             log_max_entries: pick(
                 None,
                 None,
@@ -1014,13 +868,7 @@ impl Config {
                 &path,
                 limits::DEFAULT_LOG_ENTRIES,
             ),
-            tools: pick(
-                flag_tools,
-                env_tools,
-                f.mcp.tools.map(|t| t.0),
-                &path,
-                "default".to_string(),
-            ),
+            tools,
             conflict_strategy: pick(
                 None,
                 None,
@@ -1037,72 +885,7 @@ impl Config {
                 String::new(),
             ),
             sync_interval_ms: pick(None, None, f.sync.interval_ms.map(|r| r.0), &path, 0),
-            http: HttpConfig {
-                host: pick(
-                    flags.host.clone().map(|x| (x, "--host")),
-                    None,
-                    h.host.map(|x| x.0),
-                    &path,
-                    "127.0.0.1".to_string(),
-                ),
-                port: pick(
-                    flags.port.map(|p| (Some(p), "--port")),
-                    None,
-                    h.port.map(Some),
-                    &path,
-                    None,
-                ),
-                body_limit: pick(
-                    flags.body_limit.map(|b| (b, "--body-limit")),
-                    None,
-                    h.body_limit.map(|r| r.0 as usize),
-                    &path,
-                    http_defaults::BODY_LIMIT,
-                ),
-                header_timeout_ms: pick(
-                    None,
-                    int("MEMDIR_HTTP_HEADER_TIMEOUT_MS", 1, DAY_MS)?,
-                    h.header_timeout_ms.map(|r| r.0),
-                    &path,
-                    http_defaults::HEADER_TIMEOUT_MS,
-                ),
-                idle_timeout_ms: pick(
-                    None,
-                    int("MEMDIR_HTTP_IDLE_TIMEOUT_MS", 1, DAY_MS)?,
-                    h.idle_timeout_ms.map(|r| r.0),
-                    &path,
-                    http_defaults::IDLE_TIMEOUT_MS,
-                ),
-                body_timeout_ms: pick(
-                    None,
-                    int("MEMDIR_HTTP_BODY_TIMEOUT_MS", 1, DAY_MS)?,
-                    h.body_timeout_ms.map(|r| r.0),
-                    &path,
-                    http_defaults::BODY_TIMEOUT_MS,
-                ),
-                max_connections: pick(
-                    None,
-                    int("MEMDIR_HTTP_MAX_CONNECTIONS", 1, DAY_MS)?,
-                    h.max_connections.map(|r| r.0),
-                    &path,
-                    http_defaults::MAX_CONNECTIONS,
-                ),
-                max_sessions: pick(
-                    None,
-                    int("MEMDIR_HTTP_MAX_SESSIONS", 1, DAY_MS)?,
-                    h.max_sessions.map(|r| r.0),
-                    &path,
-                    http_defaults::MAX_SESSIONS,
-                ),
-                session_idle_ms: pick(
-                    None,
-                    int("MEMDIR_HTTP_SESSION_IDLE_MS", 1, DAY_MS)?,
-                    h.session_idle_ms.map(|r| r.0),
-                    &path,
-                    http_defaults::SESSION_IDLE_MS,
-                ),
-                tokens,
-            },
+            http,
             file,
             file_found,
             required,
@@ -1282,6 +1065,301 @@ impl Config {
             "embeddings": self.embeddings.as_ref().map(memdir_index::embed::Spec::shown),
         })
     }
+}
+
+/// The memory directory: `--dir`, `MEMDIR_DIR`, `dir` in the file, else
+/// `$XDG_DATA_HOME/memdir` or `~/.local/share/memdir`; `None` when no default can be formed.
+/// The file's `dir` is expanded (and so checked) even when a flag or variable wins.
+fn resolve_dir(
+    flags: &Flags,
+    env: Env,
+    file_dir: Option<FileDir>,
+    home: Option<&str>,
+    path: &Path,
+) -> Result<Option<Setting<PathBuf>>> {
+    let file_dir = match file_dir {
+        Some(FileDir(d)) => Some(expand_home(&d, home, path)?),
+        None => None,
+    };
+    let default_dir = match var(env, "XDG_DATA_HOME").filter(|x| Path::new(x).is_absolute()) {
+        Some(x) => Some(PathBuf::from(x).join("memdir")),
+        None => home.map(|h| PathBuf::from(h).join(".local/share/memdir")),
+    };
+    let dir = if let Some(d) = &flags.dir {
+        Some(Setting {
+            value: d.clone(),
+            source: Source::Flag("--dir"),
+        })
+    } else if let Some(d) = var(env, "MEMDIR_DIR") {
+        Some(Setting {
+            value: PathBuf::from(d),
+            source: Source::Env("MEMDIR_DIR"),
+        })
+    } else if let Some(d) = file_dir {
+        Some(Setting {
+            value: d,
+            source: Source::File(path.to_path_buf()),
+        })
+    } else {
+        default_dir.map(|d| Setting {
+            value: d,
+            source: Source::Default,
+        })
+    };
+    Ok(dir)
+}
+
+/// This device's name: `--device`, `MEMDIR_DEVICE`, `device` in the file, else the host's
+/// name. A bad flag or variable is an error that names it.
+fn resolve_device(
+    flags: &Flags,
+    env: Env,
+    file_device: Option<Device>,
+    path: &Path,
+) -> Result<Setting<String>> {
+    let flag_device = match &flags.device {
+        Some(d) => Some((
+            check_device(d).map_err(|m| Error::invalid("device", format!("--device: {m}")))?,
+            "--device",
+        )),
+        None => None,
+    };
+    let env_device = match var(env, "MEMDIR_DEVICE").filter(|d| !d.trim().is_empty()) {
+        Some(d) => Some((
+            check_device(&d)
+                .map_err(|m| Error::invalid("MEMDIR_DEVICE", format!("MEMDIR_DEVICE: {m}")))?,
+            "MEMDIR_DEVICE",
+        )),
+        None => None,
+    };
+    let device = pick(
+        flag_device,
+        env_device,
+        file_device.map(|d| d.0),
+        path,
+        String::new(),
+    );
+    Ok(if device.source == Source::Default {
+        Setting {
+            value: service::host_name(),
+            source: Source::Default,
+        }
+    } else {
+        device
+    })
+}
+
+/// `MEMDIR_ANALYZER`, checked and lowercased, as [`pick`] takes it; `None` when unset or
+/// blank.
+fn env_analyzer(env: Env) -> Result<Option<(String, &'static str)>> {
+    match var(env, "MEMDIR_ANALYZER").filter(|a| !a.trim().is_empty()) {
+        Some(a) => {
+            AnalyzerConfig::parse(&a).map_err(|e| {
+                Error::invalid(
+                    "MEMDIR_ANALYZER",
+                    format!("MEMDIR_ANALYZER: {}", with_hints(&e)),
+                )
+            })?;
+            Ok(Some((a.trim().to_lowercase(), "MEMDIR_ANALYZER")))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The MCP tool profile: `--tools`, `MEMDIR_TOOLS`, `[mcp] tools`, else `default`. The
+/// variable and the flag are both checked, the variable first, even when the flag wins.
+fn resolve_tools(
+    flags: &Flags,
+    env: Env,
+    file_tools: Option<Tools>,
+    path: &Path,
+) -> Result<Setting<String>> {
+    let env_tools = match var(env, "MEMDIR_TOOLS") {
+        Some(t) => {
+            memdir_engine::ops::Profile::parse(&t).map_err(|e| {
+                Error::invalid("MEMDIR_TOOLS", format!("MEMDIR_TOOLS: {}", e.message))
+            })?;
+            Some((t, "MEMDIR_TOOLS"))
+        }
+        None => None,
+    };
+    let flag_tools = match &flags.tools {
+        Some(t) => {
+            memdir_engine::ops::Profile::parse(t)?;
+            Some((t.clone(), "--tools"))
+        }
+        None => None,
+    };
+    Ok(pick(
+        flag_tools,
+        env_tools,
+        file_tools.map(|t| t.0),
+        path,
+        "default".to_string(),
+    ))
+}
+
+/// The `[acl]` section as the engine's access-control policy.
+fn acl_policy(a: FileAcl) -> std::sync::Arc<memdir_engine::acl::Acl> {
+    std::sync::Arc::new(memdir_engine::acl::Acl {
+        admin_devices: a.admin_devices.into_iter().map(|d| d.0).collect(),
+        device_categories: a.device_categories.into_iter().map(|d| d.0).collect(),
+        rules: a
+            .rules
+            .into_iter()
+            .map(|r| memdir_engine::acl::Rule {
+                device: r.device.0,
+                read: r.read.map(|v| v.into_iter().map(|p| p.0).collect()),
+                write: r.write.into_iter().map(|p| p.0).collect(),
+                ingest: r.ingest.map(|v| v.into_iter().map(|p| p.0).collect()),
+                delete: r.delete,
+            })
+            .collect(),
+    })
+}
+
+/// `[[http.tokens]]` as entries: each names exactly one of `token_env` and `token_file`, and
+/// neither is read here (the tokens are read when a server starts).
+fn token_entries(
+    tokens: Vec<FileToken>,
+    home: Option<&str>,
+    path: &Path,
+) -> Result<Vec<TokenEntry>> {
+    let mut entries = Vec::new();
+    for (i, t) in tokens.into_iter().enumerate() {
+        let key = format!("http.tokens[{i}]");
+        let source = match (t.token_env, t.token_file) {
+            (Some(e), None) => TokenSource::Env(e.0),
+            (None, Some(FileDir(p))) => TokenSource::File(expand_home(&p, home, path)?),
+            (a, _) => {
+                return Err(Error::invalid(
+                    &key,
+                    format!(
+                        "config key `{key}` in {}: give exactly one of token_env and token_file, {}",
+                        path.display(),
+                        if a.is_some() { "not both" } else { "not neither" }
+                    ),
+                )
+                .detail("key", Value::from(key.clone()))
+                .detail("file", Value::from(path.display().to_string()))
+                .hint("the token itself never goes in the config file: name the environment variable or the file that holds it"));
+            }
+        };
+        entries.push(TokenEntry {
+            device: t.device.0,
+            source,
+        });
+    }
+    Ok(entries)
+}
+
+/// `[redaction]`, which only the file sets: on by default, with no extra patterns or
+/// exceptions.
+fn redaction_config(r: FileRedaction, path: &Path) -> RedactionConfig {
+    RedactionConfig {
+        enabled: pick(None, None, r.enabled, path, true),
+        patterns: pick(
+            None,
+            None,
+            r.patterns
+                .map(|v| v.into_iter().map(|p| (p.kind.0, p.pattern.0)).collect()),
+            path,
+            Vec::new(),
+        ),
+        allow: pick(
+            None,
+            None,
+            r.allow.map(|v| v.into_iter().map(|p| p.0).collect()),
+            path,
+            Vec::new(),
+        ),
+    }
+}
+
+/// An integer environment variable from `lo` to `hi`, with its name, as [`pick`] takes it.
+fn env_setting(
+    env: Env,
+    name: &'static str,
+    lo: u64,
+    hi: u64,
+) -> Result<Option<(u64, &'static str)>> {
+    Ok(env_int(env, name, lo, hi)?.map(|n| (n, name)))
+}
+
+/// The `[http]` settings of the servers; `tokens` are its `[[http.tokens]]`, already resolved.
+fn http_config(
+    flags: &Flags,
+    env: Env,
+    h: FileHttp,
+    tokens: Vec<TokenEntry>,
+    path: &Path,
+) -> Result<HttpConfig> {
+    Ok(HttpConfig {
+        host: pick(
+            flags.host.clone().map(|x| (x, "--host")),
+            None,
+            h.host.map(|x| x.0),
+            path,
+            "127.0.0.1".to_string(),
+        ),
+        port: pick(
+            flags.port.map(|p| (Some(p), "--port")),
+            None,
+            h.port.map(Some),
+            path,
+            None,
+        ),
+        body_limit: pick(
+            flags.body_limit.map(|b| (b, "--body-limit")),
+            None,
+            h.body_limit.map(|r| r.0 as usize),
+            path,
+            http_defaults::BODY_LIMIT,
+        ),
+        header_timeout_ms: pick(
+            None,
+            env_setting(env, "MEMDIR_HTTP_HEADER_TIMEOUT_MS", 1, DAY_MS)?,
+            h.header_timeout_ms.map(|r| r.0),
+            path,
+            http_defaults::HEADER_TIMEOUT_MS,
+        ),
+        idle_timeout_ms: pick(
+            None,
+            env_setting(env, "MEMDIR_HTTP_IDLE_TIMEOUT_MS", 1, DAY_MS)?,
+            h.idle_timeout_ms.map(|r| r.0),
+            path,
+            http_defaults::IDLE_TIMEOUT_MS,
+        ),
+        body_timeout_ms: pick(
+            None,
+            env_setting(env, "MEMDIR_HTTP_BODY_TIMEOUT_MS", 1, DAY_MS)?,
+            h.body_timeout_ms.map(|r| r.0),
+            path,
+            http_defaults::BODY_TIMEOUT_MS,
+        ),
+        max_connections: pick(
+            None,
+            env_setting(env, "MEMDIR_HTTP_MAX_CONNECTIONS", 1, DAY_MS)?,
+            h.max_connections.map(|r| r.0),
+            path,
+            http_defaults::MAX_CONNECTIONS,
+        ),
+        max_sessions: pick(
+            None,
+            env_setting(env, "MEMDIR_HTTP_MAX_SESSIONS", 1, DAY_MS)?,
+            h.max_sessions.map(|r| r.0),
+            path,
+            http_defaults::MAX_SESSIONS,
+        ),
+        session_idle_ms: pick(
+            None,
+            env_setting(env, "MEMDIR_HTTP_SESSION_IDLE_MS", 1, DAY_MS)?,
+            h.session_idle_ms.map(|r| r.0),
+            path,
+            http_defaults::SESSION_IDLE_MS,
+        ),
+        tokens,
+    })
 }
 
 /// The `[embeddings]` section as the engine takes it. Keys of the other provider are errors,

@@ -184,6 +184,8 @@ pub enum Command {
     History(api::HistoryRequest),
     /// Who set each key of a category: the version, actor, time and reason behind its current
     /// value.
+    #[command(after_help = "Examples:\n  memdir blame base
+  memdir blame settings --path /editor")]
     Blame(api::BlameRequest),
     /// Unified diff between two versions (default: the newest and its parent).
     #[command(after_help = "Examples:\n  memdir diff base

@@ -210,6 +210,77 @@ fn check_store(op: &'static ops::Op, m: &Memdir, cfg: &Config) -> Result<(Output
     Ok((Output::Op(op, report), code))
 }
 
+/// `config`: show the resolved configuration, register memdir with a client, or install its
+/// capture hooks.
+fn config_command(cli: &Cli, args: &ConfigArgs, cfg: &Config) -> Result<(Output, i32)> {
+    match (&args.action, &args.client) {
+        (Some(ConfigAction::Show), _) => Ok((Output::Op("config_show", cfg.show()), 0)),
+        (Some(ConfigAction::Init { .. }), _) => Err(Error::internal(
+            "invariant: config init is handled before the configuration is loaded",
+        )),
+        (None, Some(client)) if args.hooks => {
+            install_hooks(args, client, cli.dir.as_deref().or(Some(&cfg.dir()?.value)))
+        }
+        (None, Some(client)) => register(args, client, cli.dir.as_deref()),
+        (None, None) => Err(Error::invalid(
+            "client",
+            "config needs `show`, `init` or --client NAME",
+        )),
+    }
+}
+
+/// `serve` and `ui`: a server on this store until it is stopped.
+fn serve_command(
+    cli: &Cli,
+    cfg: &Config,
+    dir: &crate::config::Setting<PathBuf>,
+    settings: memdir_engine::service::Settings,
+) -> Result<()> {
+    if let Command::Serve {
+        transport, token, ..
+    } = &cli.command
+    {
+        let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
+        // A server embeds what searches have not, in the background, and keeps the index's
+        // commits between durable ones in its memory.
+        let settings = memdir_engine::service::Settings {
+            background_embedding: true,
+            index_tail_in_memory: true,
+            ..settings
+        };
+        // The syncer's own store handle catches up on disk: only the server's keeps memory.
+        spawn_syncer(
+            &cfg,
+            dir.value.clone(),
+            memdir_engine::service::Settings {
+                index_tail_in_memory: false,
+                ..settings.clone()
+            },
+        );
+        let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
+        if transport == "stdio" {
+            eprintln!("{}", serving_line(dir));
+            crate::mcp::serve_stdio(memdir, profile, cfg.caller())?;
+        } else {
+            serve_http(&cfg, memdir, transport, profile, token.clone(), |_| {})?;
+        }
+        return Ok(());
+    }
+    if let Command::Ui { no_open, token, .. } = &cli.command {
+        let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
+        let settings = memdir_engine::service::Settings {
+            index_tail_in_memory: true,
+            ..settings
+        };
+        let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
+        let open = !*no_open;
+        serve_http(&cfg, memdir, "http", profile, token.clone(), |url| {
+            open_viewer(url, open)
+        })?;
+    }
+    Ok(())
+}
+
 /// Runs one command; returns what to print and the exit code.
 ///
 /// The configuration is resolved first, once, for every command: a bad config file or
@@ -240,20 +311,7 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     }
     let cfg = Config::load(&flags(&cli), &env)?;
     if let Command::Config(args) = &cli.command {
-        return match (&args.action, &args.client) {
-            (Some(ConfigAction::Show), _) => Ok((Output::Op("config_show", cfg.show()), 0)),
-            (Some(ConfigAction::Init { .. }), _) => Err(Error::internal(
-                "invariant: config init is handled before the configuration is loaded",
-            )),
-            (None, Some(client)) if args.hooks => {
-                install_hooks(args, client, cli.dir.as_deref().or(Some(&cfg.dir()?.value)))
-            }
-            (None, Some(client)) => register(args, client, cli.dir.as_deref()),
-            (None, None) => Err(Error::invalid(
-                "client",
-                "config needs `show`, `init` or --client NAME",
-            )),
-        };
+        return config_command(&cli, args, &cfg);
     }
     if let Command::Openapi = cli.command {
         return Ok((Output::Json(crate::openapi::document()), 0));
@@ -269,47 +327,8 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
     }
     let dir = memory_dir(&cfg)?;
     let settings = cfg.settings()?;
-    if let Command::Serve {
-        transport, token, ..
-    } = &cli.command
-    {
-        let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
-        // A server embeds what searches have not, in the background, and keeps the index's
-        // commits between durable ones in its memory.
-        let settings = memdir_engine::service::Settings {
-            background_embedding: true,
-            index_tail_in_memory: true,
-            ..settings
-        };
-        // The syncer's own store handle catches up on disk: only the server's keeps memory.
-        spawn_syncer(
-            &cfg,
-            dir.value.clone(),
-            memdir_engine::service::Settings {
-                index_tail_in_memory: false,
-                ..settings.clone()
-            },
-        );
-        let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
-        if transport == "stdio" {
-            eprintln!("{}", serving_line(dir));
-            crate::mcp::serve_stdio(memdir, profile, cfg.caller())?;
-        } else {
-            serve_http(&cfg, memdir, transport, profile, token.clone(), |_| {})?;
-        }
-        return Ok((Output::Nothing, 0));
-    }
-    if let Command::Ui { no_open, token, .. } = &cli.command {
-        let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
-        let settings = memdir_engine::service::Settings {
-            index_tail_in_memory: true,
-            ..settings
-        };
-        let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
-        let open = !*no_open;
-        serve_http(&cfg, memdir, "http", profile, token.clone(), |url| {
-            open_viewer(url, open)
-        })?;
+    if let Command::Serve { .. } | Command::Ui { .. } = &cli.command {
+        serve_command(&cli, &cfg, dir, settings)?;
         return Ok((Output::Nothing, 0));
     }
     // Every other command runs the operation of the table its subcommand names.

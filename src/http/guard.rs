@@ -100,62 +100,10 @@ pub(super) async fn guard(State(app): State<App>, req: Request, next: Next) -> R
     // Liveness and the viewer's files (which hold no data) need no token.
     let open = (req.method() == Method::GET && req.uri().path() == "/health")
         || (app.sessions.is_none() && crate::viewer::is_asset(req.method(), req.uri().path()));
-    let headers = req.headers();
-    let mut caller = app.local.clone();
-    match app.auth.is_empty() {
-        false if !open => {
-            // The scheme name is case-insensitive (RFC 9110 §11.1); exactly one space follows.
-            let bearer = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.split_once(' '))
-                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                .map(|(_, t)| t.as_bytes());
-            let x_token = headers.get("x-token").map(HeaderValue::as_bytes);
-            let sent = bearer.or(x_token);
-            // Every token is compared (in constant time each), so the time taken does not say
-            // which one came close.
-            let mut found = None;
-            for (token, c) in app.auth.iter() {
-                if sent.is_some_and(|t| ct_eq(t, token.as_bytes())) && found.is_none() {
-                    found = Some(c.clone());
-                }
-            }
-            match found {
-                Some(c) => caller = c,
-                None => {
-                    let mut r = plain_error(
-                        StatusCode::UNAUTHORIZED,
-                        "unauthorized",
-                        "a valid token is required: send Authorization: Bearer <token> or X-Token: <token>",
-                    );
-                    r.headers_mut()
-                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                    return r;
-                }
-            }
-        }
-        true => {
-            let host_ok = headers
-                .get(header::HOST)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|h| is_loopback(host_name(h)));
-            // `Origin: null` comes from sandboxed frames, `data:` URLs and some redirects: a
-            // page of unknown address, so it is refused like any other foreign origin.
-            let origin_ok = headers
-                .get(header::ORIGIN)
-                .map(|v| v.to_str().ok().is_some_and(|o| is_loopback(host_name(o))))
-                .unwrap_or(true);
-            if !host_ok || !origin_ok {
-                return plain_error(
-                    StatusCode::FORBIDDEN,
-                    "denied",
-                    "Host and Origin must name this machine (localhost, 127.0.0.1, ::1); set a token to serve other names",
-                );
-            }
-        }
-        _ => {}
-    }
+    let caller = match authenticate(&app, req.headers(), open) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
     if open {
         // Liveness takes no permit and reads no body, so it answers however busy the server is.
         return next.run(req).await;
@@ -234,18 +182,90 @@ pub(super) async fn guard(State(app): State<App>, req: Request, next: Next) -> R
         sessions.created(id);
     }
     if response.status() == StatusCode::METHOD_NOT_ALLOWED && !is_mcp {
-        let allow = response.headers().get(header::ALLOW).cloned();
-        let mut r = plain_error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            "this path does not accept that method; see the Allow header",
-        );
-        if let Some(a) = allow {
-            r.headers_mut().insert(header::ALLOW, a);
-        }
-        return r;
+        return method_not_allowed(&response);
     }
     response
+}
+
+/// The caller a request acts as, or the response that refuses it (boxed: a response is large
+/// beside a caller). With tokens configured, a request off the open paths acts as the caller
+/// its token maps to; without, it acts as this server's device, and every request must name
+/// this machine in `Host` and `Origin`.
+fn authenticate(
+    app: &App,
+    headers: &HeaderMap,
+    open: bool,
+) -> std::result::Result<Caller, Box<Response>> {
+    let mut caller = app.local.clone();
+    match app.auth.is_empty() {
+        false if !open => {
+            // The scheme name is case-insensitive (RFC 9110 §11.1); exactly one space follows.
+            let bearer = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split_once(' '))
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, t)| t.as_bytes());
+            let x_token = headers.get("x-token").map(HeaderValue::as_bytes);
+            let sent = bearer.or(x_token);
+            // Every token is compared (in constant time each), so the time taken does not say
+            // which one came close.
+            let mut found = None;
+            for (token, c) in app.auth.iter() {
+                if sent.is_some_and(|t| ct_eq(t, token.as_bytes())) && found.is_none() {
+                    found = Some(c.clone());
+                }
+            }
+            match found {
+                Some(c) => caller = c,
+                None => {
+                    let mut r = plain_error(
+                        StatusCode::UNAUTHORIZED,
+                        "unauthorized",
+                        "a valid token is required: send Authorization: Bearer <token> or X-Token: <token>",
+                    );
+                    r.headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                    return Err(Box::new(r));
+                }
+            }
+        }
+        true => {
+            let host_ok = headers
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|h| is_loopback(host_name(h)));
+            // `Origin: null` comes from sandboxed frames, `data:` URLs and some redirects: a
+            // page of unknown address, so it is refused like any other foreign origin.
+            let origin_ok = headers
+                .get(header::ORIGIN)
+                .map(|v| v.to_str().ok().is_some_and(|o| is_loopback(host_name(o))))
+                .unwrap_or(true);
+            if !host_ok || !origin_ok {
+                return Err(Box::new(plain_error(
+                    StatusCode::FORBIDDEN,
+                    "denied",
+                    "Host and Origin must name this machine (localhost, 127.0.0.1, ::1); set a token to serve other names",
+                )));
+            }
+        }
+        _ => {}
+    }
+    Ok(caller)
+}
+
+/// The router's 405 as JSON, keeping the `Allow` header that lists the accepted methods.
+fn method_not_allowed(response: &Response) -> Response {
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let mut r = plain_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this path does not accept that method; see the Allow header",
+    );
+    if let Some(a) = allow {
+        r.headers_mut().insert(header::ALLOW, a);
+    }
+    r
 }
 
 /// Ends of MCP sessions as the MCP spec answers them. A client ends its session with a DELETE,

@@ -80,41 +80,7 @@ pub fn document() -> Value {
         let examples = (op.examples)();
         match route.method {
             Method::Get => {
-                let schema = Value::Object(ops::input_schema(op));
-                let required: Vec<Value> = schema
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                let example = examples
-                    .first()
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or(json!({}));
-                let params: Vec<Value> = schema
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .map(|props| {
-                        props
-                            .iter()
-                            .map(|(name, s)| {
-                                let mut s = s.clone();
-                                let description = s
-                                    .as_object_mut()
-                                    .and_then(|m| m.remove("description"))
-                                    .unwrap_or(json!(""));
-                                let mut p = json!({
-                                    "name": name, "in": "query",
-                                    "required": required.contains(&json!(name)),
-                                    "description": description, "schema": s,
-                                });
-                                if let Some(x) = example.get(name) {
-                                    p["example"] = x.clone();
-                                }
-                                p
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let params = query_parameters(op, &examples);
                 if !params.is_empty() {
                     o.insert("parameters".into(), Value::Array(params));
                     o.insert(
@@ -127,29 +93,9 @@ pub fn document() -> Value {
                 }
             }
             Method::Post => {
-                let (schema, examples) = if route.path == "/search" {
-                    search_body(&mut g, request, examples)
-                } else {
-                    (request, examples)
-                };
-                let mut media = Map::new();
-                media.insert("schema".into(), schema);
-                if examples.len() == 1 {
-                    media.insert("example".into(), examples[0].1.clone());
-                } else {
-                    media.insert(
-                        "examples".into(),
-                        Value::Object(
-                            examples
-                                .into_iter()
-                                .map(|(n, v)| (n.to_string(), json!({ "value": v })))
-                                .collect(),
-                        ),
-                    );
-                }
                 o.insert(
                     "requestBody".into(),
-                    json!({"required": true, "content": {"application/json": Value::Object(media)}}),
+                    request_body(&mut g, route.path, request, examples),
                 );
             }
         }
@@ -178,6 +124,77 @@ pub fn document() -> Value {
     }
     doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
     doc
+}
+
+/// The query parameters of a GET operation, one per input property, each with its
+/// description and the value of the first example.
+fn query_parameters(op: &Op, examples: &[(&'static str, Value)]) -> Vec<Value> {
+    let schema = Value::Object(ops::input_schema(op));
+    let required: Vec<Value> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let example = examples
+        .first()
+        .map(|(_, v)| v.clone())
+        .unwrap_or(json!({}));
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, s)| {
+                    let mut s = s.clone();
+                    let description = s
+                        .as_object_mut()
+                        .and_then(|m| m.remove("description"))
+                        .unwrap_or(json!(""));
+                    let mut p = json!({
+                        "name": name, "in": "query",
+                        "required": required.contains(&json!(name)),
+                        "description": description, "schema": s,
+                    });
+                    if let Some(x) = example.get(name) {
+                        p["example"] = x.clone();
+                    }
+                    p
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The JSON request body of a POST operation at `path`: its schema and its examples (one as
+/// `example`, several as `examples`).
+fn request_body(
+    g: &mut SchemaGenerator,
+    path: &str,
+    request: Value,
+    examples: Vec<(&'static str, Value)>,
+) -> Value {
+    let (schema, examples) = if path == "/search" {
+        search_body(g, request, examples)
+    } else {
+        (request, examples)
+    };
+    let mut media = Map::new();
+    media.insert("schema".into(), schema);
+    if examples.len() == 1 {
+        media.insert("example".into(), examples[0].1.clone());
+    } else {
+        media.insert(
+            "examples".into(),
+            Value::Object(
+                examples
+                    .into_iter()
+                    .map(|(n, v)| (n.to_string(), json!({ "value": v })))
+                    .collect(),
+            ),
+        );
+    }
+    json!({"required": true, "content": {"application/json": Value::Object(media)}})
 }
 
 /// `POST /search` takes the search request, or with `"semantic": true` the semantic one.

@@ -331,7 +331,21 @@ pub fn table() -> &'static [Op] {
     TABLE.get_or_init(build)
 }
 
+/// The table, in four parts of a readable size.
 fn build() -> Vec<Op> {
+    [
+        everyday(),
+        categories_and_health(),
+        upkeep_and_sync(),
+        sync_and_store(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The tools agents use most: search, sessions, categories, history.
+fn everyday() -> Vec<Op> {
     vec![
         op! {
             name: "search",
@@ -435,6 +449,12 @@ fn build() -> Vec<Op> {
             examples: || vec![("example", json!({"category": "base", "limit": 20}))],
             typed: typed!(HistoryRequest, HistoryResponse, |m, r| m.categories().history(&r)),
         },
+    ]
+}
+
+/// More of categories (blame, diff, delete, context, delta, compact, restore), status and semantic search.
+fn categories_and_health() -> Vec<Op> {
+    vec![
         op! {
             name: "blame",
             summary: "Who set each key of a category",
@@ -537,6 +557,12 @@ fn build() -> Vec<Op> {
             examples: || vec![("example", json!({"category": "base", "version": "1", "reason": "undo"}))],
             typed: typed!(RestoreRequest, RestoreResponse, |m, r| m.categories().restore(&r)),
         },
+    ]
+}
+
+/// Forget, health checks, reindex, import, git sync and the first half of the sync plane.
+fn upkeep_and_sync() -> Vec<Op> {
+    vec![
         op! {
             name: "forget",
             summary: "Forget chunks or an old category version",
@@ -642,6 +668,12 @@ fn build() -> Vec<Op> {
                 with_sync_access(&m, c, |a| m.peers().sync_diff(&r, a))
             }),
         },
+    ]
+}
+
+/// The rest of the sync plane, conflicts, snapshots, export, embeddings, init.
+fn sync_and_store() -> Vec<Op> {
+    vec![
         op! {
             name: "sync_pull",
             summary: "A page of files for a sync",

@@ -134,52 +134,8 @@ pub fn import_from(
     if !cursor.started || project.is_none() {
         // First pass: titles can come before the records they name, and a summary counts only
         // when its leaf is a record of this file.
-        let mut scan = Scan::default();
-        let mut probe = Sink::new(sink.memdir, true, None);
-        each_line_from(
-            file,
-            Position::default(),
-            Some(end),
-            &mut probe,
-            |_, _, text| {
-                let Some(v) = parse_line(text) else {
-                    return Ok(Flow::Continue);
-                };
-                if let Some(u) = str_of(&v, "uuid") {
-                    scan.uuids.insert(u.to_string());
-                }
-                if scan.cwd.is_none()
-                    && let Some(c) = str_of(&v, "cwd").filter(|c| !c.is_empty())
-                {
-                    scan.cwd = Some(c.to_string());
-                }
-                match str_of(&v, "type") {
-                    Some("summary") => {
-                        if let (Some(s), Some(l)) = (str_of(&v, "summary"), str_of(&v, "leafUuid"))
-                        {
-                            scan.summaries.insert(l.to_string(), s.to_string());
-                        }
-                    }
-                    Some("custom-title") => {
-                        scan.custom_title = str_of(&v, "customTitle").map(String::from)
-                    }
-                    Some("ai-title") => scan.ai_title = str_of(&v, "aiTitle").map(String::from),
-                    _ => {}
-                }
-                Ok(Flow::Continue)
-            },
-        )?;
-        title = scan
-            .custom_title
-            .clone()
-            .or(scan.ai_title.clone())
-            .or_else(|| {
-                scan.summaries
-                    .iter()
-                    .filter(|(leaf, _)| scan.uuids.contains(*leaf))
-                    .map(|(_, s)| s.clone())
-                    .min()
-            });
+        let scan = scan_transcript(file, end, sink)?;
+        title = scan.title();
         if project.is_none() {
             project = scan.cwd.as_deref().map(project_of);
         }
@@ -245,6 +201,64 @@ pub fn import_from(
         project,
         started: !first,
     })
+}
+
+/// The first pass over a transcript's first `end` bytes: its record ids, titles, summaries
+/// and first working directory. It counts nothing in `sink`'s report: the second pass does.
+fn scan_transcript(file: &Path, end: u64, sink: &Sink<'_>) -> Result<Scan> {
+    let mut scan = Scan::default();
+    let mut probe = Sink::new(sink.memdir, true, None);
+    each_line_from(
+        file,
+        Position::default(),
+        Some(end),
+        &mut probe,
+        |_, _, text| {
+            let Some(v) = parse_line(text) else {
+                return Ok(Flow::Continue);
+            };
+            if let Some(u) = str_of(&v, "uuid") {
+                scan.uuids.insert(u.to_string());
+            }
+            if scan.cwd.is_none()
+                && let Some(c) = str_of(&v, "cwd").filter(|c| !c.is_empty())
+            {
+                scan.cwd = Some(c.to_string());
+            }
+            match str_of(&v, "type") {
+                Some("summary") => {
+                    if let (Some(s), Some(l)) = (str_of(&v, "summary"), str_of(&v, "leafUuid")) {
+                        scan.summaries.insert(l.to_string(), s.to_string());
+                    }
+                }
+                Some("custom-title") => {
+                    scan.custom_title = str_of(&v, "customTitle").map(String::from)
+                }
+                Some("ai-title") => scan.ai_title = str_of(&v, "aiTitle").map(String::from),
+                _ => {}
+            }
+            Ok(Flow::Continue)
+        },
+    )?;
+    Ok(scan)
+}
+
+impl Scan {
+    /// The session's title: the user's, else the generated one, else of the summaries whose
+    /// leaf is a record of this file the least by text, so that the choice is the same on
+    /// every read.
+    fn title(&self) -> Option<String> {
+        self.custom_title
+            .clone()
+            .or(self.ai_title.clone())
+            .or_else(|| {
+                self.summaries
+                    .iter()
+                    .filter(|(leaf, _)| self.uuids.contains(*leaf))
+                    .map(|(_, s)| s.clone())
+                    .min()
+            })
+    }
 }
 
 /// A record worth a chunk: (role, kind, content, metadata); anything else is counted.

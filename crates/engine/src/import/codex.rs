@@ -60,47 +60,7 @@ struct Scan {
 /// Imports one rollout.
 pub fn import_file(root: &Path, file: &Path, sink: &mut Sink<'_>) -> Result<()> {
     let rel = relative(root, file);
-    let mut scan = Scan::default();
-    let mut probe = Sink::new(sink.memdir, true, None);
-    each_line(file, &mut probe, |_, n, text| {
-        let Some(v) = parse_line(text) else {
-            return Ok(());
-        };
-        let ty = str_of(&v, "type").unwrap_or("");
-        let p = v.get("payload").unwrap_or(&Value::Null);
-        match ty {
-            "session_meta" if scan.thread.is_none() => {
-                scan.thread = str_of(p, "id").map(String::from);
-                scan.cwd = str_of(p, "cwd").map(String::from);
-                scan.branch = p
-                    .get("git")
-                    .and_then(|g| str_of(g, "branch"))
-                    .map(String::from);
-                let mut meta = json!({});
-                for k in ["originator", "cli_version", "model_provider"] {
-                    if let Some(s) = str_of(p, k) {
-                        meta[k] = json!(s);
-                    }
-                }
-                if let Some(s) = p.get("source").filter(|s| !s.is_null()) {
-                    meta["source"] = s.clone();
-                }
-                scan.meta = meta;
-            }
-            "event_msg" => {
-                if matches!(str_of(p, "type"), Some("user_message" | "agent_message")) {
-                    scan.events = true;
-                }
-            }
-            // The bare era: a header line without a type, then bare response items.
-            "" if n == 0 && scan.thread.is_none() => {
-                scan.thread = str_of(&v, "id").map(String::from);
-                scan.header_ts = str_of(&v, "timestamp").map(String::from);
-            }
-            _ => {}
-        }
-        Ok(())
-    })?;
+    let scan = scan_rollout(file, sink)?;
     let Some(thread) = scan.thread.clone().or_else(|| thread_of_name(file)) else {
         sink.report.skip("no_thread_id");
         return Ok(());
@@ -124,97 +84,16 @@ pub fn import_file(root: &Path, file: &Path, sink: &mut Sink<'_>) -> Result<()> 
                 return Ok(());
             }
         };
-        let sub = str_of(p, "type").unwrap_or("");
+        if ty == "turn_context" {
+            model = str_of(p, "model").map(String::from).or(model.take());
+            if scan.cwd.is_none() {
+                cwd = str_of(p, "cwd").map(String::from).or(cwd.take());
+            }
+            return Ok(());
+        }
         let mut attachments = Vec::new();
-        let (role, kind, content) = match (ty, sub) {
-            ("turn_context", _) => {
-                model = str_of(p, "model").map(String::from).or(model.take());
-                if scan.cwd.is_none() {
-                    cwd = str_of(p, "cwd").map(String::from).or(cwd.take());
-                }
-                return Ok(());
-            }
-            ("event_msg", "user_message") if scan.events => {
-                for img in p
-                    .get("images")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    attachments.push(image(img.as_str().unwrap_or("")));
-                }
-                (
-                    "user",
-                    "message",
-                    str_of(p, "message").unwrap_or("").to_string(),
-                )
-            }
-            ("event_msg", "agent_message") if scan.events => (
-                "assistant",
-                "message",
-                str_of(p, "message").unwrap_or("").to_string(),
-            ),
-            ("compacted", _) => (
-                "system",
-                "compact_summary",
-                str_of(p, "message").unwrap_or("").to_string(),
-            ),
-            ("response_item", "message") if !scan.events => {
-                let role = match str_of(p, "role") {
-                    Some("user") => "user",
-                    Some("assistant") => "assistant",
-                    _ => {
-                        sink.report.skip("harness_text");
-                        return Ok(());
-                    }
-                };
-                let mut texts = Vec::new();
-                for item in p
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    match str_of(item, "type") {
-                        Some("input_text" | "output_text" | "text") => {
-                            texts.extend(str_of(item, "text").map(String::from));
-                        }
-                        Some("input_image") => {
-                            attachments.push(image(str_of(item, "image_url").unwrap_or("")));
-                        }
-                        _ => {}
-                    }
-                }
-                (role, "message", texts.join("\n\n"))
-            }
-            ("response_item", "message") => {
-                sink.report.skip("mirror");
-                return Ok(());
-            }
-            (
-                "response_item",
-                "function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call",
-            ) => {
-                sink.report.skip("tool_call");
-                return Ok(());
-            }
-            ("response_item", "function_call_output" | "custom_tool_call_output") => {
-                sink.report.skip("tool_result");
-                return Ok(());
-            }
-            ("response_item", "reasoning") | ("event_msg", "agent_reasoning") => {
-                sink.report.skip("thinking");
-                return Ok(());
-            }
-            ("session_meta", _) => return Ok(()),
-            (t, "") => {
-                sink.report.skip(&format!("record:{t}"));
-                return Ok(());
-            }
-            (t, s) => {
-                sink.report.skip(&format!("record:{t}.{s}"));
-                return Ok(());
-            }
+        let Some((role, kind, content)) = message_of(ty, p, &scan, sink, &mut attachments) else {
+            return Ok(());
         };
         if role == "user" && INJECTED.iter().any(|m| content.trim_start().starts_with(m)) {
             sink.report.skip("harness_text");
@@ -264,6 +143,151 @@ pub fn import_file(root: &Path, file: &Path, sink: &mut Sink<'_>) -> Result<()> 
             json!({"source": "codex", "path": rel, "line": n}),
         ))
     })
+}
+
+/// The first pass over a rollout: its thread, working directory, branch and metadata, and
+/// whether it has `event_msg` messages (which then are the text source). It counts nothing
+/// in `sink`'s report: the second pass does.
+fn scan_rollout(file: &Path, sink: &Sink<'_>) -> Result<Scan> {
+    let mut scan = Scan::default();
+    let mut probe = Sink::new(sink.memdir, true, None);
+    each_line(file, &mut probe, |_, n, text| {
+        let Some(v) = parse_line(text) else {
+            return Ok(());
+        };
+        let ty = str_of(&v, "type").unwrap_or("");
+        let p = v.get("payload").unwrap_or(&Value::Null);
+        match ty {
+            "session_meta" if scan.thread.is_none() => {
+                scan.thread = str_of(p, "id").map(String::from);
+                scan.cwd = str_of(p, "cwd").map(String::from);
+                scan.branch = p
+                    .get("git")
+                    .and_then(|g| str_of(g, "branch"))
+                    .map(String::from);
+                let mut meta = json!({});
+                for k in ["originator", "cli_version", "model_provider"] {
+                    if let Some(s) = str_of(p, k) {
+                        meta[k] = json!(s);
+                    }
+                }
+                if let Some(s) = p.get("source").filter(|s| !s.is_null()) {
+                    meta["source"] = s.clone();
+                }
+                scan.meta = meta;
+            }
+            "event_msg" => {
+                if matches!(str_of(p, "type"), Some("user_message" | "agent_message")) {
+                    scan.events = true;
+                }
+            }
+            // The bare era: a header line without a type, then bare response items.
+            "" if n == 0 && scan.thread.is_none() => {
+                scan.thread = str_of(&v, "id").map(String::from);
+                scan.header_ts = str_of(&v, "timestamp").map(String::from);
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(scan)
+}
+
+/// The message a record of type `ty` with payload `p` holds, as (role, kind, text), its
+/// images added to `attachments`; `None` for a record that is not imported, counted in the
+/// report by why.
+fn message_of(
+    ty: &str,
+    p: &Value,
+    scan: &Scan,
+    sink: &mut Sink<'_>,
+    attachments: &mut Vec<Value>,
+) -> Option<(&'static str, &'static str, String)> {
+    let sub = str_of(p, "type").unwrap_or("");
+    let message = match (ty, sub) {
+        ("event_msg", "user_message") if scan.events => {
+            for img in p
+                .get("images")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                attachments.push(image(img.as_str().unwrap_or("")));
+            }
+            (
+                "user",
+                "message",
+                str_of(p, "message").unwrap_or("").to_string(),
+            )
+        }
+        ("event_msg", "agent_message") if scan.events => (
+            "assistant",
+            "message",
+            str_of(p, "message").unwrap_or("").to_string(),
+        ),
+        ("compacted", _) => (
+            "system",
+            "compact_summary",
+            str_of(p, "message").unwrap_or("").to_string(),
+        ),
+        ("response_item", "message") if !scan.events => {
+            let role = match str_of(p, "role") {
+                Some("user") => "user",
+                Some("assistant") => "assistant",
+                _ => {
+                    sink.report.skip("harness_text");
+                    return None;
+                }
+            };
+            let mut texts = Vec::new();
+            for item in p
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                match str_of(item, "type") {
+                    Some("input_text" | "output_text" | "text") => {
+                        texts.extend(str_of(item, "text").map(String::from));
+                    }
+                    Some("input_image") => {
+                        attachments.push(image(str_of(item, "image_url").unwrap_or("")));
+                    }
+                    _ => {}
+                }
+            }
+            (role, "message", texts.join("\n\n"))
+        }
+        ("response_item", "message") => {
+            sink.report.skip("mirror");
+            return None;
+        }
+        (
+            "response_item",
+            "function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call",
+        ) => {
+            sink.report.skip("tool_call");
+            return None;
+        }
+        ("response_item", "function_call_output" | "custom_tool_call_output") => {
+            sink.report.skip("tool_result");
+            return None;
+        }
+        ("response_item", "reasoning") | ("event_msg", "agent_reasoning") => {
+            sink.report.skip("thinking");
+            return None;
+        }
+        ("session_meta", _) => return None,
+        (t, "") => {
+            sink.report.skip(&format!("record:{t}"));
+            return None;
+        }
+        (t, s) => {
+            sink.report.skip(&format!("record:{t}.{s}"));
+            return None;
+        }
+    };
+    Some(message)
 }
 
 /// An image as attachment metadata: its media type and size, never its bytes.

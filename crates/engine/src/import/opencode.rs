@@ -398,55 +398,7 @@ fn import_session(
             (None, Some(mo)) => Some(mo.to_string()),
             _ => None,
         };
-        let mut texts: Vec<(String, String, Option<i64>, String)> = Vec::new();
-        let mut attachments = Vec::new();
-        for (pid, rel, p) in src.parts(&mid, sink)? {
-            match str_of(&p, "type").unwrap_or("") {
-                "text" => {
-                    if p.get("synthetic").and_then(Value::as_bool) == Some(true)
-                        || p.get("ignored").and_then(Value::as_bool) == Some(true)
-                    {
-                        sink.report.skip("synthetic");
-                        continue;
-                    }
-                    let text = str_of(&p, "text").unwrap_or("").to_string();
-                    if text.trim().is_empty() {
-                        sink.report.skip("empty");
-                        continue;
-                    }
-                    let start = p
-                        .get("time")
-                        .and_then(|t| t.get("start"))
-                        .and_then(Value::as_i64);
-                    texts.push((pid, rel, start, text));
-                }
-                "file" => {
-                    let mime = str_of(&p, "mime").unwrap_or("");
-                    let mut a = json!({
-                        "type": if mime.starts_with("image/") { "image" } else { "file" },
-                    });
-                    if !mime.is_empty() {
-                        a["media_type"] = json!(mime);
-                    }
-                    if let Some(f) = str_of(&p, "filename") {
-                        a["filename"] = json!(f);
-                    }
-                    if let Some(b64) = str_of(&p, "url")
-                        .and_then(|u| u.strip_prefix("data:"))
-                        .and_then(|u| u.split_once(";base64,"))
-                        .map(|(_, d)| d)
-                    {
-                        a["bytes"] = json!(b64.len() / 4 * 3);
-                    }
-                    attachments.push(a);
-                }
-                "reasoning" => sink.report.skip("thinking"),
-                "tool" => sink.report.skip("tool_call"),
-                "step-start" | "step-finish" => sink.report.skip("step"),
-                "" => sink.report.skip("part:untyped"),
-                t => sink.report.skip(&format!("part:{t}")),
-            }
-        }
+        let (texts, mut attachments) = message_parts(src, &mid, sink)?;
         for (i, (pid, rel, start, text)) in texts.into_iter().enumerate() {
             let mut meta = json!({"role": role, "kind": kind, "message_id": mid});
             if let Some(t) = title {
@@ -483,4 +435,69 @@ fn import_session(
         }
     }
     Ok(())
+}
+
+/// A text part to import: (part id, where it was read, start ms, text).
+type TextPart = (String, String, Option<i64>, String);
+
+/// A message's parts: its `text` parts, and its `file` parts as attachment metadata. Every
+/// other part, and text that is synthetic, ignored or empty, is counted in the report.
+fn message_parts(
+    src: &Source,
+    message: &str,
+    sink: &mut Sink<'_>,
+) -> Result<(Vec<TextPart>, Vec<Value>)> {
+    let mut texts: Vec<TextPart> = Vec::new();
+    let mut attachments = Vec::new();
+    for (pid, rel, p) in src.parts(message, sink)? {
+        match str_of(&p, "type").unwrap_or("") {
+            "text" => {
+                if p.get("synthetic").and_then(Value::as_bool) == Some(true)
+                    || p.get("ignored").and_then(Value::as_bool) == Some(true)
+                {
+                    sink.report.skip("synthetic");
+                    continue;
+                }
+                let text = str_of(&p, "text").unwrap_or("").to_string();
+                if text.trim().is_empty() {
+                    sink.report.skip("empty");
+                    continue;
+                }
+                let start = p
+                    .get("time")
+                    .and_then(|t| t.get("start"))
+                    .and_then(Value::as_i64);
+                texts.push((pid, rel, start, text));
+            }
+            "file" => attachments.push(attachment(&p)),
+            "reasoning" => sink.report.skip("thinking"),
+            "tool" => sink.report.skip("tool_call"),
+            "step-start" | "step-finish" => sink.report.skip("step"),
+            "" => sink.report.skip("part:untyped"),
+            t => sink.report.skip(&format!("part:{t}")),
+        }
+    }
+    Ok((texts, attachments))
+}
+
+/// A `file` part as attachment metadata: its kind, media type, name and size, never its bytes.
+fn attachment(p: &Value) -> Value {
+    let mime = str_of(p, "mime").unwrap_or("");
+    let mut a = json!({
+        "type": if mime.starts_with("image/") { "image" } else { "file" },
+    });
+    if !mime.is_empty() {
+        a["media_type"] = json!(mime);
+    }
+    if let Some(f) = str_of(p, "filename") {
+        a["filename"] = json!(f);
+    }
+    if let Some(b64) = str_of(p, "url")
+        .and_then(|u| u.strip_prefix("data:"))
+        .and_then(|u| u.split_once(";base64,"))
+        .map(|(_, d)| d)
+    {
+        a["bytes"] = json!(b64.len() / 4 * 3);
+    }
+    a
 }

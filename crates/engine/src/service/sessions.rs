@@ -257,6 +257,149 @@ fn prepare(c: &NewChunk, at: impl Fn(Error) -> Error) -> Result<Prepared> {
     Ok(Prepared { id, ts, meta, key })
 }
 
+/// Refuses an empty batch, or one of more than [`limits::MAX_BATCH_CHUNKS`] chunks.
+fn check_batch_len(chunks: &[NewChunk]) -> Result<()> {
+    if chunks.is_empty() {
+        return Err(Error::invalid(
+            "chunks",
+            "nothing to ingest: the batch is empty",
+        ));
+    }
+    if chunks.len() > limits::MAX_BATCH_CHUNKS {
+        return Err(Error::too_large(
+            "chunks",
+            chunks.len(),
+            limits::MAX_BATCH_CHUNKS,
+            "chunks",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks every chunk of a batch (an error names the chunk's index when there are several),
+/// then the batch's total size.
+fn prepare_batch(chunks: &[NewChunk]) -> Result<Vec<Prepared>> {
+    let mut total = 0usize;
+    let mut prepared = Vec::with_capacity(chunks.len());
+    for (i, c) in chunks.iter().enumerate() {
+        let at = |e: Error| {
+            if chunks.len() > 1 {
+                e.detail("index", Value::from(i))
+            } else {
+                e
+            }
+        };
+        prepared.push(prepare(c, at)?);
+        total += c.content.len();
+    }
+    if total > limits::MAX_BATCH_BYTES {
+        return Err(Error::too_large(
+            "chunks",
+            total,
+            limits::MAX_BATCH_BYTES,
+            "bytes",
+        ));
+    }
+    Ok(prepared)
+}
+
+/// What a batch appends to one segment.
+struct Pending {
+    append: SegmentAppend,
+    /// The seq of the next chunk.
+    next_seq: u64,
+    /// The segment's row as it will be after the append (its size and mtime aside).
+    row: SegmentRow,
+}
+
+impl Pending {
+    /// Adds the line of `rec` (whose content is `content`) to the append and the row.
+    fn add(&mut self, rec: &ChunkRecord, content: &str) {
+        self.next_seq += 1;
+        self.append
+            .lines
+            .extend_from_slice(codec::chunk_line_with(rec, content).as_bytes());
+        let row = &mut self.row;
+        row.chunks += 1;
+        row.next_seq = self.next_seq as i64;
+        if row.project.is_empty() {
+            row.project = rec.project.clone();
+        }
+        if row.title.is_empty() {
+            row.title = title_of(&rec.metadata, content);
+        }
+        if row.first_ts.is_empty() || rec.ts < row.first_ts {
+            row.first_ts = rec.ts.clone();
+        }
+        if rec.ts > row.last_ts {
+            row.last_ts = rec.ts.clone();
+        }
+    }
+}
+
+/// An ingest as planned under the write lock, before anything is written.
+struct Plan<'c> {
+    /// The keys of the segments written to, in the order the batch first reaches them.
+    order: Vec<String>,
+    /// What the batch appends to each segment, by key.
+    state: BTreeMap<String, Pending>,
+    /// Segments whose cached state was stale (a hand edit, or a writer that died before
+    /// recording its append): the index re-reads them whole.
+    resync: std::collections::BTreeSet<String>,
+    /// The records written, in batch order.
+    out: Vec<ChunkRecord>,
+    /// Each record's rank in its segment: its position when its session has no other segment.
+    single_positions: Vec<u64>,
+    /// The stamp of the last record.
+    last_hlc: Option<clock::Hlc>,
+    /// The clock as the batch leaves it.
+    clock_state: clock::Hlc,
+    /// The chunks not written: their idempotency key was held already.
+    skipped: Vec<SkippedChunk>,
+    /// The keys written so far by the batch, with the chunk that holds each.
+    batch_keys: std::collections::HashMap<(&'c str, &'c str), String>,
+    /// The keys the batch adds, by segment key.
+    new_keys: BTreeMap<String, Vec<SourceKey>>,
+}
+
+/// Stamps the next chunk of the segment whose row is `row`, ticking `clock` at `now`: the
+/// stamp becomes the row's newest, and the clock's too when it is admissible.
+fn next_stamp(clock: &mut clock::Hlc, row: &mut SegmentRow, now: i64) -> clock::Hlc {
+    let mut hlc = clock.tick(now);
+    // Within a segment, stamps follow seq, so that positions (the rank of the
+    // stamp) keep ingest order, even after a line with a stamp the clock did not
+    // admit. Such a stamp moves only this segment on, never the clock.
+    if let Some(last) = clock::Hlc::parse(&row.max_hlc)
+        && hlc <= last
+    {
+        hlc = last.tick(last.ms);
+    }
+    if hlc.admissible(now) {
+        *clock = hlc;
+    }
+    row.max_hlc = hlc.to_string();
+    hlc
+}
+
+/// Takes the lines planned for each segment, in the order the batch reached them.
+fn take_appends(plan: &mut Plan<'_>) -> Vec<SegmentAppend> {
+    plan.order
+        .iter()
+        .map(|k| {
+            let a = &mut plan
+                .state
+                .get_mut(k)
+                .expect("invariant: every ordered key has a state")
+                .append;
+            SegmentAppend {
+                rel: a.rel.clone(),
+                lines: std::mem::take(&mut a.lines),
+                len_before: a.len_before,
+            }
+        })
+        .collect()
+}
+
 /// Checks a chunk as an ingest would, without writing anything: a caller streaming a large
 /// input can refuse a bad line before its first batch is saved.
 pub fn check_chunk(c: &NewChunk) -> Result<()> {
@@ -299,7 +442,7 @@ impl Sessions<'_> {
     }
 
     /// The saved position of an incremental import of `source` (see
-    /// [`Memdir::save_import_cursor`]); `None` before the first save or after the ledger was
+    /// [`Sessions::save_import_cursor`]); `None` before the first save or after the ledger was
     /// rebuilt.
     pub fn import_cursor(&self, source: &str) -> Result<Option<String>> {
         let guard = self.inner()?;
@@ -428,7 +571,7 @@ impl Sessions<'_> {
                     held = Some(self.lock_and_recover()?);
                 }
                 let path = layout.root.join(&f.rel);
-                let Some(mut stat) = store::stat(&path)? else {
+                let Some(stat) = store::stat(&path)? else {
                     complete = false;
                     continue;
                 };
@@ -441,29 +584,10 @@ impl Sessions<'_> {
                 }
                 // A segment that cannot be read (no permission, too large) is broken on its
                 // own: verify-store reports it; every other segment is still refreshed.
-                let Ok(mut seg) = segment::read(&path) else {
+                let Some((seg, stat)) = read_repaired(layout, &path, stat, read_only)? else {
                     complete = false;
                     continue;
                 };
-                if seg.tail_len > 0 && !read_only {
-                    // Under the lock and after recovery: the tail may belong to a batch whose
-                    // intent has just cut it back.
-                    match segment::repair_tail(&layout.root, &path, &seg) {
-                        Ok(true) => match segment::read(&path) {
-                            Ok(s) => seg = s,
-                            Err(_) => {
-                                complete = false;
-                                continue;
-                            }
-                        },
-                        Ok(false) => {}
-                        Err(_) => {
-                            complete = false;
-                            continue;
-                        }
-                    }
-                    stat = store::stat(&path)?.unwrap_or((0, 0));
-                }
                 // Stamps written elsewhere (a hand edit, another device) move this clock on, so
                 // the next chunk sorts after them.
                 if let Some(max) = seg.chunks.iter().map(|c| c.hlc.as_str()).max() {
@@ -506,201 +630,17 @@ impl Sessions<'_> {
 
     /// Ingests chunks as one transaction: every chunk is durable when this returns, or none is.
     pub fn ingest(&self, chunks: &[NewChunk]) -> Result<IngestedBatch> {
-        if chunks.is_empty() {
-            return Err(Error::invalid(
-                "chunks",
-                "nothing to ingest: the batch is empty",
-            ));
-        }
-        if chunks.len() > limits::MAX_BATCH_CHUNKS {
-            return Err(Error::too_large(
-                "chunks",
-                chunks.len(),
-                limits::MAX_BATCH_CHUNKS,
-                "chunks",
-            ));
-        }
+        check_batch_len(chunks)?;
         // Redaction comes first: what is validated, stored and indexed is the redacted text.
         let (chunks, redacted) = self.redact_chunks(chunks);
         let chunks: &[NewChunk] = &chunks;
-        let mut total = 0usize;
-        let mut ids = Vec::with_capacity(chunks.len());
-        let mut times: Vec<Option<i64>> = Vec::with_capacity(chunks.len());
-        let mut metas: Vec<Value> = Vec::with_capacity(chunks.len());
-        let mut keys: Vec<Option<String>> = Vec::with_capacity(chunks.len());
-        for (i, c) in chunks.iter().enumerate() {
-            let at = |e: Error| {
-                if chunks.len() > 1 {
-                    e.detail("index", Value::from(i))
-                } else {
-                    e
-                }
-            };
-            let p = prepare(c, at)?;
-            metas.push(p.meta);
-            keys.push(p.key);
-            times.push(p.ts);
-            total += c.content.len();
-            ids.push(p.id);
-        }
-        if total > limits::MAX_BATCH_BYTES {
-            return Err(Error::too_large(
-                "chunks",
-                total,
-                limits::MAX_BATCH_BYTES,
-                "bytes",
-            ));
-        }
+        let prepared = prepare_batch(chunks)?;
         self.with_write(|inner, lock| {
             let layout = self.layout();
             let replica = self.replica(lock)?;
-            // Per session: (rel, next_seq, len_before, lines, row)
-            let mut order: Vec<String> = Vec::new();
-            let mut state: BTreeMap<String, (SegmentAppend, u64, SegmentRow)> = BTreeMap::new();
-            // Segments whose cached state was stale (a hand edit, or a writer that died before
-            // recording its append): the index re-reads them whole.
-            let mut resync = std::collections::BTreeSet::new();
-            let mut out = Vec::with_capacity(chunks.len());
-            let mut single_positions: Vec<u64> = Vec::with_capacity(chunks.len());
-            let mut last_hlc = None;
-            let mut clock_state = self.last_hlc(inner)?;
-            // The ledger's rows (and keys) of the sessions written to must match their files.
-            let mut refreshed = std::collections::BTreeSet::new();
-            for id in &ids {
-                if refreshed.insert(id.as_str()) {
-                    self.refresh_session(inner, id)?;
-                }
-            }
-            let mut skipped: Vec<SkippedChunk> = Vec::new();
-            let mut batch_keys: std::collections::HashMap<(&str, &str), String> =
-                std::collections::HashMap::new();
-            let mut new_keys: BTreeMap<String, Vec<SourceKey>> = BTreeMap::new();
-            for (index, (((c, id), original), meta)) in
-                chunks.iter().zip(&ids).zip(&times).zip(&metas).enumerate()
-            {
-                let source_id = keys[index].as_deref();
-                if let Some(k) = source_id {
-                    let held = match batch_keys.get(&(id.as_str(), k)) {
-                        Some(chunk_id) => Some(chunk_id.clone()),
-                        None => inner.ledger.source_key(id.as_str(), k)?,
-                    };
-                    if let Some(chunk_id) = held {
-                        skipped.push(SkippedChunk {
-                            index,
-                            session_id: id.to_string(),
-                            source_id: k.to_string(),
-                            chunk_id,
-                        });
-                        continue;
-                    }
-                }
-                let rel = Layout::segment_rel(id, &replica);
-                let key = rel.to_string_lossy().into_owned();
-                if !state.contains_key(&key) {
-                    let path = layout.root.join(&rel);
-                    let stat = store::stat(&path)?;
-                    let cached = inner.ledger.segment(&key)?.filter(|r| {
-                        stat.is_some_and(|(len, m)| r.len == len as i64 && r.mtime_ns == m)
-                    });
-                    let row = match (cached, stat) {
-                        (Some(r), _) => r,
-                        (None, None) => segment_row(
-                            &key,
-                            id.as_str(),
-                            &replica,
-                            (0, 0),
-                            &segment::Segment::default(),
-                        ),
-                        (None, Some(_)) => {
-                            resync.insert(key.clone());
-                            let seg = segment::read(&path)?;
-                            let seg = if segment::repair_tail(&layout.root, &path, &seg)? {
-                                segment::read(&path)?
-                            } else {
-                                seg
-                            };
-                            let st = store::stat(&path)?.unwrap_or((0, 0));
-                            if let Some(max) = seg.chunks.iter().map(|c| c.hlc.as_str()).max() {
-                                self.observe(inner, max)?;
-                            }
-                            segment_row(&key, id.as_str(), &replica, st, &seg)
-                        }
-                    };
-                    let len_before = store::stat(&path)?.map(|s| s.0).unwrap_or(0);
-                    let next = row.next_seq as u64;
-                    state.insert(
-                        key.clone(),
-                        (
-                            SegmentAppend {
-                                rel: rel.clone(),
-                                lines: Vec::new(),
-                                len_before,
-                            },
-                            next,
-                            row,
-                        ),
-                    );
-                    order.push(key.clone());
-                }
-                let (append, next_seq, row) =
-                    state.get_mut(&key).expect("invariant: inserted above");
-                let now = clock::now_ms();
-                let mut hlc = clock_state.tick(now);
-                // Within a segment, stamps follow seq, so that positions (the rank of the
-                // stamp) keep ingest order, even after a line with a stamp the clock did not
-                // admit. Such a stamp moves only this segment on, never the clock.
-                if let Some(last) = clock::Hlc::parse(&row.max_hlc)
-                    && hlc <= last
-                {
-                    hlc = last.tick(last.ms);
-                }
-                if hlc.admissible(now) {
-                    clock_state = hlc;
-                }
-                row.max_hlc = hlc.to_string();
-                // The record carries no copy of the content: the line is written from the
-                // request's text directly.
-                let rec = ChunkRecord {
-                    session_id: id.to_string(),
-                    replica: replica.clone(),
-                    seq: *next_seq,
-                    hlc: hlc.to_string(),
-                    ts: clock::rfc3339(original.unwrap_or(now)),
-                    project: c.project.clone().unwrap_or_default(),
-                    metadata: meta.clone(),
-                    content: String::new(),
-                };
-                if let Some(k) = source_id {
-                    batch_keys.insert((id.as_str(), k), rec.chunk_id());
-                    new_keys.entry(key.clone()).or_default().push(SourceKey {
-                        session_id: rec.session_id.clone(),
-                        source_id: k.to_string(),
-                        chunk_id: rec.chunk_id(),
-                    });
-                }
-                *next_seq += 1;
-                single_positions.push(row.chunks as u64);
-                append
-                    .lines
-                    .extend_from_slice(codec::chunk_line_with(&rec, &c.content).as_bytes());
-                row.chunks += 1;
-                row.next_seq = *next_seq as i64;
-                if row.project.is_empty() {
-                    row.project = rec.project.clone();
-                }
-                if row.title.is_empty() {
-                    row.title = title_of(&rec.metadata, &c.content);
-                }
-                if row.first_ts.is_empty() || rec.ts < row.first_ts {
-                    row.first_ts = rec.ts.clone();
-                }
-                if rec.ts > row.last_ts {
-                    row.last_ts = rec.ts.clone();
-                }
-                last_hlc = Some(hlc);
-                out.push(rec);
-            }
-            if out.is_empty() {
+            let mut plan = self.plan_batch(inner, &replica, chunks, &prepared)?;
+            let skipped = std::mem::take(&mut plan.skipped);
+            if plan.out.is_empty() {
                 // Every chunk was already there: nothing is written.
                 return Ok(IngestedBatch {
                     ok: true,
@@ -711,22 +651,10 @@ impl Sessions<'_> {
                     redacted,
                 });
             }
-            let appends: Vec<SegmentAppend> = order
-                .iter()
-                .map(|k| {
-                    let (a, _, _) = state
-                        .get_mut(k)
-                        .expect("invariant: every ordered key has a state");
-                    SegmentAppend {
-                        rel: a.rel.clone(),
-                        lines: std::mem::take(&mut a.lines),
-                        len_before: a.len_before,
-                    }
-                })
-                .collect();
+            let appends = take_appends(&mut plan);
             let txid = format!(
                 "{}_{}",
-                last_hlc.expect("invariant: a batch is not empty"),
+                plan.last_hlc.expect("invariant: a batch is not empty"),
                 replica
             );
             segment::append(
@@ -734,55 +662,44 @@ impl Sessions<'_> {
                 &layout.staging(),
                 &txid,
                 &appends,
-                out.len() > 1,
+                plan.out.len() > 1,
             )?;
             memdir_store::failpoint::hit("ledger.before_update");
-            // Positions: the seq on a single-replica session; otherwise the rank over segments.
-            let mut positions: BTreeMap<String, u64> = BTreeMap::new();
-            for k in &order {
-                let (a, _, _) = &state[k];
-                let dir = a
-                    .rel
-                    .parent()
-                    .expect("invariant: segments live in a session directory");
-                if store::list_segments(layout, dir)?.len() > 1 {
-                    for pc in self.session_chunks_at(dir)? {
-                        positions.insert(pc.chunk.chunk_id(), pc.position);
-                    }
-                }
-            }
+            let positions = self.batch_positions(&plan)?;
             let at = clock::rfc3339(clock::now_ms());
             self.record_durable(inner, |l| {
-                for k in &order {
-                    let (a, _, row) = &state[k];
-                    let mut row = row.clone();
-                    let path = layout.root.join(&a.rel);
+                for k in &plan.order {
+                    let p = &plan.state[k];
+                    let mut row = p.row.clone();
+                    let path = layout.root.join(&p.append.rel);
                     let (len, m) = store::stat(&path)?.unwrap_or((0, 0));
                     row.len = len as i64;
                     row.mtime_ns = m;
                     l.put_segment(&row)?;
-                    if let Some(keys) = new_keys.get(k) {
+                    if let Some(keys) = plan.new_keys.get(k) {
                         l.add_source_keys(k, keys)?;
                     }
-                    if resync.contains(k) {
+                    if plan.resync.contains(k) {
                         l.record_change(ChangeKind::Segment, k)?;
                     } else {
-                        l.record_change(ChangeKind::Append, &format!("{k}\n{}", a.len_before))?;
+                        let change = format!("{k}\n{}", p.append.len_before);
+                        l.record_change(ChangeKind::Append, &change)?;
                     }
                 }
-                l.observe_hlc(&clock_state.to_string())?;
+                l.observe_hlc(&plan.clock_state.to_string())?;
                 l.record_txn(
                     &txid,
                     "ingest",
-                    &format!("chunks:{}", out.len()),
+                    &format!("chunks:{}", plan.out.len()),
                     &self.actor(),
                     &at,
                 )?;
                 Ok(())
             });
-            let rows: Vec<Ingested> = out
+            let rows: Vec<Ingested> = plan
+                .out
                 .into_iter()
-                .zip(&single_positions)
+                .zip(&plan.single_positions)
                 .map(|(r, single)| Ingested {
                     position: positions.get(&r.chunk_id()).copied().unwrap_or(*single),
                     chunk_id: r.chunk_id(),
@@ -803,6 +720,169 @@ impl Sessions<'_> {
                 redacted,
             })
         })
+    }
+
+    /// Plans a batch under the write lock, writing nothing yet: skips the chunks whose
+    /// idempotency key their session (or the batch) holds already, stamps the others and
+    /// lays out their lines per segment.
+    fn plan_batch<'c>(
+        &self,
+        inner: &Inner,
+        replica: &str,
+        chunks: &'c [NewChunk],
+        prepared: &'c [Prepared],
+    ) -> Result<Plan<'c>> {
+        let mut plan = Plan {
+            order: Vec::new(),
+            state: BTreeMap::new(),
+            resync: std::collections::BTreeSet::new(),
+            out: Vec::with_capacity(chunks.len()),
+            single_positions: Vec::with_capacity(chunks.len()),
+            last_hlc: None,
+            clock_state: self.last_hlc(inner)?,
+            skipped: Vec::new(),
+            batch_keys: std::collections::HashMap::new(),
+            new_keys: BTreeMap::new(),
+        };
+        // The ledger's rows (and keys) of the sessions written to must match their files.
+        let mut refreshed = std::collections::BTreeSet::new();
+        for p in prepared {
+            if refreshed.insert(p.id.as_str()) {
+                self.refresh_session(inner, &p.id)?;
+            }
+        }
+        for (index, (c, p)) in chunks.iter().zip(prepared).enumerate() {
+            let id = &p.id;
+            let source_id = p.key.as_deref();
+            if let Some(k) = source_id {
+                let held = match plan.batch_keys.get(&(id.as_str(), k)) {
+                    Some(chunk_id) => Some(chunk_id.clone()),
+                    None => inner.ledger.source_key(id.as_str(), k)?,
+                };
+                if let Some(chunk_id) = held {
+                    plan.skipped.push(SkippedChunk {
+                        index,
+                        session_id: id.to_string(),
+                        source_id: k.to_string(),
+                        chunk_id,
+                    });
+                    continue;
+                }
+            }
+            let rel = Layout::segment_rel(id, replica);
+            let key = rel.to_string_lossy().into_owned();
+            if !plan.state.contains_key(&key) {
+                let (pending, stale) = self.open_segment(inner, id, replica, rel, &key)?;
+                if stale {
+                    plan.resync.insert(key.clone());
+                }
+                plan.state.insert(key.clone(), pending);
+                plan.order.push(key.clone());
+            }
+            let pending = plan.state.get_mut(&key).expect("invariant: inserted above");
+            let now = clock::now_ms();
+            let hlc = next_stamp(&mut plan.clock_state, &mut pending.row, now);
+            // The record carries no copy of the content: the line is written from the
+            // request's text directly.
+            let rec = ChunkRecord {
+                session_id: id.to_string(),
+                replica: replica.to_string(),
+                seq: pending.next_seq,
+                hlc: hlc.to_string(),
+                ts: clock::rfc3339(p.ts.unwrap_or(now)),
+                project: c.project.clone().unwrap_or_default(),
+                metadata: p.meta.clone(),
+                content: String::new(),
+            };
+            if let Some(k) = source_id {
+                plan.batch_keys.insert((id.as_str(), k), rec.chunk_id());
+                plan.new_keys.entry(key).or_default().push(SourceKey {
+                    session_id: rec.session_id.clone(),
+                    source_id: k.to_string(),
+                    chunk_id: rec.chunk_id(),
+                });
+            }
+            plan.single_positions.push(pending.row.chunks as u64);
+            pending.add(&rec, &c.content);
+            plan.last_hlc = Some(hlc);
+            plan.out.push(rec);
+        }
+        Ok(plan)
+    }
+
+    /// A segment of session `id` that a batch is about to append to (`rel`, its ledger key
+    /// `key`), with its row: the ledger's while that still matches the file, otherwise read
+    /// from the file (a torn tail repaired first), which the returned flag reports.
+    fn open_segment(
+        &self,
+        inner: &Inner,
+        id: &SessionId,
+        replica: &str,
+        rel: std::path::PathBuf,
+        key: &str,
+    ) -> Result<(Pending, bool)> {
+        let layout = self.layout();
+        let path = layout.root.join(&rel);
+        let stat = store::stat(&path)?;
+        let cached = inner
+            .ledger
+            .segment(key)?
+            .filter(|r| stat.is_some_and(|(len, m)| r.len == len as i64 && r.mtime_ns == m));
+        let mut stale = false;
+        let row = match (cached, stat) {
+            (Some(r), _) => r,
+            (None, None) => segment_row(
+                key,
+                id.as_str(),
+                replica,
+                (0, 0),
+                &segment::Segment::default(),
+            ),
+            (None, Some(_)) => {
+                stale = true;
+                let seg = segment::read(&path)?;
+                let seg = if segment::repair_tail(&layout.root, &path, &seg)? {
+                    segment::read(&path)?
+                } else {
+                    seg
+                };
+                let st = store::stat(&path)?.unwrap_or((0, 0));
+                if let Some(max) = seg.chunks.iter().map(|c| c.hlc.as_str()).max() {
+                    self.observe(inner, max)?;
+                }
+                segment_row(key, id.as_str(), replica, st, &seg)
+            }
+        };
+        let len_before = store::stat(&path)?.map(|s| s.0).unwrap_or(0);
+        let pending = Pending {
+            append: SegmentAppend {
+                rel,
+                lines: Vec::new(),
+                len_before,
+            },
+            next_seq: row.next_seq as u64,
+            row,
+        };
+        Ok((pending, stale))
+    }
+
+    /// The positions of a batch's chunks in the sessions that hold more than one segment (the
+    /// rank over all of them), by chunk id; elsewhere a chunk's position is its seq.
+    fn batch_positions(&self, plan: &Plan<'_>) -> Result<BTreeMap<String, u64>> {
+        let mut positions: BTreeMap<String, u64> = BTreeMap::new();
+        for k in &plan.order {
+            let dir = plan.state[k]
+                .append
+                .rel
+                .parent()
+                .expect("invariant: segments live in a session directory");
+            if store::list_segments(self.layout(), dir)?.len() > 1 {
+                for pc in self.session_chunks_at(dir)? {
+                    positions.insert(pc.chunk.chunk_id(), pc.position);
+                }
+            }
+        }
+        Ok(positions)
     }
 
     /// Ingests one chunk; the result has the compatibility shape `{session_id, position, ok}`.
@@ -1016,6 +1096,35 @@ impl Sessions<'_> {
             next_offset: (end < total).then_some(end),
         })
     }
+}
+
+/// Reads the segment at `path` (whose size and stamp were `stat`), repairing a torn tail
+/// unless the store is served read-only; with its size and stamp after the repair. `None`
+/// when it cannot be read or repaired.
+fn read_repaired(
+    layout: &Layout,
+    path: &std::path::Path,
+    stat: (u64, i64),
+    read_only: bool,
+) -> Result<Option<(segment::Segment, (u64, i64))>> {
+    let Ok(mut seg) = segment::read(path) else {
+        return Ok(None);
+    };
+    let mut stat = stat;
+    if seg.tail_len > 0 && !read_only {
+        // Under the lock and after recovery: the tail may belong to a batch whose
+        // intent has just cut it back.
+        match segment::repair_tail(&layout.root, path, &seg) {
+            Ok(true) => match segment::read(path) {
+                Ok(s) => seg = s,
+                Err(_) => return Ok(None),
+            },
+            Ok(false) => {}
+            Err(_) => return Ok(None),
+        }
+        stat = store::stat(path)?.unwrap_or((0, 0));
+    }
+    Ok(Some((seg, stat)))
 }
 
 /// How old a directory's change stamp must be before a scan trusts it (nanoseconds).

@@ -1,7 +1,7 @@
 //! Where a category stands: its file held against its history, and the adoption of files
 //! changed behind memdir's back.
 //!
-//! Every operation on a category starts with [`Memdir::sync_category`]. It stats the file and
+//! Every operation on a category starts with [`Categories::sync_category`]. It stats the file and
 //! trusts the ledger's cached row while the file's size and mtime and the history directory's
 //! stamp still match it; otherwise it reads and hashes the file and compares it with the newest
 //! history entry. A difference is a change made by hand: it is adopted as a version of its own
@@ -186,6 +186,96 @@ pub(in crate::service) fn check_expect(
     }
 }
 
+/// Whether a cached row, by the file's size and mtime (`stat`, `None`: no file) and the
+/// history directory's stamp alone, still describes the category without reading the file.
+fn stat_fresh(r: &CategoryRow, stat: Option<(u64, i64)>, hstamp: i64) -> bool {
+    let fresh = match stat {
+        None => r.status == CategoryStatus::Deleted,
+        Some((len, m)) => {
+            r.file_len == len as i64 && r.mtime_ns == m && r.status != CategoryStatus::Deleted
+        }
+    };
+    fresh && r.head_id.is_some() && r.hist_stamp == hstamp
+}
+
+/// A cached row that still describes the file, with the file's current size and mtime and
+/// the history directory's stamp; saved in the ledger when they moved.
+fn restamp(
+    inner: &Inner,
+    r: &CategoryRow,
+    stat: Option<(u64, i64)>,
+    hstamp: i64,
+) -> Result<CategoryRow> {
+    let mut r = r.clone();
+    let (len, m) = stat.unwrap_or((0, 0));
+    if r.file_len != len as i64 || r.mtime_ns != m || r.hist_stamp != hstamp {
+        r.file_len = len as i64;
+        r.mtime_ns = m;
+        r.hist_stamp = hstamp;
+        inner.ledger.put_category(&r)?;
+    }
+    Ok(r)
+}
+
+/// The newest stamp among the ids of a log file's entries, if it is one.
+fn newest_entry_stamp(f: &CategoryFile) -> Option<&str> {
+    let c = f.content.as_ref().ok()?;
+    c.get("entries").and_then(Value::as_array).and_then(|e| {
+        e.iter()
+            .filter_map(|x| x.get("id")?.as_str()?.get(..24))
+            .max()
+    })
+}
+
+/// Whether the file is what the newest history entry recorded (no file after a tombstone).
+fn consistent(file: Option<&CategoryFile>, head: Option<&HistoryEntry>) -> bool {
+    match (file, head) {
+        (None, None) => true,
+        (None, Some(h)) => h.is_tombstone(),
+        (Some(f), Some(h)) => h.hash.as_deref() == Some(f.hash.as_str()),
+        (Some(_), None) => false,
+    }
+}
+
+/// Records `r`, the row of a category as found on disk, in place of the cached `row`.
+fn record_found(
+    inner: &Inner,
+    name: &CategoryName,
+    row: Option<&CategoryRow>,
+    r: &CategoryRow,
+) -> Result<()> {
+    // A head the ledger had not recorded (a write whose ledger update failed after
+    // its files were durable): the index needs it too.
+    if row.and_then(|x| x.head_id.as_ref()) != r.head_id.as_ref() {
+        inner
+            .ledger
+            .record_change(ChangeKind::Category, name.as_str())?;
+    }
+    if r.status != CategoryStatus::Absent {
+        inner.ledger.put_category(r)?;
+    } else if row.is_some() {
+        inner.ledger.remove_category(name.as_str())?;
+    }
+    Ok(())
+}
+
+/// The version that adopts a change made behind memdir's back to `file` (`None`: deleted):
+/// its op, its reason and its content.
+fn external_change(file: Option<&CategoryFile>) -> Result<(VersionOp, &'static str, Value)> {
+    Ok(match file {
+        Some(f) => (
+            VersionOp::External,
+            "changed outside memdir",
+            f.content.clone().map_err(Error::internal)?,
+        ),
+        None => (
+            VersionOp::Delete,
+            "file deleted outside memdir",
+            Value::Null,
+        ),
+    })
+}
+
 impl Categories<'_> {
     /// What a change to an existing category (delete, restore) checks before it takes the
     /// lock: the name, the compare-and-swap precondition, the reason, and that there is a
@@ -222,22 +312,13 @@ impl Categories<'_> {
         let row = inner.ledger.category(name.as_str())?;
         if mode == Sync::Fast
             && let Some(r) = &row
+            && stat_fresh(r, stat, hstamp)
         {
-            let fresh = match stat {
-                None => r.status == CategoryStatus::Deleted,
-                Some((len, m)) => {
-                    r.file_len == len as i64
-                        && r.mtime_ns == m
-                        && r.status != CategoryStatus::Deleted
-                }
-            };
-            if fresh && r.head_id.is_some() && r.hist_stamp == hstamp {
-                return Ok(CatState {
-                    file: None,
-                    row: r.clone(),
-                    unverified: false,
-                });
-            }
+            return Ok(CatState {
+                file: None,
+                row: r.clone(),
+                unverified: false,
+            });
         }
         if mode == Sync::Deferred
             && let Some(r) = &row
@@ -260,17 +341,9 @@ impl Categories<'_> {
             && (r.hist_stamp == hstamp
                 || store::list_history_ids(layout, name)?.last() == r.head_id.as_ref())
         {
-            let mut r = r.clone();
-            let (len, m) = stat.unwrap_or((0, 0));
-            if r.file_len != len as i64 || r.mtime_ns != m || r.hist_stamp != hstamp {
-                r.file_len = len as i64;
-                r.mtime_ns = m;
-                r.hist_stamp = hstamp;
-                inner.ledger.put_category(&r)?;
-            }
             return Ok(CatState {
                 file,
-                row: r,
+                row: restamp(inner, r, stat, hstamp)?,
                 unverified: false,
             });
         }
@@ -280,38 +353,15 @@ impl Categories<'_> {
         {
             self.observe(inner, stamp)?;
         }
-        if let Some(f) = &file
-            && let Ok(c) = &f.content
-            && let Some(max) = c.get("entries").and_then(Value::as_array).and_then(|e| {
-                e.iter()
-                    .filter_map(|x| x.get("id")?.as_str()?.get(..24))
-                    .max()
-            })
-        {
+        if let Some(max) = file.as_ref().and_then(newest_entry_stamp) {
             self.observe(inner, max)?;
         }
-        let consistent = match (&file, &head) {
-            (None, None) => true,
-            (None, Some(h)) => h.is_tombstone(),
-            (Some(f), Some(h)) => h.hash.as_deref() == Some(f.hash.as_str()),
-            (Some(_), None) => false,
-        };
+        let consistent = consistent(file.as_ref(), head.as_ref());
         let malformed = file.as_ref().is_some_and(|f| f.content.is_err());
         // A store served read-only adopts nothing: the file is served as it is.
         if consistent || malformed || self.read_only().is_some() {
             let r = row_from(name, head.as_ref(), file.as_ref(), stat, hstamp);
-            // A head the ledger had not recorded (a write whose ledger update failed after
-            // its files were durable): the index needs it too.
-            if row.as_ref().and_then(|x| x.head_id.as_ref()) != r.head_id.as_ref() {
-                inner
-                    .ledger
-                    .record_change(ChangeKind::Category, name.as_str())?;
-            }
-            if r.status != CategoryStatus::Absent {
-                inner.ledger.put_category(&r)?;
-            } else if row.is_some() {
-                inner.ledger.remove_category(name.as_str())?;
-            }
+            record_found(inner, name, row.as_ref(), &r)?;
             return Ok(CatState {
                 file,
                 row: r,
@@ -330,18 +380,7 @@ impl Categories<'_> {
             row: row_from(name, head.as_ref(), None, None, 0),
             unverified: false,
         };
-        let (op, reason, content) = match &file {
-            Some(f) => (
-                VersionOp::External,
-                "changed outside memdir",
-                f.content.clone().map_err(Error::internal)?,
-            ),
-            None => (
-                VersionOp::Delete,
-                "file deleted outside memdir",
-                Value::Null,
-            ),
-        };
+        let (op, reason, content) = external_change(file.as_ref())?;
         self.commit_version(
             inner,
             lock,

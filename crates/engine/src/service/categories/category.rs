@@ -2,8 +2,8 @@
 //! merged by key under compare-and-swap, listed and deleted.
 //!
 //! Each operation brings the category in line with its file first
-//! ([`Memdir::sync_category`]) and makes every change as a new version
-//! ([`Memdir::commit_version`]). `context` reads several categories at once; `delta` tells
+//! ([`Categories::sync_category`]) and makes every change as a new version
+//! ([`Categories::commit_version`]). `context` reads several categories at once; `delta` tells
 //! whether one changed since a hash the caller holds.
 use crate::service::Categories;
 
@@ -22,7 +22,7 @@ use memdir_store::model::{
 };
 use memdir_store::{self as store, Layout, codec};
 
-/// A write's request, checked: what [`Memdir::prepare_write`] needs besides the category.
+/// A write's request, checked: what [`Categories::prepare_write`] needs besides the category.
 struct Writing<'a> {
     name: &'a CategoryName,
     req: &'a WriteRequest,
@@ -33,7 +33,7 @@ struct Writing<'a> {
     redacted: std::collections::BTreeMap<String, u64>,
 }
 
-/// What a write would do (see [`Memdir::prepare_write`]).
+/// What a write would do (see [`Categories::prepare_write`]).
 enum Prepared {
     /// The category already holds these bytes: the answer, nothing to commit.
     Unchanged(WriteResponse),

@@ -1,6 +1,6 @@
 //! Versions: every change of a category is a write-once file under `history/`.
 //!
-//! [`Memdir::commit_version`] is the one way a version is made: it stamps the entry with the
+//! [`Categories::commit_version`] is the one way a version is made: it stamps the entry with the
 //! hybrid clock, commits the history file and the category file as one staged transaction,
 //! then records the new head in the ledger. The operations here read history (list, diff,
 //! find one version), restore an old version as a new one, and trim old versions (compact),
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::ledger::ChangeKind;
+use crate::ledger::{CategoryRow, ChangeKind};
 use crate::service::categories::adoption::{
     CatState, Sync, check_expect, hist_stamp, malformed_error, not_found, row_from,
 };
@@ -27,7 +27,7 @@ use memdir_store::model::{
 use memdir_store::{self as store, Layout, codec, failpoint, txn};
 
 /// The category files this process wrote or read last, newest first (see
-/// [`Memdir::read_category_cached`]): at most [`FileCache::FILES`] files and
+/// [`Categories::read_category_cached`]): at most [`FileCache::FILES`] files and
 /// [`FileCache::BYTES`] bytes of them, though the newest one is always kept.
 #[derive(Default)]
 pub(in crate::service) struct FileCache {
@@ -114,23 +114,7 @@ impl Categories<'_> {
         let layout = self.layout();
         let content = content.unwrap_or(Value::Null);
         let tombstone = content.is_null();
-        let (bytes, known_hash) = match serialized {
-            Some((b, h)) if !tombstone => (Some(b), Some(h)),
-            _ => ((!tombstone).then(|| codec::to_pretty(&content)), None),
-        };
-        // The limit guards what memdir is asked to write; a larger file placed by hand is
-        // still adopted into history as it is.
-        if write_file
-            && let Some(b) = &bytes
-            && b.len() > limits::MAX_CATEGORY_BYTES
-        {
-            return Err(Error::too_large(
-                "data",
-                b.len(),
-                limits::MAX_CATEGORY_BYTES,
-                "bytes",
-            ));
-        }
+        let (bytes, known_hash) = file_bytes(&content, serialized, write_file)?;
         let hash = if write_file {
             known_hash.or_else(|| bytes.as_deref().map(content_hash))
         } else {
@@ -140,17 +124,7 @@ impl Categories<'_> {
         let now = clock::now_ms();
         let hlc = after_parent(self.tick(inner, now)?, name, base)?;
         let id = format!("{hlc}_{replica}");
-        let history_path = layout
-            .root
-            .join(Layout::history_rel(name))
-            .join(format!("{id}.json"));
-        // History is write-once: a version id is never reused, whatever the clock says.
-        if std::fs::symlink_metadata(&history_path).is_ok() {
-            return Err(Error::internal(format!(
-                "history file {} already exists; refusing to overwrite a recorded version",
-                history_path.display()
-            )));
-        }
+        refuse_recorded(layout, name, &id)?;
         let mut vv = parse_vv(&base.row.vv);
         *vv.entry(replica.clone()).or_insert(0) += 1;
         let ts = clock::rfc3339(now);
@@ -173,29 +147,11 @@ impl Categories<'_> {
             _ => None,
         };
         let depth = entry.patch.as_ref().map_or(0, |p| p.depth);
-        // A whole entry is the entry around a null content, with the content's bytes put in
-        // its place: the same bytes as serializing the whole entry, without copying or
-        // serializing the content again.
-        let outer = serde_json::to_value(&entry).expect("invariant: history entries serialize");
-        let entry_bytes = match &bytes {
-            Some(b) if entry.patch.is_none() => codec::to_pretty_with(&outer, "content", b),
-            _ => codec::to_pretty(&outer),
-        };
+        let entry_bytes = entry_bytes(&entry, bytes.as_deref());
         let patched = entry.patch.take().is_some();
         entry.content = content;
-        let mut files = vec![txn::FileWrite {
-            rel: Layout::history_rel(name).join(format!("{id}.json")),
-            bytes: Some(entry_bytes),
-            hash: None,
-        }];
-        if write_file {
-            files.push(txn::FileWrite {
-                rel: Layout::category_rel(name),
-                // Computed from these bytes above, so the commit does not hash them again.
-                hash: bytes.as_ref().and(hash.clone()),
-                bytes,
-            });
-        }
+        let category = write_file.then(|| (bytes, hash.clone()));
+        let mut files = version_files(name, &id, entry_bytes, category);
         if patched {
             // The first patch and the format that names it land together: an older memdir
             // refuses the store rather than read a patch as a version without content. Read
@@ -227,14 +183,7 @@ impl Categories<'_> {
             None
         };
         failpoint::hit("ledger.before_update");
-        // The row comes from what was just written; re-reading the file would only cost time.
-        let stat = store::stat(&layout.root.join(Layout::category_rel(name)))?;
-        let mut row = row_from(name, Some(&entry), None, stat, hist_stamp(layout, name)?);
-        if stat.is_some() {
-            row.status = CategoryStatus::Ok;
-            row.file_hash = hash.clone();
-            row.kind = CategoryKind::of(&entry.content).as_str().to_string();
-        }
+        let row = committed_row(layout, name, &entry, hash.as_deref())?;
         self.record_durable(inner, |l| {
             l.put_category(&row)?;
             l.record_txn(&id, op.as_str(), &format!("category:{name}"), actor, &ts)?;
@@ -356,7 +305,7 @@ impl Categories<'_> {
         }
     }
 
-    /// Puts back a category file that a read took from [`Memdir::read_category_cached`] (or
+    /// Puts back a category file that a read took from [`Categories::read_category_cached`] (or
     /// parsed): a read between two writes must not cost the next write a parse of the file.
     pub(in crate::service) fn remember_read(&self, name: &CategoryName, file: store::CategoryFile) {
         if file.content.is_ok()
@@ -399,7 +348,7 @@ impl Categories<'_> {
         })
     }
 
-    /// [`Memdir::find_version`] as written: a patch stays a patch (forget needs no content).
+    /// [`Categories::find_version`] as written: a patch stays a patch (forget needs no content).
     pub(in crate::service) fn find_version_unresolved(
         &self,
         inner: &Inner,
@@ -804,6 +753,106 @@ fn after_parent(hlc: clock::Hlc, name: &CategoryName, base: &CatState) -> Result
         .hint("move that history file aside (it was not written by memdir's clock), then retry"));
     }
     Ok(next)
+}
+
+/// The category file's bytes for `content` (`None` for a tombstone), with their hash when the
+/// writer had both already (`serialized`); refuses a file over the size limit when it is to be
+/// written.
+fn file_bytes(
+    content: &Value,
+    serialized: Option<(Vec<u8>, String)>,
+    write_file: bool,
+) -> Result<(Option<Vec<u8>>, Option<String>)> {
+    let tombstone = content.is_null();
+    let (bytes, known_hash) = match serialized {
+        Some((b, h)) if !tombstone => (Some(b), Some(h)),
+        _ => ((!tombstone).then(|| codec::to_pretty(content)), None),
+    };
+    // The limit guards what memdir is asked to write; a larger file placed by hand is
+    // still adopted into history as it is.
+    if write_file
+        && let Some(b) = &bytes
+        && b.len() > limits::MAX_CATEGORY_BYTES
+    {
+        return Err(Error::too_large(
+            "data",
+            b.len(),
+            limits::MAX_CATEGORY_BYTES,
+            "bytes",
+        ));
+    }
+    Ok((bytes, known_hash))
+}
+
+/// Refuses a version id whose history file exists already.
+fn refuse_recorded(layout: &Layout, name: &CategoryName, id: &str) -> Result<()> {
+    let history_path = layout
+        .root
+        .join(Layout::history_rel(name))
+        .join(format!("{id}.json"));
+    // History is write-once: a version id is never reused, whatever the clock says.
+    if std::fs::symlink_metadata(&history_path).is_ok() {
+        return Err(Error::internal(format!(
+            "history file {} already exists; refusing to overwrite a recorded version",
+            history_path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The bytes of a history entry whose content is still null: `content` (the category file's
+/// bytes) is put in its place unless the entry is a patch.
+fn entry_bytes(entry: &HistoryEntry, content: Option<&[u8]>) -> Vec<u8> {
+    // A whole entry is the entry around a null content, with the content's bytes put in
+    // its place: the same bytes as serializing the whole entry, without copying or
+    // serializing the content again.
+    let outer = serde_json::to_value(entry).expect("invariant: history entries serialize");
+    match content {
+        Some(b) if entry.patch.is_none() => codec::to_pretty_with(&outer, "content", b),
+        _ => codec::to_pretty(&outer),
+    }
+}
+
+/// The files a version commits: its history entry `id` and, when the category file is
+/// written too, that file's bytes (`None` for a tombstone) with their hash.
+fn version_files(
+    name: &CategoryName,
+    id: &str,
+    entry_bytes: Vec<u8>,
+    category: Option<(Option<Vec<u8>>, Option<String>)>,
+) -> Vec<txn::FileWrite> {
+    let mut files = vec![txn::FileWrite {
+        rel: Layout::history_rel(name).join(format!("{id}.json")),
+        bytes: Some(entry_bytes),
+        hash: None,
+    }];
+    if let Some((bytes, hash)) = category {
+        files.push(txn::FileWrite {
+            rel: Layout::category_rel(name),
+            // Computed from these bytes above, so the commit does not hash them again.
+            hash: bytes.as_ref().and(hash),
+            bytes,
+        });
+    }
+    files
+}
+
+/// The ledger row of the version `entry` just committed, whose category file has `hash`.
+fn committed_row(
+    layout: &Layout,
+    name: &CategoryName,
+    entry: &HistoryEntry,
+    hash: Option<&str>,
+) -> Result<CategoryRow> {
+    // The row comes from what was just written; re-reading the file would only cost time.
+    let stat = store::stat(&layout.root.join(Layout::category_rel(name)))?;
+    let mut row = row_from(name, Some(entry), None, stat, hist_stamp(layout, name)?);
+    if stat.is_some() {
+        row.status = CategoryStatus::Ok;
+        row.file_hash = hash.map(str::to_string);
+        row.kind = CategoryKind::of(&entry.content).as_str().to_string();
+    }
+    Ok(row)
 }
 
 fn base_file_hash(layout: &Layout, name: &CategoryName) -> Result<Option<String>> {

@@ -26,7 +26,7 @@ use tantivy::collector::Count;
 use tantivy::query::TermQuery;
 use tantivy::schema::IndexRecordOption;
 
-use crate::ledger::ChangeKind;
+use crate::ledger::{ChangeKind, Ledger};
 use crate::service::{Inner, Memdir, Sync};
 use memdir_api::ReindexResponse;
 use memdir_api::error::{Error, Result};
@@ -664,14 +664,7 @@ impl Indexing<'_> {
                 return Ok(true);
             };
             let epoch = shared.ledger.meta("epoch")?.unwrap_or_default();
-            let needs = indexes
-                .iter()
-                .map(|i| match marks {
-                    Some(m) => Ok(m.of(i.kinds())),
-                    None => shared.ledger.last_change_of(i.kinds()),
-                })
-                .collect::<Result<Vec<i64>>>()?;
-            (epoch, needs)
+            (epoch, needs_of(&shared.ledger, &indexes, marks)?)
         };
         let analyzer = idx.cfg.tokenizer_name();
         let valid = |p: &Option<Payload>| {
@@ -684,10 +677,7 @@ impl Indexing<'_> {
         };
         // Another process may have committed since this reader last looked: the reader must
         // see at least the commit whose payload is judged here.
-        let payloads = indexes
-            .iter()
-            .map(|i| i.payload())
-            .collect::<Result<Vec<_>>>()?;
+        let payloads = payloads_of(&indexes)?;
         if !full && payloads.iter().zip(&needs).all(|(p, n)| !behind(p, *n)) {
             return Ok(true);
         }
@@ -703,11 +693,7 @@ impl Indexing<'_> {
                 .ok_or_else(|| Error::internal("invariant: a read-only store has a ledger"))?
         } else {
             own = Inner {
-                ledger: crate::ledger::Ledger::open(
-                    &self.layout().ledger_path(),
-                    self.settings.lock_timeout,
-                )?
-                .0,
+                ledger: Ledger::open(&self.layout().ledger_path(), self.settings.lock_timeout)?.0,
             };
             &own
         };
@@ -721,10 +707,7 @@ impl Indexing<'_> {
             });
         }
         // Another process may have caught up while this one waited for the writers.
-        let payloads = indexes
-            .iter()
-            .map(|i| i.payload())
-            .collect::<Result<Vec<_>>>()?;
+        let payloads = payloads_of(&indexes)?;
         let rebuild = full || !payloads.iter().all(valid);
         if !rebuild && payloads.iter().zip(&needs).all(|(p, n)| !behind(p, *n)) {
             return Ok(true);
@@ -735,53 +718,27 @@ impl Indexing<'_> {
                 .any(|w| w.as_ref().is_none_or(|w| !w.can_rebuild()))
         {
             // A rebuild found necessary only now needs every writer, and a writer of its own
-            // kind (the snapshot below is taken once all are held). Every process takes the
-            // writers in the order of `derived`: the ones held are let go first, or this
-            // process could hold a later index's lock while it waits for an earlier one's that
-            // another process holds while it waits for this one's (each then waits out the
-            // lock timeout and answers `busy`).
-            writers.clear();
-            for i in &indexes {
-                writers.push(Some(i.writer(true)?));
-            }
+            // kind (the snapshot below is taken once all are held).
+            retake_for_rebuild(&mut writers, &indexes)?;
         }
         let gens: Vec<i64> = payloads
             .iter()
-            .map(|p| p.as_ref().map(|p| p.generation).unwrap_or(0))
+            .map(|p| p.as_ref().map_or(0, |p| p.generation))
             .collect();
-        let from = writers
-            .iter()
-            .zip(&gens)
-            .filter(|(w, _)| w.is_some())
-            .map(|(_, g)| *g)
-            .min()
-            .unwrap_or(0);
+        let from = oldest_absorbed(&writers, &gens);
         memdir_store::failpoint::pause("catchup.before_snapshot");
         let (snap, changes) = self.snapshot(inner, (!rebuild).then_some(from))?;
         let fingerprint = if rebuild {
             crate::service::files_fingerprint(self.layout())?
         } else {
-            payloads
-                .iter()
-                .flatten()
-                .next()
-                .map(|p| p.fingerprint.clone())
-                .unwrap_or_default()
+            first_fingerprint(&payloads)
         };
         let pass = Pass {
             memdir: self,
             inner,
             snap: &snap,
         };
-        for (w, absorbed) in writers.iter_mut().zip(&gens) {
-            if let Some(w) = w {
-                if rebuild {
-                    w.rebuild(&pass, progress)?;
-                } else {
-                    w.apply(&pass, &changes, *absorbed)?;
-                }
-            }
-        }
+        run_pass(&mut writers, &gens, &pass, &changes, rebuild, progress)?;
         let payload = Payload {
             schema: INDEX_SCHEMA_VERSION,
             analyzer,
@@ -791,55 +748,17 @@ impl Indexing<'_> {
         };
         // (The index in memory of a read-only store writes no file.)
         if self.read_only().is_none() {
-            memdir_store::failpoint::fault("index.commit").map_err(|e| {
-                Error::from(memdir_api::error::IoError {
-                    op: "commit index",
-                    path: self.layout().index_dir(),
-                    source: e,
-                })
-            })?;
+            commit_fault(self.layout())?;
         }
-        for (w, i) in writers.into_iter().zip(&indexes) {
-            if let Some(w) = w {
-                // A commit is fsynced only now and then (see `index::LazyDir`); the feed keeps
-                // every change after the last durable one.
-                let durable = rebuild || i.due_durable();
-                if !w.commit(&payload, durable)? {
-                    return Ok(false);
-                }
-                if durable {
-                    inner.ledger.set_meta(
-                        &durable_key(i.name()),
-                        &format!("{}\n{}", snap.epoch, snap.generation),
-                    )?;
-                }
-            }
+        if !commit_all(writers, &indexes, &payload, rebuild, &inner.ledger, &snap)? {
+            return Ok(false);
         }
         // A server keeps its commits in memory only up to a bound (`index::Overlay`). The
         // catch-up has succeeded either way: a landing that fails now is tried again after
         // the next one, and the overlay keeps serving meanwhile.
         let _ = idx.land_if_large(self.settings.lock_timeout);
-        // Changes every index has absorbed in a durable commit are needed by nobody (a lost
-        // index is rebuilt from the files, not from the feed). Changes absorbed only by lazy
-        // commits stay: after a crash of the machine the index may come back without them.
-        let mut absorbed = i64::MAX;
-        for i in &indexes {
-            let mark = inner.ledger.meta(&durable_key(i.name()))?;
-            absorbed = match mark.as_deref().and_then(|m| m.split_once('\n')) {
-                Some((epoch, g)) if epoch == snap.epoch => absorbed.min(g.parse().unwrap_or(0)),
-                _ => 0,
-            };
-        }
-        inner.ledger.prune_changes(absorbed)?;
-        let target = match marks {
-            Some(m) => m.of(&[
-                ChangeKind::Append,
-                ChangeKind::Segment,
-                ChangeKind::Category,
-            ]),
-            None => inner.ledger.generation()?,
-        };
-        Ok(snap.generation >= target)
+        prune_absorbed(&inner.ledger, &indexes, &snap.epoch)?;
+        Ok(snap.generation >= target_generation(&inner.ledger, marks)?)
     }
 
     /// `memdir reindex`: rebuilds every derived index from the files.
@@ -966,7 +885,7 @@ impl Indexing<'_> {
     }
 }
 
-/// The newest change generation of each kind at one moment ([`Memdir::change_marks`]).
+/// The newest change generation of each kind at one moment ([`Indexing::change_marks`]).
 pub(crate) struct ChangeMarks(Vec<(ChangeKind, i64)>);
 
 impl ChangeMarks {
@@ -979,6 +898,165 @@ impl ChangeMarks {
             .max()
             .unwrap_or(0)
     }
+}
+
+/// The generation each index needs to reach: the newest change of its kinds, as of `marks`
+/// when given, else now.
+fn needs_of(
+    ledger: &Ledger,
+    indexes: &[Box<dyn DerivedIndex + '_>],
+    marks: Option<&ChangeMarks>,
+) -> Result<Vec<i64>> {
+    indexes
+        .iter()
+        .map(|i| match marks {
+            Some(m) => Ok(m.of(i.kinds())),
+            None => ledger.last_change_of(i.kinds()),
+        })
+        .collect()
+}
+
+/// The payload of each index's newest commit, by any process.
+fn payloads_of(indexes: &[Box<dyn DerivedIndex + '_>]) -> Result<Vec<Option<Payload>>> {
+    indexes.iter().map(|i| i.payload()).collect()
+}
+
+/// Lets go of the writers held and takes a rebuild's writer of every index, in the order of
+/// `derived`.
+fn retake_for_rebuild<'a>(
+    writers: &mut Vec<Option<Box<dyn IndexWrite + 'a>>>,
+    indexes: &'a [Box<dyn DerivedIndex + '_>],
+) -> Result<()> {
+    // Every process takes the writers in the order of `derived`: the ones held are let go
+    // first, or this process could hold a later index's lock while it waits for an earlier
+    // one's that another process holds while it waits for this one's (each then waits out
+    // the lock timeout and answers `busy`).
+    writers.clear();
+    for i in indexes {
+        writers.push(Some(i.writer(true)?));
+    }
+    Ok(())
+}
+
+/// The oldest generation that an index with a writer has absorbed: where the feed is read
+/// from.
+fn oldest_absorbed(writers: &[Option<Box<dyn IndexWrite + '_>>], gens: &[i64]) -> i64 {
+    writers
+        .iter()
+        .zip(gens)
+        .filter(|(w, _)| w.is_some())
+        .map(|(_, g)| *g)
+        .min()
+        .unwrap_or(0)
+}
+
+/// The files fingerprint of the first index that has a commit: what an update (not a
+/// rebuild) carries on.
+fn first_fingerprint(payloads: &[Option<Payload>]) -> String {
+    payloads
+        .iter()
+        .flatten()
+        .next()
+        .map(|p| p.fingerprint.clone())
+        .unwrap_or_default()
+}
+
+/// Runs one pass with every writer held: rebuilds its index from the files, or applies the
+/// changes newer than the generation it absorbed (`gens`, in the order of the writers).
+fn run_pass(
+    writers: &mut [Option<Box<dyn IndexWrite + '_>>],
+    gens: &[i64],
+    pass: &Pass<'_>,
+    changes: &[Change],
+    rebuild: bool,
+    progress: Option<Progress<'_>>,
+) -> Result<()> {
+    for (w, absorbed) in writers.iter_mut().zip(gens) {
+        if let Some(w) = w {
+            if rebuild {
+                w.rebuild(pass, progress)?;
+            } else {
+                w.apply(pass, changes, *absorbed)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Commits every writer with `payload`, and records in the ledger the generation of each
+/// durable commit. `false` when another process committed first (see [`IndexWrite::commit`]);
+/// the writers after it are let go uncommitted.
+fn commit_all(
+    writers: Vec<Option<Box<dyn IndexWrite + '_>>>,
+    indexes: &[Box<dyn DerivedIndex + '_>],
+    payload: &Payload,
+    rebuild: bool,
+    ledger: &Ledger,
+    snap: &Snapshot,
+) -> Result<bool> {
+    for (w, i) in writers.into_iter().zip(indexes) {
+        if let Some(w) = w {
+            // A commit is fsynced only now and then (see `index::LazyDir`); the feed keeps
+            // every change after the last durable one.
+            let durable = rebuild || i.due_durable();
+            if !w.commit(payload, durable)? {
+                return Ok(false);
+            }
+            if durable {
+                ledger.set_meta(
+                    &durable_key(i.name()),
+                    &format!("{}\n{}", snap.epoch, snap.generation),
+                )?;
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The generation a catch-up must reach: the newest change of any kind as of `marks` when
+/// given, else now.
+fn target_generation(ledger: &Ledger, marks: Option<&ChangeMarks>) -> Result<i64> {
+    Ok(match marks {
+        Some(m) => m.of(&[
+            ChangeKind::Append,
+            ChangeKind::Segment,
+            ChangeKind::Category,
+        ]),
+        None => ledger.generation()?,
+    })
+}
+
+/// The failure a test injects at the `index.commit` failpoint, as a failed commit of the
+/// index directory.
+fn commit_fault(layout: &Layout) -> Result<()> {
+    memdir_store::failpoint::fault("index.commit").map_err(|e| {
+        Error::from(memdir_api::error::IoError {
+            op: "commit index",
+            path: layout.index_dir(),
+            source: e,
+        })
+    })
+}
+
+/// Drops from the feed the changes every index has absorbed in a durable commit of `epoch`.
+fn prune_absorbed(
+    ledger: &Ledger,
+    indexes: &[Box<dyn DerivedIndex + '_>],
+    epoch: &str,
+) -> Result<()> {
+    // Changes every index has absorbed in a durable commit are needed by nobody (a lost
+    // index is rebuilt from the files, not from the feed). Changes absorbed only by lazy
+    // commits stay: after a crash of the machine the index may come back without them.
+    let mut absorbed = i64::MAX;
+    for i in indexes {
+        let mark = ledger.meta(&durable_key(i.name()))?;
+        absorbed = match mark.as_deref().and_then(|m| m.split_once('\n')) {
+            Some((e, g)) if e == epoch => absorbed.min(g.parse().unwrap_or(0)),
+            _ => 0,
+        };
+    }
+    ledger.prune_changes(absorbed)?;
+    Ok(())
 }
 
 /// The ledger's meta key under which the generation of an index's last durable commit is kept.

@@ -75,6 +75,146 @@ fn problem(kind: &str, path: &str, message: impl Into<String>) -> Problem {
     }
 }
 
+/// The conflict strategy named `name`.
+fn parse_strategy(name: &str) -> Result<Strategy> {
+    Strategy::parse(name).ok_or_else(|| {
+        Error::invalid(
+            "strategy",
+            format!(
+                "unknown conflict strategy {name:?}; one of: last_write_wins, merge, manual, local_wins, remote_wins"
+            ),
+        )
+    })
+}
+
+/// Checks that `remote` is a git remote name and `init`, when given, a remote URL: neither
+/// may pass for an option of the git command.
+fn check_remote_args(remote: &str, init: Option<&str>) -> Result<()> {
+    if remote.is_empty()
+        || remote.starts_with('-')
+        || !remote
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(Error::invalid(
+            "remote",
+            format!("{remote:?} is not a git remote name"),
+        ));
+    }
+    if let Some(url) = init
+        && (url.is_empty() || url.starts_with('-'))
+    {
+        return Err(Error::invalid(
+            "init",
+            format!("{url:?} is not a remote URL"),
+        ));
+    }
+    Ok(())
+}
+
+/// The branch HEAD is on; `main` when git names none (a detached HEAD, a failed call).
+fn current_branch(git: &Git) -> String {
+    match git.raw(&["symbolic-ref", "--short", "-q", "HEAD"], None) {
+        Ok(o) if o.status == Some(0) && !o.text().is_empty() => o.text(),
+        _ => "main".to_string(),
+    }
+}
+
+/// Fetches the remote's `branch` into `tracking`. `false` when the fetch failed (the remote
+/// offline, say): `resp.offline` then says why, and whether this replica has commits to push.
+fn fetch_branch(
+    git: &Git,
+    remote: &str,
+    branch: &str,
+    tracking: &str,
+    resp: &mut SyncResponse,
+) -> Result<bool> {
+    let fetch = git
+        .raw(
+            &[
+                "fetch",
+                "--no-tags",
+                "--quiet",
+                remote,
+                &format!("+refs/heads/{branch}:{tracking}"),
+            ],
+            None,
+        )
+        .map_err(git_err)?;
+    if fetch.status != Some(0) {
+        // A remote without the branch yet (an empty repository) is not offline.
+        let empty = fetch.stderr.contains("couldn't find remote ref");
+        if !empty {
+            resp.offline = Some(fetch.stderr.trim().to_string());
+            resp.push_pending = git.rev("HEAD").map_err(git_err)?.is_some();
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Reports a remote `branch` that no longer contains the commit `before` this replica
+/// fetched earlier: someone rewrote it (a force-push).
+fn note_rewritten(
+    git: &Git,
+    tracking: &str,
+    branch: &str,
+    before: Option<&str>,
+    fetched: Option<&str>,
+    reported: &mut Vec<Problem>,
+) {
+    if let (Some(old), Some(new)) = (before, fetched)
+        && old != new
+        && !git.is_ancestor(old, new).unwrap_or(false)
+    {
+        reported.push(problem(
+            "remote_rewritten",
+            tracking,
+            format!(
+                "the remote's {branch} no longer contains {old:.12}, which this replica fetched before (a force-push?); everything of it that this replica holds is merged back and pushed"
+            ),
+        ));
+    }
+}
+
+/// Pushes `head` to the remote's `branch`. `true` when the sync is over: pushed, or failed
+/// other than by a rejection (`resp.offline` says why); `false` when the remote moved and
+/// rejected it, so another round fetches and merges again.
+fn push_head(
+    git: &Git,
+    remote: &str,
+    branch: &str,
+    tracking: &str,
+    head: &str,
+    resp: &mut SyncResponse,
+) -> Result<bool> {
+    let push = git
+        .raw(
+            &[
+                "push",
+                "--quiet",
+                remote,
+                &format!("HEAD:refs/heads/{branch}"),
+            ],
+            None,
+        )
+        .map_err(git_err)?;
+    if push.status == Some(0) {
+        let _ = git.raw(&["update-ref", tracking, head], None);
+        resp.pushed = true;
+        return Ok(true);
+    }
+    let rejected = ["non-fast-forward", "fetch first", "rejected"]
+        .iter()
+        .any(|w| push.stderr.contains(w));
+    if !rejected {
+        resp.offline = Some(push.stderr.trim().to_string());
+        resp.push_pending = true;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
 /// Paths under `dirs` that differ from HEAD in the work tree (untracked and ignored ones
 /// included: memdir stages them whatever ignore rules say).
 fn changed_paths(git: &Git, dirs: &[&str]) -> Result<Vec<String>> {
@@ -243,34 +383,9 @@ impl Replication<'_> {
             .strategy
             .clone()
             .unwrap_or_else(|| self.settings().conflict_strategy.clone());
-        let strategy = Strategy::parse(&strategy_name).ok_or_else(|| {
-            Error::invalid(
-                "strategy",
-                format!(
-                    "unknown conflict strategy {strategy_name:?}; one of: last_write_wins, merge, manual, local_wins, remote_wins"
-                ),
-            )
-        })?;
+        let strategy = parse_strategy(&strategy_name)?;
         let remote = req.remote.clone().unwrap_or_else(|| "origin".to_string());
-        if remote.is_empty()
-            || remote.starts_with('-')
-            || !remote
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(Error::invalid(
-                "remote",
-                format!("{remote:?} is not a git remote name"),
-            ));
-        }
-        if let Some(url) = &req.init
-            && (url.is_empty() || url.starts_with('-'))
-        {
-            return Err(Error::invalid(
-                "init",
-                format!("{url:?} is not a remote URL"),
-            ));
-        }
+        check_remote_args(&remote, req.init.as_deref())?;
         // The skeleton (format file, .gitignore, .gitattributes) before git sees the directory.
         drop(self.inner_for_write()?);
         let layout = self.layout().clone();
@@ -282,10 +397,7 @@ impl Replication<'_> {
             ..Default::default()
         };
         self.prepare_repo(&git, req.init.as_deref(), &remote, &mut resp)?;
-        let branch = match git.raw(&["symbolic-ref", "--short", "-q", "HEAD"], None) {
-            Ok(o) if o.status == Some(0) && !o.text().is_empty() => o.text(),
-            _ => "main".to_string(),
-        };
+        let branch = current_branch(&git);
         resp.branch = branch.clone();
         let tracking = format!("refs/remotes/{remote}/{branch}");
         // A marker for the span in which memdir's own git calls may hold git's index lock.
@@ -302,44 +414,21 @@ impl Replication<'_> {
                 })? as usize;
                 stage(1);
                 let before = git.rev(&tracking).map_err(git_err)?;
-                let fetch = git
-                    .raw(
-                        &[
-                            "fetch",
-                            "--no-tags",
-                            "--quiet",
-                            &remote,
-                            &format!("+refs/heads/{branch}:{tracking}"),
-                        ],
-                        None,
-                    )
-                    .map_err(git_err)?;
-                if fetch.status != Some(0) {
-                    // A remote without the branch yet (an empty repository) is not offline.
-                    let empty = fetch.stderr.contains("couldn't find remote ref");
-                    if !empty {
-                        resp.offline = Some(fetch.stderr.trim().to_string());
-                        resp.push_pending = git.rev("HEAD").map_err(git_err)?.is_some();
-                        return Ok(());
-                    }
+                if !fetch_branch(&git, &remote, &branch, &tracking, &mut resp)? {
+                    return Ok(());
                 }
                 stage(2);
                 let fetched = git.rev(&tracking).map_err(git_err)?;
-                if let (Some(old), Some(new)) = (&before, &fetched)
-                    && old != new
-                    && !git.is_ancestor(old, new).unwrap_or(false)
-                {
-                    // Someone rewrote the remote's branch (a force-push). Nothing is lost here:
-                    // this replica's commits hold everything it had, and the merge below brings
-                    // them back to the remote.
-                    resp.reported.push(problem(
-                        "remote_rewritten",
-                        &tracking,
-                        format!(
-                            "the remote's {branch} no longer contains {old:.12}, which this replica fetched before (a force-push?); everything of it that this replica holds is merged back and pushed"
-                        ),
-                    ));
-                }
+                // Nothing is lost to a rewritten remote: this replica's commits hold everything
+                // it had, and the merge below brings them back to the remote.
+                note_rewritten(
+                    &git,
+                    &tracking,
+                    &branch,
+                    before.as_deref(),
+                    fetched.as_deref(),
+                    &mut resp.reported,
+                );
                 let current = git.rev("HEAD").map_err(git_err)?;
                 if let Some(theirs) = fetched
                     && !current.as_ref().is_some_and(|h| {
@@ -362,28 +451,7 @@ impl Replication<'_> {
                     resp.pushed = true;
                     return Ok(());
                 }
-                let push = git
-                    .raw(
-                        &[
-                            "push",
-                            "--quiet",
-                            &remote,
-                            &format!("HEAD:refs/heads/{branch}"),
-                        ],
-                        None,
-                    )
-                    .map_err(git_err)?;
-                if push.status == Some(0) {
-                    let _ = git.raw(&["update-ref", &tracking, &head], None);
-                    resp.pushed = true;
-                    return Ok(());
-                }
-                let rejected = ["non-fast-forward", "fetch first", "rejected"]
-                    .iter()
-                    .any(|w| push.stderr.contains(w));
-                if !rejected {
-                    resp.offline = Some(push.stderr.trim().to_string());
-                    resp.push_pending = true;
+                if push_head(&git, &remote, &branch, &tracking, &head, &mut resp)? {
                     return Ok(());
                 }
                 std::thread::sleep(std::time::Duration::from_millis(
@@ -1177,7 +1245,7 @@ impl Replication<'_> {
     /// follow from it are not yet: `.memdir/settle-pending.json`. It is committed with the
     /// history (same transaction) and removed once every category is settled; a sync killed
     /// in between leaves it, and the next process that takes the lock settles those categories
-    /// first ([`Memdir::finish_pending_settle`]), before anything could adopt their missing or
+    /// first ([`Replication::finish_pending_settle`]), before anything could adopt their missing or
     /// older files as changes made by hand.
     pub(in crate::service) fn settle_note(
         &self,
@@ -1216,12 +1284,12 @@ impl Replication<'_> {
         }
     }
 
-    /// Whether a sync left categories to settle (see [`Memdir::settle_note`]).
+    /// Whether a sync left categories to settle (see [`Replication::settle_note`]).
     pub(crate) fn settle_pending(&self) -> bool {
         self.layout().meta_dir().join(SETTLE_NOTE).exists()
     }
 
-    /// Settles the categories a killed sync left (see [`Memdir::settle_note`]): each category
+    /// Settles the categories a killed sync left (see [`Replication::settle_note`]): each category
     /// file is derived from its merged history as that sync would have, then the note goes.
     /// Caller holds the lock.
     pub(crate) fn finish_pending_settle(&self) -> Result<()> {

@@ -4,7 +4,7 @@
 //! What is exchanged is exactly what git sync merges by union: history entries and conflict
 //! records (write-once, named by identity) and session segments (append-only, one writer
 //! each). Category files are never sent: each side derives them from the merged history
-//! ([`Memdir::settle_category`], the function the git transport uses), so both sides write
+//! ([`Replication::settle_category`], the function the git transport uses), so both sides write
 //! the same bytes.
 //!
 //! - **Manifest**: every exchanged file as `path len hash` (BLAKE3), grouped in buckets

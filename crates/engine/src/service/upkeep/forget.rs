@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use crate::ledger::ChangeKind;
-use crate::service::{Memdir, check_limit, from_args};
+use crate::service::{Memdir, PositionedChunk, check_limit, from_args};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::{ForgetRequest, ForgetResponse, ForgottenChunk, ForgottenVersion, SearchHit};
 use memdir_store::clock;
@@ -60,6 +60,64 @@ fn preview(text: &str) -> String {
         p.push('…');
     }
     p
+}
+
+/// The live chunks of session `sid` that `ids` names (every one when `None`). Checked
+/// before anything changes: an unknown session or chunk id is an error, and changes nothing.
+fn select_chunks(
+    up: &Upkeep<'_>,
+    sid: &str,
+    ids: &Option<BTreeSet<String>>,
+) -> Result<Vec<PositionedChunk>> {
+    let chunks = up.sessions().session_chunks(sid)?;
+    if chunks.is_empty() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("session {sid:?} does not exist"),
+        )
+        .field("session_id")
+        .hint("{op:overview} lists sessions"));
+    }
+    if let Some(ids) = ids {
+        let have: BTreeSet<String> = chunks.iter().map(|c| c.chunk.chunk_id()).collect();
+        if let Some(missing) = ids.iter().find(|i| !have.contains(*i)) {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("session {sid:?} has no chunk {missing:?}"),
+            )
+            .field("chunk_ids")
+            .hint("{op:fetch} shows each chunk's chunk_id"));
+        }
+    }
+    Ok(chunks
+        .into_iter()
+        .filter(|c| !c.chunk.is_tombstone())
+        .filter(|c| ids.as_ref().is_none_or(|s| s.contains(&c.chunk.chunk_id())))
+        .collect())
+}
+
+/// The dry run of a chunk forget: the chunks it would replace, with a preview of each.
+fn list_chunks(
+    up: &Upkeep<'_>,
+    sessions: &BTreeMap<String, Option<BTreeSet<String>>>,
+) -> Result<ForgetResponse> {
+    let mut out = Vec::new();
+    for (sid, ids) in sessions {
+        for c in select_chunks(up, sid, ids)? {
+            out.push(ForgottenChunk {
+                session_id: sid.clone(),
+                chunk_id: c.chunk.chunk_id(),
+                position: c.position,
+                preview: Some(preview(&c.chunk.content)),
+            });
+        }
+    }
+    Ok(ForgetResponse {
+        dry_run: true,
+        count: out.len(),
+        chunks: out,
+        versions: Vec::new(),
+    })
 }
 
 impl Upkeep<'_> {
@@ -175,57 +233,15 @@ impl Upkeep<'_> {
         Ok(Target::Chunks(sessions))
     }
 
+    /// Replaces the chosen chunks of each session by tombstones (or, with `dry_run`, lists
+    /// them), then purges their text from everything derived.
     fn forget_chunks(
         &self,
         sessions: &BTreeMap<String, Option<BTreeSet<String>>>,
         dry_run: bool,
     ) -> Result<ForgetResponse> {
-        // Which chunks: checked before anything changes, so an unknown id changes nothing.
-        let select = |sid: &str, ids: &Option<BTreeSet<String>>| -> Result<Vec<_>> {
-            let chunks = self.sessions().session_chunks(sid)?;
-            if chunks.is_empty() {
-                return Err(Error::new(
-                    ErrorKind::NotFound,
-                    format!("session {sid:?} does not exist"),
-                )
-                .field("session_id")
-                .hint("{op:overview} lists sessions"));
-            }
-            if let Some(ids) = ids {
-                let have: BTreeSet<String> = chunks.iter().map(|c| c.chunk.chunk_id()).collect();
-                if let Some(missing) = ids.iter().find(|i| !have.contains(*i)) {
-                    return Err(Error::new(
-                        ErrorKind::NotFound,
-                        format!("session {sid:?} has no chunk {missing:?}"),
-                    )
-                    .field("chunk_ids")
-                    .hint("{op:fetch} shows each chunk's chunk_id"));
-                }
-            }
-            Ok(chunks
-                .into_iter()
-                .filter(|c| !c.chunk.is_tombstone())
-                .filter(|c| ids.as_ref().is_none_or(|s| s.contains(&c.chunk.chunk_id())))
-                .collect())
-        };
         if dry_run {
-            let mut out = Vec::new();
-            for (sid, ids) in sessions {
-                for c in select(sid, ids)? {
-                    out.push(ForgottenChunk {
-                        session_id: sid.clone(),
-                        chunk_id: c.chunk.chunk_id(),
-                        position: c.position,
-                        preview: Some(preview(&c.chunk.content)),
-                    });
-                }
-            }
-            return Ok(ForgetResponse {
-                dry_run: true,
-                count: out.len(),
-                chunks: out,
-                versions: Vec::new(),
-            });
+            return list_chunks(self, sessions);
         }
         if sessions.is_empty() {
             // A query that hits nothing: nothing to do, and no store is created for it.
@@ -242,7 +258,7 @@ impl Upkeep<'_> {
             let mut out = Vec::new();
             let mut files = Vec::new();
             for (sid, ids) in sessions {
-                let chosen = select(sid, ids)?;
+                let chosen = select_chunks(self, sid, ids)?;
                 let mut by_replica: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
                 for c in &chosen {
                     by_replica
@@ -456,7 +472,7 @@ pub(in crate::service) fn mark_purge_pending(layout: &Layout) -> Result<()> {
     Ok(())
 }
 
-/// [`Memdir::purge_derived`] when a sync that brought a forget did not finish its own.
+/// [`Upkeep::purge_derived`] when a sync that brought a forget did not finish its own.
 pub(in crate::service) fn purge_if_pending(memdir: &Memdir) -> Result<()> {
     if memdir
         .layout()

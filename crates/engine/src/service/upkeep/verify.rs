@@ -7,8 +7,11 @@ use crate::ledger::Ledger;
 use crate::service::categories::log::check_log_shape;
 use memdir_api::error::{Error, Result};
 use memdir_store::clock::Hlc;
-use memdir_store::model::{CategoryKind, SessionId, content_hash, encode_component};
-use memdir_store::{self as store, Layout, codec, fsx, segment};
+use memdir_store::model::{
+    CategoryKind, CategoryName, ChunkRecord, HistoryEntry, SessionId, content_hash,
+    encode_component,
+};
+use memdir_store::{self as store, CategoryFile, Layout, SegmentFile, codec, fsx, segment};
 
 struct Problems(Vec<Value>);
 
@@ -26,6 +29,8 @@ impl Upkeep<'_> {
             .map_err(|e| Error::internal(format!("verify-store report: {e}")))
     }
 
+    /// The verify-store report as JSON: every problem found, what was checked, and the
+    /// index's state.
     fn verify_report(&self) -> Result<Value> {
         let layout = self.layout();
         let now = memdir_store::clock::now_ms();
@@ -57,228 +62,9 @@ impl Upkeep<'_> {
                 "not a canonical category file name; memdir ignores it",
             );
         }
-        let mut n_history = 0usize;
-        let mut all_names = names.clone();
-        all_names.extend(store::list_history_names(layout)?);
-        all_names.sort();
-        all_names.dedup();
-        for name in &all_names {
-            let rel = Layout::category_rel(name);
-            let file = store::read_category(layout, name)?;
-            let mut head = None;
-            for h in store::history::read_all(layout, name)? {
-                n_history += 1;
-                let id = &h.id;
-                if let Some(stamp) = id.get(..24).and_then(Hlc::parse)
-                    && !stamp.admissible(now)
-                {
-                    p.add("future_stamp", Layout::history_rel(name).join(format!("{id}.json")), format!("stamp {stamp} is more than a day ahead of this machine's clock; memdir's clock does not follow it"));
-                }
-                match h.entry {
-                    Ok(e) => {
-                        if h.patched
-                            && e.hash.as_deref()
-                                != Some(content_hash(&codec::to_pretty(&e.content)).as_str())
-                        {
-                            p.add(
-                                "history",
-                                &h.path,
-                                "the version's patch, applied to its base, does not give its hash",
-                            );
-                        }
-                        if e.forgotten.is_some() {
-                            if !e.content.is_null() {
-                                p.add(
-                                    "history",
-                                    &h.path,
-                                    "a forgotten version must have null content",
-                                );
-                            }
-                        } else if e.is_tombstone() != e.content.is_null() {
-                            p.add("history", &h.path, "a delete tombstone must have null content, and only a tombstone may");
-                        }
-                        if !e.is_tombstone() && e.hash.is_none() {
-                            p.add("history", &h.path, "a version with content needs a hash");
-                        }
-                        head = Some(e);
-                    }
-                    Err(why) => p.add(
-                        "history",
-                        &h.path,
-                        format!("malformed history entry: {why}"),
-                    ),
-                }
-            }
-            match (&file, &head) {
-                (Some(f), _) if f.content.is_err() => {
-                    p.add(
-                        "malformed",
-                        &rel,
-                        f.content.as_ref().err().cloned().unwrap_or_default(),
-                    );
-                }
-                (Some(f), Some(h)) if h.hash.as_deref() != Some(&f.hash) => {
-                    p.add("unadopted_change", &rel, "the file differs from its newest history entry (the next open adopts it as an external version)");
-                }
-                (Some(_), None) => p.add(
-                    "unadopted_change",
-                    &rel,
-                    "the file has no history yet (the next open adopts it)",
-                ),
-                (None, Some(h)) if !h.is_tombstone() => p.add(
-                    "unadopted_change",
-                    &rel,
-                    "the file is missing but its history has no delete tombstone",
-                ),
-                _ => {}
-            }
-            if let Some(f) = &file
-                && let Ok(c) = &f.content
-            {
-                if CategoryKind::of(c) == CategoryKind::Log
-                    && let Err(why) = check_log_shape(c)
-                {
-                    p.add("schema", &rel, why);
-                }
-                if let Some(l) = &ledger
-                    && let Some(row) = l.category(name.as_str())?
-                    && row.file_hash.as_deref() != Some(f.hash.as_str())
-                {
-                    p.add("ledger", &rel, "the ledger's cached hash differs from the file (the next open refreshes it)");
-                }
-            }
-        }
-        let mut n_segments = 0usize;
-        let mut n_chunks = 0usize;
-        for (id, dir) in store::list_session_dirs(layout)? {
-            check_seals(layout, &dir, &mut p);
-            for f in store::list_segments(layout, &dir)? {
-                n_segments += 1;
-                let path = layout.root.join(&f.rel);
-                let bytes = match fsx::read(&path, fsx::MAX_SEGMENT_FILE) {
-                    Ok(b) => b.unwrap_or_default(),
-                    Err(e) => {
-                        p.add("unreadable", &f.rel, e.source.to_string());
-                        continue;
-                    }
-                };
-                let seg = segment::parse(&bytes);
-                n_chunks += seg.chunks.len();
-                for (line, why) in &seg.bad_lines {
-                    p.add("malformed_line", &f.rel, format!("line {line}: {why}"));
-                }
-                if seg.tail_len > 0 {
-                    p.add(
-                        "torn_tail",
-                        &f.rel,
-                        format!(
-                            "{} bytes after the last newline (the next write repairs it)",
-                            seg.tail_len
-                        ),
-                    );
-                }
-                let mut expect_seq = None;
-                let mut last_hlc = String::new();
-                for c in &seg.chunks {
-                    if c.replica != f.replica {
-                        p.add(
-                            "segment",
-                            &f.rel,
-                            format!("chunk {} names replica {:?}", c.seq, c.replica),
-                        );
-                    }
-                    if SessionId::new(&c.session_id).is_err()
-                        || encode_component(&c.session_id) != encode_component(&id)
-                    {
-                        p.add(
-                            "segment",
-                            &f.rel,
-                            format!("chunk {} names session {:?}", c.seq, c.session_id),
-                        );
-                    }
-                    if let Some(e) = expect_seq
-                        && c.seq != e
-                    {
-                        p.add(
-                            "segment",
-                            &f.rel,
-                            format!("seq {} follows {} (expected {e})", c.seq, e - 1),
-                        );
-                    }
-                    if expect_seq.is_none()
-                        && c.seq != 0
-                        && !f
-                            .rel
-                            .to_string_lossy()
-                            .trim_end_matches(".jsonl")
-                            .contains('.')
-                    {
-                        p.add(
-                            "segment",
-                            &f.rel,
-                            format!("the first seq is {}, not 0", c.seq),
-                        );
-                    }
-                    if let Some(h) = Hlc::parse(&c.hlc)
-                        && !h.admissible(now)
-                    {
-                        p.add("future_stamp", &f.rel, format!("seq {}: stamp {h} is more than a day ahead of this machine's clock; memdir's clock does not follow it", c.seq));
-                    }
-                    if c.hlc <= last_hlc {
-                        p.add(
-                            "segment",
-                            &f.rel,
-                            format!("hlc {} of seq {} does not increase", c.hlc, c.seq),
-                        );
-                    }
-                    last_hlc = c.hlc.clone();
-                    expect_seq = Some(c.seq + 1);
-                }
-                if let Some(l) = &ledger
-                    && let Some(row) = l.segment(&f.rel.to_string_lossy())?
-                    && row.chunks != seg.chunks.len() as i64
-                {
-                    p.add(
-                        "ledger",
-                        &f.rel,
-                        format!(
-                            "the ledger counts {} chunks, the file holds {}",
-                            row.chunks,
-                            seg.chunks.len()
-                        ),
-                    );
-                }
-            }
-        }
-        // Links and special files in the truth directories: never followed, read or written.
-        for e in walkdir::WalkDir::new(&layout.root)
-            .min_depth(1)
-            .into_iter()
-            .filter_entry(|e| e.file_name() != ".memdir" || e.depth() != 1)
-            .filter_map(|e| e.ok())
-        {
-            let t = e.file_type();
-            let rel = e.path().strip_prefix(&layout.root).unwrap_or(e.path());
-            if t.is_symlink() {
-                p.add(
-                    "link",
-                    rel,
-                    "a symbolic link inside the memory directory: memdir neither follows it nor writes through it",
-                );
-            } else if !t.is_file() && !t.is_dir() {
-                p.add(
-                    "special_file",
-                    rel,
-                    "a FIFO, socket or device inside the memory directory: memdir never reads it",
-                );
-            } else if t.is_dir() && rel.extension().is_some_and(|x| x == "jsonl" || x == "json") {
-                p.add(
-                    "stray_directory",
-                    rel,
-                    "a directory where memdir expects a file: it is ignored",
-                );
-            }
-        }
+        let n_history = check_categories(layout, &names, ledger.as_ref(), now, &mut p)?;
+        let (n_segments, n_chunks) = check_sessions(layout, ledger.as_ref(), now, &mut p)?;
+        check_special_files(layout, &mut p);
         let mut report = json!({
             "ok": p.0.is_empty(),
             "exists": true,
@@ -303,6 +89,313 @@ impl Upkeep<'_> {
             }
         }
         Ok(report)
+    }
+}
+
+/// Checks every category that has a file or a history (`names` are those with a file):
+/// its history entries, and its file against its newest entry and the ledger. Returns how
+/// many history entries there are.
+fn check_categories(
+    layout: &Layout,
+    names: &[CategoryName],
+    ledger: Option<&Ledger>,
+    now: i64,
+    p: &mut Problems,
+) -> Result<usize> {
+    let mut n_history = 0usize;
+    let mut all_names = names.to_vec();
+    all_names.extend(store::list_history_names(layout)?);
+    all_names.sort();
+    all_names.dedup();
+    for name in &all_names {
+        let rel = Layout::category_rel(name);
+        let file = store::read_category(layout, name)?;
+        let (n, head) = check_history(layout, name, now, p)?;
+        n_history += n;
+        check_category_file(name, &rel, file.as_ref(), head.as_ref(), ledger, p)?;
+    }
+    Ok(n_history)
+}
+
+/// Checks each history entry of one category: its stamp, and that its content, tombstone,
+/// forget mark and hash agree. Returns how many entries there are and the newest readable
+/// one.
+fn check_history(
+    layout: &Layout,
+    name: &CategoryName,
+    now: i64,
+    p: &mut Problems,
+) -> Result<(usize, Option<HistoryEntry>)> {
+    let mut n = 0usize;
+    let mut head = None;
+    for h in store::history::read_all(layout, name)? {
+        n += 1;
+        let id = &h.id;
+        if let Some(stamp) = id.get(..24).and_then(Hlc::parse)
+            && !stamp.admissible(now)
+        {
+            p.add("future_stamp", Layout::history_rel(name).join(format!("{id}.json")), format!("stamp {stamp} is more than a day ahead of this machine's clock; memdir's clock does not follow it"));
+        }
+        match h.entry {
+            Ok(e) => {
+                if h.patched
+                    && e.hash.as_deref()
+                        != Some(content_hash(&codec::to_pretty(&e.content)).as_str())
+                {
+                    p.add(
+                        "history",
+                        &h.path,
+                        "the version's patch, applied to its base, does not give its hash",
+                    );
+                }
+                if e.forgotten.is_some() {
+                    if !e.content.is_null() {
+                        p.add(
+                            "history",
+                            &h.path,
+                            "a forgotten version must have null content",
+                        );
+                    }
+                } else if e.is_tombstone() != e.content.is_null() {
+                    p.add(
+                        "history",
+                        &h.path,
+                        "a delete tombstone must have null content, and only a tombstone may",
+                    );
+                }
+                if !e.is_tombstone() && e.hash.is_none() {
+                    p.add("history", &h.path, "a version with content needs a hash");
+                }
+                head = Some(e);
+            }
+            Err(why) => p.add(
+                "history",
+                &h.path,
+                format!("malformed history entry: {why}"),
+            ),
+        }
+    }
+    Ok((n, head))
+}
+
+/// Checks one category file against its newest history entry `head`, its kind's shape, and
+/// the ledger's cached hash.
+fn check_category_file(
+    name: &CategoryName,
+    rel: &std::path::Path,
+    file: Option<&CategoryFile>,
+    head: Option<&HistoryEntry>,
+    ledger: Option<&Ledger>,
+    p: &mut Problems,
+) -> Result<()> {
+    match (file, head) {
+        (Some(f), _) if f.content.is_err() => {
+            p.add(
+                "malformed",
+                rel,
+                f.content.as_ref().err().cloned().unwrap_or_default(),
+            );
+        }
+        (Some(f), Some(h)) if h.hash.as_deref() != Some(&f.hash) => {
+            p.add("unadopted_change", rel, "the file differs from its newest history entry (the next open adopts it as an external version)");
+        }
+        (Some(_), None) => p.add(
+            "unadopted_change",
+            rel,
+            "the file has no history yet (the next open adopts it)",
+        ),
+        (None, Some(h)) if !h.is_tombstone() => p.add(
+            "unadopted_change",
+            rel,
+            "the file is missing but its history has no delete tombstone",
+        ),
+        _ => {}
+    }
+    if let Some(f) = file
+        && let Ok(c) = &f.content
+    {
+        if CategoryKind::of(c) == CategoryKind::Log
+            && let Err(why) = check_log_shape(c)
+        {
+            p.add("schema", rel, why);
+        }
+        if let Some(l) = ledger
+            && let Some(row) = l.category(name.as_str())?
+            && row.file_hash.as_deref() != Some(f.hash.as_str())
+        {
+            p.add(
+                "ledger",
+                rel,
+                "the ledger's cached hash differs from the file (the next open refreshes it)",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Checks every session directory: its seals, and each of its segments. Returns how many
+/// segments and chunks there are.
+fn check_sessions(
+    layout: &Layout,
+    ledger: Option<&Ledger>,
+    now: i64,
+    p: &mut Problems,
+) -> Result<(usize, usize)> {
+    let mut n_segments = 0usize;
+    let mut n_chunks = 0usize;
+    for (id, dir) in store::list_session_dirs(layout)? {
+        check_seals(layout, &dir, p);
+        for f in store::list_segments(layout, &dir)? {
+            n_segments += 1;
+            n_chunks += check_segment(layout, &id, &f, ledger, now, p)?;
+        }
+    }
+    Ok((n_segments, n_chunks))
+}
+
+/// Checks one segment of session `id`: its lines, its tail, its chunks, and the ledger's
+/// chunk count. Returns how many chunks it holds (none when it cannot be read).
+fn check_segment(
+    layout: &Layout,
+    id: &str,
+    f: &SegmentFile,
+    ledger: Option<&Ledger>,
+    now: i64,
+    p: &mut Problems,
+) -> Result<usize> {
+    let path = layout.root.join(&f.rel);
+    let bytes = match fsx::read(&path, fsx::MAX_SEGMENT_FILE) {
+        Ok(b) => b.unwrap_or_default(),
+        Err(e) => {
+            p.add("unreadable", &f.rel, e.source.to_string());
+            return Ok(0);
+        }
+    };
+    let seg = segment::parse(&bytes);
+    for (line, why) in &seg.bad_lines {
+        p.add("malformed_line", &f.rel, format!("line {line}: {why}"));
+    }
+    if seg.tail_len > 0 {
+        p.add(
+            "torn_tail",
+            &f.rel,
+            format!(
+                "{} bytes after the last newline (the next write repairs it)",
+                seg.tail_len
+            ),
+        );
+    }
+    check_chunks(id, f, &seg.chunks, now, p);
+    if let Some(l) = ledger
+        && let Some(row) = l.segment(&f.rel.to_string_lossy())?
+        && row.chunks != seg.chunks.len() as i64
+    {
+        p.add(
+            "ledger",
+            &f.rel,
+            format!(
+                "the ledger counts {} chunks, the file holds {}",
+                row.chunks,
+                seg.chunks.len()
+            ),
+        );
+    }
+    Ok(seg.chunks.len())
+}
+
+/// Checks the chunks of one segment of session `id`: each names the segment's replica and
+/// session, seqs run on from 0 (or from where a continued segment starts), and stamps
+/// increase without running ahead of this machine's clock.
+fn check_chunks(id: &str, f: &SegmentFile, chunks: &[ChunkRecord], now: i64, p: &mut Problems) {
+    let mut expect_seq = None;
+    let mut last_hlc = String::new();
+    for c in chunks {
+        if c.replica != f.replica {
+            p.add(
+                "segment",
+                &f.rel,
+                format!("chunk {} names replica {:?}", c.seq, c.replica),
+            );
+        }
+        if SessionId::new(&c.session_id).is_err()
+            || encode_component(&c.session_id) != encode_component(id)
+        {
+            p.add(
+                "segment",
+                &f.rel,
+                format!("chunk {} names session {:?}", c.seq, c.session_id),
+            );
+        }
+        if let Some(e) = expect_seq
+            && c.seq != e
+        {
+            p.add(
+                "segment",
+                &f.rel,
+                format!("seq {} follows {} (expected {e})", c.seq, e - 1),
+            );
+        }
+        if expect_seq.is_none()
+            && c.seq != 0
+            && !f
+                .rel
+                .to_string_lossy()
+                .trim_end_matches(".jsonl")
+                .contains('.')
+        {
+            p.add(
+                "segment",
+                &f.rel,
+                format!("the first seq is {}, not 0", c.seq),
+            );
+        }
+        if let Some(h) = Hlc::parse(&c.hlc)
+            && !h.admissible(now)
+        {
+            p.add("future_stamp", &f.rel, format!("seq {}: stamp {h} is more than a day ahead of this machine's clock; memdir's clock does not follow it", c.seq));
+        }
+        if c.hlc <= last_hlc {
+            p.add(
+                "segment",
+                &f.rel,
+                format!("hlc {} of seq {} does not increase", c.hlc, c.seq),
+            );
+        }
+        last_hlc = c.hlc.clone();
+        expect_seq = Some(c.seq + 1);
+    }
+}
+
+/// Reports links, special files and directories named like files in the truth directories.
+fn check_special_files(layout: &Layout, p: &mut Problems) {
+    // Links and special files in the truth directories: never followed, read or written.
+    for e in walkdir::WalkDir::new(&layout.root)
+        .min_depth(1)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".memdir" || e.depth() != 1)
+        .filter_map(|e| e.ok())
+    {
+        let t = e.file_type();
+        let rel = e.path().strip_prefix(&layout.root).unwrap_or(e.path());
+        if t.is_symlink() {
+            p.add(
+                "link",
+                rel,
+                "a symbolic link inside the memory directory: memdir neither follows it nor writes through it",
+            );
+        } else if !t.is_file() && !t.is_dir() {
+            p.add(
+                "special_file",
+                rel,
+                "a FIFO, socket or device inside the memory directory: memdir never reads it",
+            );
+        } else if t.is_dir() && rel.extension().is_some_and(|x| x == "jsonl" || x == "json") {
+            p.add(
+                "stray_directory",
+                rel,
+                "a directory where memdir expects a file: it is ignored",
+            );
+        }
     }
 }
 
