@@ -250,7 +250,7 @@ fn serve_command(
         };
         // The syncer's own store handle catches up on disk: only the server's keeps memory.
         spawn_syncer(
-            &cfg,
+            cfg,
             dir.value.clone(),
             memdir_engine::service::Settings {
                 index_tail_in_memory: false,
@@ -262,7 +262,7 @@ fn serve_command(
             eprintln!("{}", serving_line(dir));
             crate::mcp::serve_stdio(memdir, profile, cfg.caller())?;
         } else {
-            serve_http(&cfg, memdir, transport, profile, token.clone(), |_| {})?;
+            serve_http(cfg, memdir, transport, profile, token.clone(), |_| {})?;
         }
         return Ok(());
     }
@@ -274,7 +274,7 @@ fn serve_command(
         };
         let memdir = Memdir::open_lazy_with(dir.value.clone(), settings);
         let open = !*no_open;
-        serve_http(&cfg, memdir, "http", profile, token.clone(), |url| {
+        serve_http(cfg, memdir, "http", profile, token.clone(), |url| {
             open_viewer(url, open)
         })?;
     }

@@ -1654,6 +1654,10 @@ pub struct HealthResponse {
     pub version: String,
 }
 
+/// The import formats that write categories rather than sessions: the contract says so, since
+/// access control asks more of them than of a session import.
+pub const CATEGORY_IMPORT_FORMATS: &[&str] = &["mcp-memory-rs", "mcp-memory-jsonl"];
+
 /// Parameters of an import of another tool's history.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]

@@ -526,7 +526,7 @@ mod requests {
         // Importers of categories write categories the source names, unknown before it is
         // read: only a device that may write every category imports them, and a dry run, which
         // tells whether content is already in a category's history, needs the right to read all.
-        ImportRequest => |r| match (crate::import::CATEGORY_FORMATS.contains(&r.format.as_str()), r.dry_run) {
+        ImportRequest => |r| match (memdir_api::CATEGORY_IMPORT_FORMATS.contains(&r.format.as_str()), r.dry_run) {
             (false, true) => Need::Nothing,
             (false, false) => Need::Privileged("import history"),
             (true, true) => Need::ReadAll,

@@ -222,8 +222,8 @@ fn with_sync_access<R>(
     f: impl FnOnce(&crate::service::SyncAccess<'_>) -> Result<R>,
 ) -> Result<R> {
     let read = |n: &str| c.can_read(n);
-    let write = |n: &str| c.admit(&Need::Write(n), &|| category_names(&m));
-    let ingest = |ps: &[&str]| c.admit(&Need::Ingest(ps.to_vec()), &|| category_names(&m));
+    let write = |n: &str| c.admit(&Need::Write(n), &|| category_names(m));
+    let ingest = |ps: &[&str]| c.admit(&Need::Ingest(ps.to_vec()), &|| category_names(m));
     let forget = || {
         c.admit(&Need::Privileged("forget session memory"), &|| {
             category_names(m)

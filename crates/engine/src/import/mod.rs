@@ -54,7 +54,7 @@ pub const FORMATS: &[&str] = &[
 ];
 
 /// The formats that write categories rather than sessions (access control asks more of them).
-pub const CATEGORY_FORMATS: &[&str] = &["mcp-memory-rs", "mcp-memory-jsonl"];
+pub use memdir_api::CATEGORY_IMPORT_FORMATS as CATEGORY_FORMATS;
 
 /// The environment variable that names each format's data, where it has one.
 const DEFAULT_VARS: &[(&str, &str)] = &[
