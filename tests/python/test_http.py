@@ -76,6 +76,7 @@ FULL_ONLY_TOOLS = [
     "memory_delta",
     "memory_compact",
     "memory_restore",
+    "memory_blame",
     "memory_forget",
     "memory_doctor",
     "memory_sync",

@@ -456,17 +456,6 @@ fn everyday() -> Vec<Op> {
 fn categories_and_health() -> Vec<Op> {
     vec![
         op! {
-            name: "blame",
-            summary: "Who set each key of a category",
-            description: "For each top-level key of a category (or of the nested object at path, a JSON Pointer like /editor/theme), the version that set its current value: version, id, op, actor, reason and timestamp. A key rewritten with an equal value keeps its first author; at_least marks a value that may be older than an unreadable (forgotten or compacted) version.",
-            cli: Some("blame"),
-            mcp: tool("memory_blame", "Who set each key", Profile::Full),
-            rest: post("/api/v1/blame", "categoryBlame", &["categories"], &[400, 404, 413, 500, 503]),
-            flags: (true, false, true),
-            examples: || vec![("example", json!({"category": "base"}))],
-            typed: typed!(BlameRequest, BlameResponse, |m, r| m.categories().blame(&r)),
-        },
-        op! {
             name: "diff",
             summary: "Unified diff between two versions",
             description: "A unified diff between two versions of a category. Defaults: to is the newest version, from its parent.",
@@ -556,6 +545,17 @@ fn categories_and_health() -> Vec<Op> {
             flags: (false, false, false),
             examples: || vec![("example", json!({"category": "base", "version": "1", "reason": "undo"}))],
             typed: typed!(RestoreRequest, RestoreResponse, |m, r| m.categories().restore(&r)),
+        },
+        op! {
+            name: "blame",
+            summary: "Who set each key of a category",
+            description: "For each top-level key of a category (or of the nested object at path, a JSON Pointer like /editor/theme), the version that set its current value: version, id, op, actor, reason and timestamp. A key rewritten with an equal value keeps its first author; at_least marks a value that may be older than an unreadable (forgotten or compacted) version.",
+            cli: Some("blame"),
+            mcp: tool("memory_blame", "Who set each key", Profile::Full),
+            rest: post("/api/v1/blame", "categoryBlame", &["categories"], &[400, 404, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"category": "base"}))],
+            typed: typed!(BlameRequest, BlameResponse, |m, r| m.categories().blame(&r)),
         },
     ]
 }

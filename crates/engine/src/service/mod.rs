@@ -70,6 +70,16 @@ pub struct Memdir {
     indexing: indexing::State,
 }
 
+/// One write under way: the store's write lock held and the ledger open for it. What a write
+/// does to the files and the ledger takes this value ([`Memdir::with_write`] makes it), so
+/// that the lock is held is a fact the types carry instead of a pair threaded by hand.
+pub(crate) struct WriteTxn<'a> {
+    /// The ledger the write records itself in.
+    pub(crate) inner: &'a Inner,
+    /// The store's write lock, held until the write returns.
+    pub(crate) lock: &'a WriteLock,
+}
+
 pub(crate) struct Inner {
     pub(crate) ledger: Ledger,
 }
@@ -863,11 +873,8 @@ impl Memdir {
         Ok(adopted)
     }
 
-    /// Runs `f` with the lock held and the store initialised.
-    pub(crate) fn with_write<T>(
-        &self,
-        f: impl FnOnce(&mut Inner, &WriteLock) -> Result<T>,
-    ) -> Result<T> {
+    /// Runs `f` as one write: the lock held, staged work recovered, the store initialised.
+    pub(crate) fn with_write<T>(&self, f: impl FnOnce(&WriteTxn<'_>) -> Result<T>) -> Result<T> {
         let mut guard = self.inner_for_write()?;
         let inner = guard
             .as_mut()
@@ -879,7 +886,7 @@ impl Memdir {
         if inner.ledger.meta("built")?.is_none() {
             self.rebuild_ledger(inner, Some(&lock))?;
         }
-        f(inner, &lock)
+        f(&WriteTxn { inner, lock: &lock })
     }
 }
 

@@ -463,9 +463,9 @@ impl Sessions<'_> {
         expected: Option<&str>,
         state: &str,
     ) -> Result<bool> {
-        self.with_write(|inner, _lock| {
+        self.with_write(|tx| {
             memdir_store::failpoint::hit("cursor.before_save");
-            inner.ledger.atomically(|l| {
+            tx.inner.ledger.atomically(|l| {
                 if l.import_cursor(source)?.as_deref() != expected {
                     return Ok(false);
                 }
@@ -494,7 +494,7 @@ impl Sessions<'_> {
         if self.read_only().is_some() || !self.layout().exists() {
             return Ok(());
         }
-        self.with_write(|inner, _lock| {
+        self.with_write(|tx| {
             let layout = self.layout();
             let mut all = Vec::new();
             for (_, dir_rel) in store::list_session_dirs(layout)? {
@@ -505,7 +505,7 @@ impl Sessions<'_> {
                     all.push((f.rel.to_string_lossy().into_owned(), source_keys(&seg)));
                 }
             }
-            inner.ledger.atomically(|l| {
+            tx.inner.ledger.atomically(|l| {
                 l.clear_source_keys()?;
                 for (rel, keys) in &all {
                     l.add_source_keys(rel, keys)?;
@@ -635,10 +635,10 @@ impl Sessions<'_> {
         let (chunks, redacted) = self.redact_chunks(chunks);
         let chunks: &[NewChunk] = &chunks;
         let prepared = prepare_batch(chunks)?;
-        self.with_write(|inner, lock| {
+        self.with_write(|tx| {
             let layout = self.layout();
-            let replica = self.replica(lock)?;
-            let mut plan = self.plan_batch(inner, &replica, chunks, &prepared)?;
+            let replica = self.replica(tx.lock)?;
+            let mut plan = self.plan_batch(tx.inner, &replica, chunks, &prepared)?;
             let skipped = std::mem::take(&mut plan.skipped);
             if plan.out.is_empty() {
                 // Every chunk was already there: nothing is written.
@@ -667,7 +667,7 @@ impl Sessions<'_> {
             memdir_store::failpoint::hit("ledger.before_update");
             let positions = self.batch_positions(&plan)?;
             let at = clock::rfc3339(clock::now_ms());
-            self.record_durable(inner, |l| {
+            self.record_durable(tx.inner, |l| {
                 for k in &plan.order {
                     let p = &plan.state[k];
                     let mut row = p.row.clone();

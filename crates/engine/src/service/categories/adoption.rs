@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::ledger::CategoryRow;
 use crate::ledger::ChangeKind;
-use crate::service::Inner;
+use crate::service::{Inner, WriteTxn};
 pub(crate) use crate::service::state::CatState;
 use crate::service::state::NewVersion;
 use memdir_api::error::{Error, ErrorKind, Result};
@@ -382,8 +382,7 @@ impl Categories<'_> {
         };
         let (op, reason, content) = external_change(file.as_ref())?;
         self.commit_version(
-            inner,
-            lock,
+            &WriteTxn { inner, lock },
             NewVersion {
                 reason: Some(reason.to_string()),
                 write_file: false,

@@ -192,8 +192,8 @@ impl Categories<'_> {
             expect: &expect,
             redacted,
         };
-        self.with_write(|inner, lock| {
-            let mut st = self.sync_category(inner, &name, Some(lock), Sync::Deferred)?;
+        self.with_write(|tx| {
+            let mut st = self.sync_category(tx.inner, &name, Some(tx.lock), Sync::Deferred)?;
             let prepared = if st.unverified {
                 // A large file remembered from this process's last write or read: compared
                 // with the disk on the other core while the new bytes are built and hashed.
@@ -216,7 +216,7 @@ impl Categories<'_> {
                     prepared
                 } else {
                     // Changed behind memdir's back meanwhile: read, adopt, and start over.
-                    st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+                    st = self.sync_category(tx.inner, &name, Some(tx.lock), Sync::Full)?;
                     let current = take_content(&mut st);
                     self.prepare_write(&w, &st, current)
                 }
@@ -237,8 +237,7 @@ impl Categories<'_> {
             };
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
             let mut c = self.commit_version(
-                inner,
-                lock,
+                tx,
                 NewVersion {
                     reason: reason.clone(),
                     serialized: Some((new_bytes, new_hash)),
@@ -400,16 +399,15 @@ impl Categories<'_> {
             req.expected_hash.as_deref(),
             req.reason.as_deref(),
         )?;
-        self.with_write(|inner, lock| {
-            let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+        self.with_write(|tx| {
+            let st = self.sync_category(tx.inner, &name, Some(tx.lock), Sync::Full)?;
             if !st.exists() {
-                return Err(not_found(&name, self.available_names(inner)?));
+                return Err(not_found(&name, self.available_names(tx.inner)?));
             }
             check_expect(&name, &st, &expect)?;
             let previous = st.row.file_hash.clone();
             let c = self.commit_version(
-                inner,
-                lock,
+                tx,
                 NewVersion {
                     reason: reason.clone(),
                     ..NewVersion::new(&name, &st, VersionOp::Delete, self.actor(), None)
@@ -572,16 +570,15 @@ impl Categories<'_> {
         if dry_run {
             return Ok(!known(self)?);
         }
-        self.with_write(|inner, lock| {
-            let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+        self.with_write(|tx| {
+            let st = self.sync_category(tx.inner, &name, Some(tx.lock), Sync::Full)?;
             // Under the write lock: a concurrent import of the same source adds it once.
             let head = st.exists() && st.row.file_hash.as_deref() == Some(hash.as_str());
             if head || known(self)? {
                 return Ok(false);
             }
             self.commit_version(
-                inner,
-                lock,
+                tx,
                 NewVersion {
                     reason: reason.clone(),
                     ..NewVersion::new(

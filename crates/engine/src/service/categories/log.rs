@@ -92,8 +92,8 @@ impl Categories<'_> {
         let name = CategoryName::new(&req.category)?;
         check_append(req)?;
         let reason = check_reason(req.reason.as_deref())?;
-        self.with_write(|inner, lock| {
-            let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+        self.with_write(|tx| {
+            let st = self.sync_category(tx.inner, &name, Some(tx.lock), Sync::Full)?;
             if st.row.status == CategoryStatus::Malformed
                 && let Some(f) = &st.file
             {
@@ -132,9 +132,9 @@ impl Categories<'_> {
                     return Err(Error::new(ErrorKind::Corrupt, format!("log {:?} has entries of type {}, not an array; fix the file by hand", name.as_str(), type_name(&other))));
                 }
             };
-            let replica = self.replica(lock)?;
+            let replica = self.replica(tx.lock)?;
             let now = clock::now_ms();
-            let hlc = self.tick(inner, now)?;
+            let hlc = self.tick(tx.inner, now)?;
             let id = format!("{hlc}-{replica}");
             let ts = clock::rfc3339(now);
             entries.push(json!({"id": id, "ts": ts, "data": req.data}));
@@ -158,10 +158,7 @@ impl Categories<'_> {
             let count = entries.len();
             obj.insert("entries".into(), Value::Array(entries));
             let previous = st.row.file_hash.clone().filter(|_| st.exists());
-            let c = self.commit_version(
-                inner,
-                lock,
-                NewVersion {
+            let c = self.commit_version(tx, NewVersion {
                     reason: reason.clone(),
                     ..NewVersion::new(&name, &st, VersionOp::Append, self.actor(), Some(log))
                 },

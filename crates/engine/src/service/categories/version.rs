@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::ledger::{CategoryRow, ChangeKind};
+use crate::service::WriteTxn;
 use crate::service::categories::adoption::{
     CatState, Sync, check_expect, hist_stamp, malformed_error, not_found, row_from,
 };
@@ -20,7 +21,6 @@ use crate::service::{Inner, check_limit, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;
 use memdir_store::clock;
-use memdir_store::lock::WriteLock;
 use memdir_store::model::{
     CategoryKind, CategoryName, CategoryStatus, Expect, HistoryEntry, VersionOp, content_hash,
 };
@@ -95,8 +95,7 @@ impl Categories<'_> {
     /// one transaction; then records it in the ledger.
     pub(in crate::service) fn commit_version(
         &self,
-        inner: &Inner,
-        lock: &WriteLock,
+        tx: &WriteTxn<'_>,
         v: NewVersion<'_>,
     ) -> Result<Committed> {
         let NewVersion {
@@ -120,9 +119,9 @@ impl Categories<'_> {
         } else {
             base_file_hash(layout, name)?
         };
-        let replica = self.replica(lock)?;
+        let replica = self.replica(tx.lock)?;
         let now = clock::now_ms();
-        let hlc = after_parent(self.tick(inner, now)?, name, base)?;
+        let hlc = after_parent(self.tick(tx.inner, now)?, name, base)?;
         let id = format!("{hlc}_{replica}");
         refuse_recorded(layout, name, &id)?;
         let mut vv = parse_vv(&base.row.vv);
@@ -184,7 +183,7 @@ impl Categories<'_> {
         };
         failpoint::hit("ledger.before_update");
         let row = committed_row(layout, name, &entry, hash.as_deref())?;
-        self.record_durable(inner, |l| {
+        self.record_durable(tx.inner, |l| {
             l.put_category(&row)?;
             l.record_txn(&id, op.as_str(), &format!("category:{name}"), actor, &ts)?;
             l.record_change(ChangeKind::Category, name.as_str())?;
@@ -549,8 +548,8 @@ impl Categories<'_> {
             req.expected_hash.as_deref(),
             req.reason.as_deref(),
         )?;
-        self.with_write(|inner, lock| {
-            let entry = self.find_version(inner, &name, version)?;
+        self.with_write(|tx| {
+            let entry = self.find_version(tx.inner, &name, version)?;
             if entry.forgotten.is_some() {
                 return Err(Error::invalid(
                     "version",
@@ -569,7 +568,7 @@ impl Categories<'_> {
                     ),
                 ));
             }
-            let st = self.sync_category(inner, &name, Some(lock), Sync::Full)?;
+            let st = self.sync_category(tx.inner, &name, Some(tx.lock), Sync::Full)?;
             if st.row.status == CategoryStatus::Malformed && expect == Expect::Any {
                 // Restoring over a malformed hand edit is the documented way out of it, but the
                 // caller must still say so explicitly.
@@ -583,8 +582,7 @@ impl Categories<'_> {
                 .clone()
                 .or_else(|| Some(format!("restore of version {}", entry.ordinal())));
             let c = self.commit_version(
-                inner,
-                lock,
+                tx,
                 NewVersion {
                     reason,
                     ..NewVersion::new(
@@ -630,14 +628,14 @@ impl Categories<'_> {
                 categories: Vec::new(),
             });
         }
-        self.with_write(|inner, lock| {
+        self.with_write(|tx| {
             let mut report = Vec::new();
             let mut total = 0usize;
             for name in &names {
-                self.sync_category(inner, name, Some(lock), Sync::Full)?;
+                self.sync_category(tx.inner, name, Some(tx.lock), Sync::Full)?;
                 let ids = store::list_history_ids(self.layout(), name)?;
                 if ids.is_empty() && category.is_some() {
-                    return Err(not_found(name, self.available_names(inner)?));
+                    return Err(not_found(name, self.available_names(tx.inner)?));
                 }
                 let head = ids.last().cloned();
                 let cut = ids.len().saturating_sub(keep);
@@ -653,7 +651,7 @@ impl Categories<'_> {
                     removed.push(id.clone());
                 }
                 if !removed.is_empty() && !req.dry_run {
-                    let txid = format!("{}_compact", self.tick(inner, clock::now_ms())?);
+                    let txid = format!("{}_compact", self.tick(tx.inner, clock::now_ms())?);
                     let writes: Vec<txn::FileWrite> = removed
                         .iter()
                         .map(|id| txn::FileWrite {
@@ -666,7 +664,7 @@ impl Categories<'_> {
                     // a patch of a removed one is written whole; the removals are reported
                     // only once durable.
                     store::history::commit_keeping_chains(self.layout(), &txid, writes)?;
-                    inner.ledger.record_txn(
+                    tx.inner.ledger.record_txn(
                         &format!("compact-{}", removed.len()),
                         "compact",
                         &format!("category:{name}"),

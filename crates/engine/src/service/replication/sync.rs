@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::service::Inner;
+use crate::service::WriteTxn;
 use crate::service::categories::adoption::Sync;
 use crate::service::state::NewVersion;
 use crate::sync::gate::{Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
@@ -409,9 +409,8 @@ impl Replication<'_> {
                 resp.rounds = round;
                 let stage = |k: u64| progress(4 * (round as u64 - 1) + k, 4 * round as u64);
                 stage(0);
-                resp.committed += self.with_write(|inner, lock| {
-                    self.commit_local(inner, lock, &git, &mut resp.reported)
-                })? as usize;
+                resp.committed +=
+                    self.with_write(|tx| self.commit_local(tx, &git, &mut resp.reported))? as usize;
                 stage(1);
                 let before = git.rev(&tracking).map_err(git_err)?;
                 if !fetch_branch(&git, &remote, &branch, &tracking, &mut resp)? {
@@ -435,10 +434,9 @@ impl Replication<'_> {
                         h == &theirs || git.is_ancestor(&theirs, h).unwrap_or(false)
                     })
                 {
-                    let merged = self.with_write(|inner, lock| {
-                        resp.committed +=
-                            self.commit_local(inner, lock, &git, &mut resp.reported)? as usize;
-                        self.merge_remote(inner, lock, &git, &theirs, strategy, &mut resp)
+                    let merged = self.with_write(|tx| {
+                        resp.committed += self.commit_local(tx, &git, &mut resp.reported)? as usize;
+                        self.merge_remote(tx, &git, &theirs, strategy, &mut resp)
                     })?;
                     resp.merged |= merged.merged;
                     purge |= merged.forgotten;
@@ -597,8 +595,7 @@ impl Replication<'_> {
     /// commits when anything changed. Caller holds the lock. Returns whether it committed.
     fn commit_local(
         &self,
-        inner: &mut Inner,
-        lock: &WriteLock,
+        tx: &WriteTxn<'_>,
         git: &Git,
         reported: &mut Vec<Problem>,
     ) -> Result<bool> {
@@ -611,13 +608,13 @@ impl Replication<'_> {
             // Adoption makes a hand edit a version of its own before it is committed.
             let _ = self
                 .categories()
-                .sync_category(inner, name, Some(lock), Sync::Fast)?;
+                .sync_category(tx.inner, name, Some(tx.lock), Sync::Fast)?;
         }
         // Only what git sees changed can need leaving out: check those files parse.
         let excluded = self.left_out(git, &["categories", "history"], reported)?;
-        self.sessions().sync_sessions(inner, Some(lock))?;
+        self.sessions().sync_sessions(tx.inner, Some(tx.lock))?;
         // Its own segments sealed before they leave (the seals go in the same commit).
-        crate::service::replication::seals::seal_own(self, lock)?;
+        crate::service::replication::seals::seal_own(self, tx.lock)?;
         if !self.stage(git, &excluded)? {
             return Ok(false);
         }
@@ -633,7 +630,7 @@ impl Replication<'_> {
         if tree == head_tree {
             return Ok(false);
         }
-        let replica = self.replica(lock)?;
+        let replica = self.replica(tx.lock)?;
         let msg = format!(
             "memdir: {replica}\n\nMemdir-Replica: {replica}\nMemdir-Actor: {}\n",
             self.actor()
@@ -705,8 +702,7 @@ impl Replication<'_> {
     /// and has just committed local changes. Returns whether anything was merged.
     fn merge_remote(
         &self,
-        inner: &mut Inner,
-        lock: &WriteLock,
+        tx: &WriteTxn<'_>,
         git: &Git,
         theirs: &str,
         strategy: Strategy,
@@ -731,7 +727,7 @@ impl Replication<'_> {
             touched,
             their_files,
             forgotten,
-        } = self.take_remote(git, lock, &base, head.as_deref(), theirs, resp)?;
+        } = self.take_remote(git, tx.lock, &base, head.as_deref(), theirs, resp)?;
         // The heads this replica had before the merge (for local_wins and remote_wins).
         let local_heads = self.head_ids(&touched)?;
         resp.files_received += writes
@@ -762,10 +758,10 @@ impl Replication<'_> {
         for name in &touched {
             let _ = self
                 .categories()
-                .sync_category(inner, name, Some(lock), Sync::Full)?;
+                .sync_category(tx.inner, name, Some(tx.lock), Sync::Full)?;
         }
-        self.sessions().sync_sessions(inner, Some(lock))?;
-        self.record_merge(git, lock, head.as_deref(), theirs, &index_only, resp)?;
+        self.sessions().sync_sessions(tx.inner, Some(tx.lock))?;
+        self.record_merge(git, tx.lock, head.as_deref(), theirs, &index_only, resp)?;
         Ok(Merge {
             merged: true,
             forgotten,
@@ -1525,12 +1521,12 @@ impl Replication<'_> {
             .detail("category", Value::from(name.as_str()))
             .hint("{op:status} lists open conflicts"));
         }
-        self.with_write(|inner, lock| {
+        self.with_write(|tx| {
             let st = self
                 .categories()
-                .sync_category(inner, &name, Some(lock), Sync::Full)?;
+                .sync_category(tx.inner, &name, Some(tx.lock), Sync::Full)?;
             let content = match (&req.pick, &req.data) {
-                (Some(v), _) => self.categories().find_version(inner, &name, v)?.content,
+                (Some(v), _) => self.categories().find_version(tx.inner, &name, v)?.content,
                 (None, Some(d)) => d.clone(),
                 (None, None) => Value::Null,
             };
@@ -1540,8 +1536,7 @@ impl Replication<'_> {
                 (VersionOp::Resolve, Some(content))
             };
             let c = self.categories().commit_version(
-                inner,
-                lock,
+                tx,
                 NewVersion {
                     reason: reason
                         .clone()

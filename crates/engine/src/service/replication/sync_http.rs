@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::service::Inner;
+use crate::service::WriteTxn;
 use crate::service::categories::adoption::Sync;
 use crate::sync::gate::{self, Body, Entry, Gate, Incoming, Place, SyncAccess, Verdict};
 use crate::sync::http::{self as wire, Remote, RemoteError};
@@ -310,7 +310,7 @@ fn check_format(url: &str, f: &str) -> Result<()> {
 impl Peers<'_> {
     /// Adopts hand edits (each becomes a version of its own before it is exchanged). Caller
     /// holds the lock.
-    fn adopt_all(&self, inner: &Inner, lock: &WriteLock) -> Result<()> {
+    fn adopt_all(&self, tx: &WriteTxn<'_>) -> Result<()> {
         let layout = self.layout();
         let mut names = store::list_category_files(layout)?.0;
         names.extend(store::list_history_names(layout)?);
@@ -319,9 +319,9 @@ impl Peers<'_> {
         for name in &names {
             let _ = self
                 .categories()
-                .sync_category(inner, name, Some(lock), Sync::Fast)?;
+                .sync_category(tx.inner, name, Some(tx.lock), Sync::Fast)?;
         }
-        self.sessions().sync_sessions(inner, Some(lock))
+        self.sessions().sync_sessions(tx.inner, Some(tx.lock))
     }
 
     /// Every file sync exchanges that `read` allows, by path. Files that do not parse are
@@ -418,10 +418,10 @@ impl Peers<'_> {
         &self,
         read: &dyn Fn(&str) -> bool,
     ) -> Result<BTreeMap<String, SyncFile>> {
-        self.with_write(|inner, lock| {
-            self.adopt_all(inner, lock)?;
+        self.with_write(|tx| {
+            self.adopt_all(tx)?;
             // Its own segments sealed before any of them is offered.
-            crate::service::replication::seals::seal_own(self, lock)
+            crate::service::replication::seals::seal_own(self, tx.lock)
         })?;
         self.sync_files(read)
     }
@@ -735,10 +735,10 @@ impl Peers<'_> {
             return Ok(resp);
         }
         let mut forgotten = false;
-        let resp = self.with_write(|inner, lock| {
-            self.adopt_all(inner, lock)?;
+        let resp = self.with_write(|tx| {
+            self.adopt_all(tx)?;
             let layout = self.layout().clone();
-            let admitted = self.admit_items(lock, items, &places, access, &mut resp)?;
+            let admitted = self.admit_items(tx.lock, items, &places, access, &mut resp)?;
             forgotten = admitted.forgotten;
             let touched = admitted.touched;
             let mut writes = admitted.writes;
@@ -796,11 +796,11 @@ impl Peers<'_> {
             }
             self.replication().settled()?;
             for name in &touched {
-                let _ = self
-                    .categories()
-                    .sync_category(inner, name, Some(lock), Sync::Full)?;
+                let _ =
+                    self.categories()
+                        .sync_category(tx.inner, name, Some(tx.lock), Sync::Full)?;
             }
-            self.sessions().sync_sessions(inner, Some(lock))?;
+            self.sessions().sync_sessions(tx.inner, Some(tx.lock))?;
             resp.categories = out.categories;
             resp.conflicts = out.conflicts;
             resp.reported.extend(out.reported);

@@ -252,7 +252,7 @@ impl Upkeep<'_> {
                 versions: Vec::new(),
             });
         }
-        let forgotten = self.with_write(|inner, lock| {
+        let forgotten = self.with_write(|tx| {
             let layout = self.layout();
             let at = clock::rfc3339(clock::now_ms());
             let mut out = Vec::new();
@@ -280,7 +280,7 @@ impl Upkeep<'_> {
                     let path = layout.root.join(&f.rel);
                     let seg = segment::read(&path)?;
                     if segment::repair_tail(&layout.root, &path, &seg)? {
-                        self.sessions().sync_sessions(inner, Some(lock))?;
+                        self.sessions().sync_sessions(tx.inner, Some(tx.lock))?;
                     }
                     let bytes =
                         store::fsx::read(&path, store::fsx::MAX_SEGMENT_FILE)?.unwrap_or_default();
@@ -294,11 +294,11 @@ impl Upkeep<'_> {
             if files.is_empty() {
                 return Ok(out);
             }
-            let txid = format!("{}_forget", self.tick(inner, clock::now_ms())?);
+            let txid = format!("{}_forget", self.tick(tx.inner, clock::now_ms())?);
             crate::sync::seal::settle(&layout.root, None, &mut files);
             txn::commit(&layout.root, &layout.staging(), &txid, &files)?;
             // The next scan refreshes the ledger's rows; the change record makes indexes re-read.
-            self.record_durable(inner, |l| {
+            self.record_durable(tx.inner, |l| {
                 for f in &files {
                     l.record_change(ChangeKind::Segment, &f.rel.to_string_lossy())?;
                 }
@@ -311,7 +311,7 @@ impl Upkeep<'_> {
                 )?;
                 Ok(())
             });
-            self.sessions().sync_sessions(inner, Some(lock))?;
+            self.sessions().sync_sessions(tx.inner, Some(tx.lock))?;
             Ok(out)
         })?;
         self.purge_derived()?;
@@ -385,8 +385,8 @@ impl Upkeep<'_> {
                 versions,
             });
         }
-        let versions = self.with_write(|inner, _lock| {
-            let mut e = check(inner)?;
+        let versions = self.with_write(|tx| {
+            let mut e = check(tx.inner)?;
             if e.forgotten.is_some() {
                 return Ok(Vec::new());
             }
@@ -394,7 +394,7 @@ impl Upkeep<'_> {
             e.content = Value::Null;
             e.patch = None;
             e.forgotten = Some(at.clone());
-            let txid = format!("{}_forget", self.tick(inner, clock::now_ms())?);
+            let txid = format!("{}_forget", self.tick(tx.inner, clock::now_ms())?);
             // The versions written as patches of this one are written whole in the same
             // transaction: they stay readable without its content.
             store::history::commit_keeping_chains(
@@ -406,7 +406,7 @@ impl Upkeep<'_> {
                     hash: None,
                 }],
             )?;
-            self.record_durable(inner, |l| {
+            self.record_durable(tx.inner, |l| {
                 l.record_txn(
                     &txid,
                     "forget",
