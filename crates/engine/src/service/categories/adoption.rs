@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use crate::ledger::CategoryRow;
 use crate::ledger::ChangeKind;
-use crate::service::{Inner, WriteTxn};
 pub(crate) use crate::service::state::CatState;
 use crate::service::state::NewVersion;
+use crate::service::{Inner, WriteTxn};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_store::lock::WriteLock;
 use memdir_store::model::{
