@@ -202,6 +202,7 @@ fn fill_sessions(
                     metadata: None,
                     ts: None,
                     source_id: None,
+                    supersedes: None,
                 })
                 .collect();
             m.sessions().ingest(&batch)?;
@@ -312,6 +313,7 @@ fn bench_store(args: &[String]) -> Result<Value> {
             metadata: None,
             ts: None,
             source_id: None,
+            supersedes: None,
         };
         let t = Instant::now();
         m.sessions().ingest_one(c)?;
@@ -542,6 +544,7 @@ fn bench_search(args: &[String]) -> Result<Value> {
                 metadata: None,
                 ts: None,
                 source_id: None,
+                supersedes: None,
             })
             .collect();
         m.sessions().ingest(&batch)?;
@@ -730,6 +733,7 @@ fn long_answers() -> Result<Value> {
                 metadata: None,
                 ts: None,
                 source_id: None,
+                supersedes: None,
             })
             .collect();
         m.sessions().ingest(&batch)?;
@@ -1102,6 +1106,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
             metadata: None,
             ts: None,
             source_id: None,
+            supersedes: None,
         })?;
         let w = ms(t);
         let t = Instant::now();
@@ -1119,6 +1124,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
             metadata: None,
             ts: None,
             source_id: None,
+            supersedes: None,
         })?;
         let q = format!(
             "{} {}",
@@ -1179,6 +1185,7 @@ fn fixture_chunks(conv: &Value) -> Vec<NewChunk> {
             metadata: None,
             ts: None,
             source_id: None,
+            supersedes: None,
         })
         .collect()
 }

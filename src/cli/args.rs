@@ -411,6 +411,10 @@ pub struct IngestArgs {
     /// An idempotency key: if a chunk of the session already has it, nothing is saved
     #[arg(long, conflicts_with = "jsonl")]
     pub(super) source_id: Option<String>,
+    /// A chunk this one corrects (its chunk id, or a source_id; repeat for several): search
+    /// ranks it below this one and marks it superseded_by
+    #[arg(long, value_name = "ID", conflicts_with = "jsonl")]
+    pub(super) supersedes: Vec<String>,
     /// The text to remember
     #[arg(long, conflicts_with_all = ["file", "jsonl"])]
     pub(super) text: Option<String>,
@@ -418,7 +422,7 @@ pub struct IngestArgs {
     #[arg(long, conflicts_with = "jsonl")]
     pub(super) file: Option<PathBuf>,
     /// A JSONL file ("-" for stdin) of chunk objects {session_id, content, project, metadata,
-    /// ts, source_id}, saved in batches of up to 1,000 chunks, each all or nothing
+    /// ts, source_id, supersedes}, saved in batches of up to 1,000 chunks, each all or nothing
     #[arg(long, value_name = "FILE")]
     pub(super) jsonl: Option<PathBuf>,
 }

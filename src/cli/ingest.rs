@@ -38,6 +38,8 @@ pub(super) fn ingest_request(a: &IngestArgs) -> Result<IngestRequest> {
                 metadata: metadata.clone(),
                 ts: a.ts.clone(),
                 source_id: a.source_id.as_ref().map(|s| format!("{s}#{i}")),
+                // A long document split in sections: its first section carries the link.
+                supersedes: (i == 0 && !a.supersedes.is_empty()).then(|| a.supersedes.clone()),
             })
             .collect();
         return Ok(IngestRequest {
@@ -52,6 +54,7 @@ pub(super) fn ingest_request(a: &IngestArgs) -> Result<IngestRequest> {
         metadata,
         ts: a.ts.clone(),
         source_id: a.source_id.clone(),
+        supersedes: (!a.supersedes.is_empty()).then(|| a.supersedes.clone()),
         chunks: None,
     })
 }

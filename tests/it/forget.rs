@@ -226,6 +226,7 @@ fn a_forget_in_a_long_lived_process_leaves_no_trace_when_it_answers() {
                 metadata: None,
                 ts: None,
                 source_id: None,
+                supersedes: None,
             })
             .unwrap();
     }

@@ -25,5 +25,6 @@ mod redaction;
 mod replication;
 mod search;
 mod snapshot;
+mod supersede;
 mod sync;
 mod sync_http;

@@ -39,6 +39,7 @@ static STORE: LazyLock<Store> = LazyLock::new(|| {
             metadata: None,
             ts: None,
             source_id: None,
+            supersedes: None,
         })
         .collect();
     memdir.sessions().ingest(&chunks).expect("ingest");

@@ -187,6 +187,7 @@ fn store() -> (tempfile::TempDir, Memdir) {
             metadata: None,
             ts: None,
             source_id: None,
+            supersedes: None,
         })
         .collect();
     m.sessions().ingest(&chunks).expect("ingest");

@@ -430,6 +430,11 @@ pub struct SearchRequest {
     )]
     #[schemars(range(min = 50))]
     pub max_tokens: Option<usize>,
+    /// Show chunks a later chunk corrects at their own rank (default: below what supersedes
+    /// them).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_superseded: bool,
     /// Weight of a match in the previous turn; not a surface parameter: benchmarks set it to
     /// measure ranking.
     #[arg(skip)]
@@ -455,6 +460,7 @@ impl SearchRequest {
             full: false,
             explain: false,
             max_tokens: None,
+            include_superseded: false,
             context_weight: None,
         }
     }
@@ -555,6 +561,11 @@ pub struct NewChunk {
     /// Dedupe key within the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
+    /// Chunk ids (`replica:seq`) or source_ids of earlier chunks, in any session, that this one
+    /// corrects: search ranks them below it and marks them `superseded_by`; they stay in their
+    /// sessions and in every read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<Vec<String>>,
 }
 
 /// Parameters of an ingest: one chunk (`session_id`, `content`, ...) or a batch (`chunks`),
@@ -586,6 +597,11 @@ pub struct IngestRequest {
     /// Dedupe key within the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
+    /// Chunk ids (`replica:seq`) or source_ids of earlier chunks, in any session, that this one
+    /// corrects: search ranks them below it and marks them `superseded_by`; they stay in their
+    /// sessions and in every read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<Vec<String>>,
     /// A batch instead of one chunk, saved all or nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<Vec<NewChunk>>,
@@ -947,6 +963,9 @@ pub struct FetchedChunk {
     /// Its metadata.
     #[schemars(with = "Map<String, Value>")]
     pub metadata: Value,
+    /// The chunks that correct this one (`supersedes`), when any does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<Vec<String>>,
 }
 
 /// `fetch`: a page of a session.
@@ -1411,6 +1430,9 @@ pub enum SearchHit {
         /// True when the content was cut.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         truncated: Option<bool>,
+        /// The chunks that correct this one (`supersedes`), when any does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        superseded_by: Option<Vec<String>>,
         /// Its score parts, with `explain`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         explain: Option<Explain>,

@@ -547,6 +547,21 @@ impl Ledger {
             .optional().map_err(sql_error)
     }
 
+    /// The chunks, in any session, whose idempotency key is `source_id`: (session, chunk id).
+    pub fn chunks_with_source_id(&self, source_id: &str) -> Result<Vec<(String, String)>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT DISTINCT session_id, chunk_id FROM source_key WHERE source_id = ?1 ORDER BY session_id, chunk_id",
+            )
+            .map_err(sql_error)?;
+        let rows = st
+            .query_map([source_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql_error)?;
+        rows.collect::<std::result::Result<Vec<(String, String)>, _>>()
+            .map_err(sql_error)
+    }
+
     /// Forgets every idempotency key (before they are read again from all segments).
     pub fn clear_source_keys(&self) -> Result<()> {
         self.conn

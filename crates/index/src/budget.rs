@@ -234,6 +234,7 @@ mod tests {
                 .collect(),
             uri: memdir_api::uri::chunk("s", p),
             truncated: None,
+            superseded_by: None,
             explain: None,
         }
     }

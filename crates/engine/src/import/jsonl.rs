@@ -82,8 +82,11 @@ fn to_chunk(v: Value) -> Option<std::result::Result<NewChunk, &'static str>> {
         metadata["truncated_from"] = json!(from);
     }
     // The key is kept where the engine keeps it; a different one in metadata would conflict.
+    // A correction link names chunk ids of the store the lines came from, which this store
+    // does not hold: an import brings the facts, not the links.
     if let Some(o) = metadata.as_object_mut() {
         o.remove("source_id");
+        o.remove(crate::service::SUPERSEDES_KEY);
     }
     Some(Ok(NewChunk {
         session_id,
@@ -92,5 +95,6 @@ fn to_chunk(v: Value) -> Option<std::result::Result<NewChunk, &'static str>> {
         metadata: Some(metadata),
         ts,
         source_id: Some(key),
+        supersedes: None,
     }))
 }

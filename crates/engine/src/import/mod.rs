@@ -651,6 +651,7 @@ pub fn chunk(
             .filter(|t| memdir_store::clock::parse_time(t).is_some())
             .map(str::to_string),
         source_id: Some(key),
+        supersedes: None,
     }
 }
 

@@ -34,6 +34,7 @@ impl PositionedChunk {
             hlc: c.hlc.clone(),
             project: c.project.clone(),
             metadata: c.metadata.clone(),
+            superseded_by: None,
         }
     }
 }
@@ -124,6 +125,8 @@ pub fn order_chunks(mut chunks: Vec<ChunkRecord>) -> Vec<PositionedChunk> {
         })
         .collect()
 }
+
+pub use memdir_index::search::supersede::SUPERSEDES_KEY;
 
 /// The metadata key that holds a chunk's idempotency key.
 pub const SOURCE_ID_KEY: &str = "source_id";
@@ -255,6 +258,72 @@ fn prepare(c: &NewChunk, at: impl Fn(Error) -> Error) -> Result<Prepared> {
             })?),
         };
     Ok(Prepared { id, ts, meta, key })
+}
+
+/// The most chunks one chunk may say it corrects.
+pub const MAX_SUPERSEDES: usize = 64;
+
+/// What a chunk says it corrects, checked for shape: `supersedes`, or `supersedes` in its
+/// metadata (a hand-made line's way), not both unless they agree. Each is a chunk's uri, its
+/// chunk id, or a source_id.
+fn corrections_asked(c: &NewChunk, meta: &Value) -> Result<Option<Vec<String>>> {
+    let in_meta = match meta.get(SUPERSEDES_KEY) {
+        None => None,
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .map(|v| {
+                    v.as_str().map(str::to_string).ok_or_else(|| {
+                        Error::invalid(
+                            "metadata",
+                            "metadata.supersedes must be a list of chunk uris, chunk ids or source_ids",
+                        )
+                    })
+                })
+                .collect::<Result<Vec<String>>>()?,
+        ),
+        Some(_) => {
+            return Err(Error::invalid(
+                "metadata",
+                "metadata.supersedes must be a list of chunk uris, chunk ids or source_ids",
+            ));
+        }
+    };
+    let refs = match (&c.supersedes, in_meta) {
+        (Some(a), Some(b)) if *a != b => {
+            return Err(Error::invalid(
+                "supersedes",
+                "supersedes differs from metadata.supersedes: give the list once",
+            ));
+        }
+        (Some(a), _) => a.clone(),
+        (None, Some(b)) => b,
+        (None, None) => return Ok(None),
+    };
+    if refs.is_empty() {
+        return Err(Error::invalid(
+            "supersedes",
+            "supersedes must name at least one chunk (or be left out)",
+        ));
+    }
+    if refs.len() > MAX_SUPERSEDES {
+        return Err(Error::too_large(
+            "supersedes",
+            refs.len(),
+            MAX_SUPERSEDES,
+            "chunks",
+        ));
+    }
+    for r in &refs {
+        if r.trim().is_empty() || r.len() > 512 || r.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                "supersedes",
+                format!(
+                    "supersedes holds {r:?}: a chunk id or source_id is a non-empty line of at most 512 bytes"
+                ),
+            ));
+        }
+    }
+    Ok(Some(refs))
 }
 
 /// Refuses an empty batch, or one of more than [`limits::MAX_BATCH_CHUNKS`] chunks.
@@ -475,6 +544,50 @@ impl Sessions<'_> {
         })
     }
 
+    /// Turns what each chunk says it corrects (`supersedes`, or `supersedes` in its metadata:
+    /// chunk ids or source_ids) into the chunk ids it names, kept in the chunk's metadata, so
+    /// the link in the files is stable. A name that is no chunk of this store is an error
+    /// and nothing is written.
+    fn resolve_corrections(&self, chunks: &[NewChunk], prepared: &mut [Prepared]) -> Result<()> {
+        for (i, (c, p)) in chunks.iter().zip(prepared.iter_mut()).enumerate() {
+            let at = |e: Error| {
+                if chunks.len() > 1 {
+                    e.detail("index", Value::from(i))
+                } else {
+                    e
+                }
+            };
+            let Some(refs) = corrections_asked(c, &p.meta).map_err(&at)? else {
+                continue;
+            };
+            let ids = self
+                .indexing()
+                .locate_chunks(&refs, |source| self.chunks_with_source_id(source))
+                .map_err(&at)?;
+            p.meta[SUPERSEDES_KEY] = Value::from(ids);
+            let size = codec::to_compact(&p.meta).len();
+            if size > limits::MAX_METADATA_BYTES {
+                return Err(at(Error::too_large(
+                    "metadata",
+                    size,
+                    limits::MAX_METADATA_BYTES,
+                    "bytes",
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The chunks, in any session, whose idempotency key is `source_id`: (session, chunk id).
+    fn chunks_with_source_id(&self, source_id: &str) -> Result<Vec<(String, String)>> {
+        let mut guard = self.inner()?;
+        let Some(inner) = guard.as_mut() else {
+            return Ok(Vec::new());
+        };
+        self.sync_sessions(inner, None)?;
+        inner.ledger.chunks_with_source_id(source_id)
+    }
+
     /// Which of these `(session, source_id)` pairs a chunk already holds; writes nothing.
     pub fn source_ids_known(&self, pairs: &[(String, String)]) -> Result<Vec<bool>> {
         let mut guard = self.inner()?;
@@ -634,7 +747,8 @@ impl Sessions<'_> {
         // Redaction comes first: what is validated, stored and indexed is the redacted text.
         let (chunks, redacted) = self.redact_chunks(chunks);
         let chunks: &[NewChunk] = &chunks;
-        let prepared = prepare_batch(chunks)?;
+        let mut prepared = prepare_batch(chunks)?;
+        self.resolve_corrections(chunks, &mut prepared)?;
         self.with_write(|tx| {
             let layout = self.layout();
             let replica = self.replica(tx.lock)?;
@@ -927,10 +1041,11 @@ impl Sessions<'_> {
                     || req.metadata.is_some()
                     || req.ts.is_some()
                     || req.source_id.is_some()
+                    || req.supersedes.is_some()
                 {
                     return Err(Error::invalid(
                         "chunks",
-                        "a batch carries only chunks: put session_id, content, project, metadata, ts and source_id in each chunk",
+                        "a batch carries only chunks: put session_id, content, project, metadata, ts, source_id and supersedes in each chunk",
                     ));
                 }
                 Ok(IngestResponse::Batch(self.ingest(&chunks)?))
@@ -952,6 +1067,7 @@ impl Sessions<'_> {
                     metadata: req.metadata,
                     ts: req.ts,
                     source_id: req.source_id,
+                    supersedes: req.supersedes,
                 })?))
             }
         }
@@ -996,6 +1112,15 @@ impl Sessions<'_> {
             .take(limit)
             .map(PositionedChunk::to_fetched)
             .collect();
+        let mut page = page;
+        let places: Vec<(String, u64)> = page
+            .iter()
+            .map(|c| (session_id.to_string(), c.position))
+            .collect();
+        let mut by = self.indexing().corrections(&places);
+        for c in &mut page {
+            c.superseded_by = by.remove(&(session_id.to_string(), c.position));
+        }
         let end = position + page.len() as u64;
         let mut resp = FetchResponse {
             session_id: session_id.to_string(),

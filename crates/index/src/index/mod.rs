@@ -139,13 +139,22 @@ impl SearchIndex {
         d.add_text(f.project, &c.project);
         d.add_text(f.chunk_id, c.chunk_id());
         d.add_u64(f.position, position);
+        let id = c.chunk_id();
         for (prefix, text) in [
             ("s:", c.session_id.as_str()),
             ("g:", rel),
             ("p:", c.project.as_str()),
             ("l:", place_key(&c.session_id, position).as_str()),
+            ("i:", id.as_str()),
         ] {
             d.add_text(f.key, format!("{prefix}{text}"));
+        }
+        // The chunks this one corrects (see `search::supersede`); a forgotten correction
+        // corrects nothing.
+        if !c.is_tombstone() {
+            for (session, position) in crate::search::supersede::corrected_places(&c.metadata) {
+                d.add_text(f.key, format!("r:{}", place_key(&session, position)));
+            }
         }
         d.add_i64(f.ts, memdir_store::clock::parse_time(&c.ts).unwrap_or(0));
         d.add_u64(f.order, order_key(&[&c.session_id, &c.chunk_id()]));

@@ -10,7 +10,7 @@ use tantivy::schema::{
 };
 
 /// Bumped whenever the schema or the way documents are built changes.
-pub const INDEX_SCHEMA_VERSION: u32 = 8;
+pub const INDEX_SCHEMA_VERSION: u32 = 9;
 
 /// The fields of the chunk index.
 #[derive(Clone, Copy)]
@@ -26,7 +26,8 @@ pub struct ChunkFields {
     pub chunk_id: Field,
     pub position: Field,
     /// Every term a chunk is looked up by exactly, in one field, each behind a prefix naming
-    /// what it is: its session (`s:`), segment file (`g:`), project (`p:`) and place (`l:`,
+    /// what it is: its id (`i:`), the ids it corrects (`r:`, see `search::supersede`), its
+    /// session (`s:`), segment file (`g:`), project (`p:`) and place (`l:`,
     /// session and position in one term, see [`place_key`], so a context window is a handful
     /// of exact terms instead of a range over a million-row column). One field instead of
     /// four: each indexed field costs every commit a term dictionary of its own.

@@ -7,7 +7,8 @@ use tantivy::query::Query;
 
 use super::document::{doc, get_str, get_u64, places_of};
 use super::query::{analyze, bm25_text_query, filter_clauses, phrase_query, top, with_filters};
-use super::rank::{Candidate, POOL, rank};
+use super::rank::{Candidate, POOL, Ranked, rank};
+use super::supersede::superseded;
 use super::window::choose;
 use super::{Hit, Request, View, sort_hits};
 use memdir_api::error::Result;
@@ -93,7 +94,8 @@ pub(super) fn bm25(
                 mix: None,
             })
             .collect();
-        hits.extend(choose(idx, s, rank(cands, req), req, folded)?);
+        let ranked = rank_corrected_last(idx, cands, req, |c| rank(c, req))?;
+        hits.extend(choose(idx, s, ranked, req, folded)?);
     }
     if req.filters.wants_categories() {
         let s = &idx.gs;
@@ -110,6 +112,36 @@ pub(super) fn bm25(
     sort_hits(&mut hits);
     hits.truncate(req.limit);
     Ok(hits)
+}
+
+/// The pool ranked with the chunks a later chunk corrects set apart (unless the request shows
+/// them at their own rank): the others are ranked among themselves and come first, so a
+/// correction reaches the limit before what it corrects, and a corrected turn lends no score
+/// to its neighbours; the corrected follow, ranked among themselves.
+pub(super) fn rank_corrected_last(
+    idx: &View<'_>,
+    cands: Vec<Candidate>,
+    req: &Request,
+    rank_of: impl Fn(Vec<Candidate>) -> Vec<Ranked>,
+) -> Result<Vec<Ranked>> {
+    if req.include_superseded {
+        return Ok(rank_of(cands));
+    }
+    let sup = superseded(
+        idx,
+        cands
+            .iter()
+            .map(|c| (c.session.clone(), c.position, c.addr)),
+    )?;
+    if sup.is_empty() {
+        return Ok(rank_of(cands));
+    }
+    let (live, corrected): (Vec<Candidate>, Vec<Candidate>) = cands
+        .into_iter()
+        .partition(|c| !sup.contains_key(&(c.session.clone(), c.position)));
+    let mut ranked = rank_of(live);
+    ranked.extend(rank_of(corrected));
+    Ok(ranked)
 }
 
 /// Exact: the index narrows candidates by the phrase of the query's words; the stored text

@@ -19,6 +19,7 @@ mod keyword;
 mod query;
 mod rank;
 mod row;
+pub mod supersede;
 mod window;
 
 use serde::Deserialize;
@@ -29,9 +30,10 @@ use memdir_api::SearchHit;
 use memdir_api::error::{Error, Result};
 
 use document::{fast_order, places_of};
-use keyword::{bm25, bm25_pool, exact};
+use keyword::{bm25, bm25_pool, exact, rank_corrected_last};
 use rank::{plain, rank};
 use row::shape;
+use supersede::{demote_hits, superseded};
 use window::choose;
 
 pub use document::stored_content_at;
@@ -155,6 +157,8 @@ pub struct Request {
     /// BM25 matches only texts holding every word of the query (not any one of them): what a
     /// destructive operation selects by (a forget by query).
     pub all_words: bool,
+    /// Chunks a later chunk corrects keep their own rank (default: below the others).
+    pub include_superseded: bool,
 }
 
 /// One hit before shaping.
@@ -287,7 +291,8 @@ pub fn run(idx: &View<'_>, req: &Request) -> Result<Outcome> {
         Mode::Semantic | Mode::Hybrid => (bm25(idx, q, req, &mut folded)?, "keyword-fallback"),
     };
     notes.extend(folded_note(folded));
-    let results = shape(idx, &hits, req, engine)?;
+    let mut hits = hits;
+    let results = shape_marked(idx, &mut hits, req, engine)?;
     Ok(Outcome {
         engine,
         results,
@@ -365,23 +370,45 @@ pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> 
             });
         }
     }
-    let ranked = if hybrid {
-        rank(cands, req)
-    } else {
-        plain(cands)
-    };
+    let ranked = rank_corrected_last(idx, cands, req, |c| {
+        if hybrid { rank(c, req) } else { plain(c) }
+    })?;
     let mut folded = 0;
     hits.extend(choose(idx, cs, ranked, req, &mut folded)?);
     sort_hits(&mut hits);
     hits.truncate(req.limit);
     let notes = folded_note(folded).into_iter().collect();
     let engine = if hybrid { "hybrid" } else { "semantic" };
-    let results = shape(idx, &hits, req, engine)?;
+    let results = shape_marked(idx, &mut hits, req, engine)?;
     Ok(Outcome {
         engine,
         results,
         notes,
     })
+}
+
+/// The answer's rows, each corrected chunk marked with what corrects it and, unless the
+/// request keeps its rank, moved below the hits nothing corrects.
+fn shape_marked(
+    idx: &View<'_>,
+    hits: &mut Vec<Hit>,
+    req: &Request,
+    engine: &str,
+) -> Result<Vec<SearchHit>> {
+    let places = hits.iter().filter_map(|h| match h {
+        Hit::Chunk {
+            session,
+            position,
+            addr,
+            ..
+        } => Some((session.clone(), *position, *addr)),
+        Hit::Category { .. } => None,
+    });
+    let sup = superseded(idx, places)?;
+    if !req.include_superseded {
+        demote_hits(hits, &sup);
+    }
+    shape(idx, hits, req, engine, &sup)
 }
 
 /// The note on matching turns shown inside other hits' windows.

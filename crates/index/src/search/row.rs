@@ -73,6 +73,7 @@ pub(super) fn shape(
     hits: &[Hit],
     req: &Request,
     engine: &str,
+    sup: &super::supersede::Superseded,
 ) -> Result<Vec<SearchHit>> {
     let (cs, gs) = (&idx.cs, &idx.gs);
     let mut out = Vec::with_capacity(hits.len());
@@ -120,6 +121,7 @@ pub(super) fn shape(
                     score: *score,
                     context,
                     truncated: truncated.then_some(true),
+                    superseded_by: sup.get(&(session.clone(), *position)).cloned(),
                     explain,
                 });
             }

@@ -71,6 +71,7 @@ impl Plan for SearchRequest {
             session_share: search::SESSION_SHARE,
             explain: self.explain,
             all_words: false,
+            include_superseded: self.include_superseded,
         })
     }
 }
@@ -111,6 +112,104 @@ impl<'a> Indexing<'a> {
         {
             let _ = idx.land_kept(self.settings.lock_timeout);
         }
+    }
+
+    /// The index caught up with the files, as one search's view: `f` runs on it.
+    fn with_view<T>(&self, f: impl FnOnce(&search::View<'_>) -> Result<T>) -> Result<T> {
+        self.refresh_index()?;
+        let idx = self
+            .index_guard()?
+            .as_ref()
+            .expect("invariant: index_guard opens the index")
+            .clone();
+        f(&search::View::of(&idx))
+    }
+
+    /// For each place (session, position), the URIs of the live chunks that correct it
+    /// (`supersedes`), as the index knows them now: a reader takes no lock and waits for no
+    /// catch-up (the next search brings the index up to date), and an index it cannot read
+    /// marks nothing rather than failing the read.
+    pub(crate) fn corrections(&self, places: &[(String, u64)]) -> search::supersede::Superseded {
+        if places.is_empty() || !self.layout().exists() || !self.layout().index_dir().exists() {
+            return Default::default();
+        }
+        let Ok(guard) = self.index_guard() else {
+            return Default::default();
+        };
+        let Some(idx) = guard.as_ref().cloned() else {
+            return Default::default();
+        };
+        drop(guard);
+        search::supersede::correcting_all(&search::View::of(&idx), places).unwrap_or_default()
+    }
+
+    /// The chunk URI each reference names: a chunk URI, a chunk id (in whichever session holds
+    /// it; several is ambiguous), or else a source_id (`by_source`: its chunks' (session, chunk
+    /// id) pairs). A reference that names no live chunk is an `invalid` error.
+    pub(crate) fn locate_chunks(
+        &self,
+        refs: &[String],
+        by_source: impl Fn(&str) -> Result<Vec<(String, String)>>,
+    ) -> Result<Vec<String>> {
+        let missing = |r: &str| {
+            Error::invalid(
+                "supersedes",
+                format!("supersedes names {r:?}, which is no chunk of this store: give a chunk's uri or chunk_id (as search and fetch show them) or a source_id"),
+            )
+            .hint("{op:search} shows each hit's uri and chunk_id")
+        };
+        if !self.layout().exists() {
+            return Err(missing(refs.first().map_or("", String::as_str)));
+        }
+        self.with_view(|v| {
+            let mut out: Vec<String> = Vec::new();
+            for r in refs {
+                let places = match memdir_api::uri::parse(r) {
+                    Some(memdir_api::uri::Resource::Chunk {
+                        session_id,
+                        position,
+                    }) => {
+                        if search::supersede::place_exists(v, &session_id, position)? {
+                            vec![(session_id, position)]
+                        } else {
+                            Vec::new()
+                        }
+                    }
+                    _ => {
+                        let by_id = search::supersede::places_of_id(v, r)?;
+                        if by_id.len() > 1 {
+                            return Err(Error::invalid(
+                                "supersedes",
+                                format!("chunk id {r:?} is in {} sessions: give the chunk's uri (memdir://sessions/SESSION/POSITION)", by_id.len()),
+                            ));
+                        }
+                        if by_id.is_empty() {
+                            let mut found = Vec::new();
+                            for (session, id) in by_source(r)? {
+                                found.extend(
+                                    search::supersede::places_of_id(v, &id)?
+                                        .into_iter()
+                                        .filter(|(s, _)| *s == session),
+                                );
+                            }
+                            found
+                        } else {
+                            by_id
+                        }
+                    }
+                };
+                if places.is_empty() {
+                    return Err(missing(r));
+                }
+                for (session, position) in places {
+                    let uri = memdir_api::uri::chunk(&session, position);
+                    if !out.contains(&uri) {
+                        out.push(uri);
+                    }
+                }
+            }
+            Ok(out)
+        })
     }
 
     /// Searches session chunks and categories.
