@@ -360,14 +360,14 @@ pub struct Empty {}
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
-    /// Words to look for, or an exact identifier, error message or path; wrap it in double
-    /// quotes for an exact phrase.
+    /// Words, or an exact identifier, error message or path; double quotes for an exact
+    /// phrase.
     // The CLI takes it as the rest of its words (the binary's `SearchArgs`); this doc comment
     // is the schema's description, so it says only what a caller needs.
     #[arg(skip)]
     pub query: String,
-    /// auto (the default): exact for identifiers and quoted phrases, else BM25 (hybrid when
-    /// embeddings are configured); or force bm25, exact, semantic or hybrid.
+    /// auto (default): exact for identifiers and quoted phrases, else BM25 (hybrid with
+    /// embeddings); or bm25, exact, semantic, hybrid.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["auto", "bm25", "exact", "semantic", "hybrid"]))]
@@ -394,17 +394,16 @@ pub struct SearchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["chunk", "category"]))]
     pub kind: Option<String>,
-    /// Only items at or after this time: RFC 3339, a date (YYYY-MM-DD), epoch milliseconds,
-    /// a time ago (30m, 12h, 7d, 2w), today or yesterday.
+    /// Only items at or after this time: RFC 3339, a date, epoch ms, 30m/12h/7d/2w ago, today
+    /// or yesterday.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
-    /// Only items at or before this time, in the forms of `since` (a day, as a date, today or
-    /// yesterday, means the whole of it).
+    /// Only items at or before this time, as `since` (a day means all of it).
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
-    /// Neighbouring chunks per side in each hit's context window (default 3).
+    /// Neighbours per side in each hit's context window (default 3).
     #[arg(long, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(
         default,
@@ -430,8 +429,7 @@ pub struct SearchRequest {
     )]
     #[schemars(range(min = 50))]
     pub max_tokens: Option<usize>,
-    /// Show chunks a later chunk corrects at their own rank (default: below what supersedes
-    /// them).
+    /// Keep corrected chunks at their own rank.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub include_superseded: bool,
@@ -539,18 +537,18 @@ pub struct SemanticSearchRequest {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewChunk {
-    /// The session to append to (any string, e.g. a UUID).
+    /// Its session.
     pub session_id: String,
-    /// The text to remember.
+    /// The text.
     pub content: String,
-    /// A project name, for filtering.
+    /// Its project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
-    /// Any JSON object, e.g. {"role": "user"}.
+    /// A JSON object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Map<String, Value>>")]
     pub metadata: Option<Value>,
-    /// Original time (RFC 3339, date, epoch ms); default now.
+    /// Original time; default now.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -558,12 +556,10 @@ pub struct NewChunk {
     )]
     #[schemars(schema_with = "opt_time_schema")]
     pub ts: Option<String>,
-    /// Dedupe key within the session.
+    /// Dedupe key in the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
-    /// Chunk ids (`replica:seq`) or source_ids of earlier chunks, in any session, that this one
-    /// corrects: search ranks them below it and marks them `superseded_by`; they stay in their
-    /// sessions and in every read.
+    /// Chunks it corrects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<Vec<String>>,
 }
@@ -597,9 +593,7 @@ pub struct IngestRequest {
     /// Dedupe key within the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
-    /// Chunk ids (`replica:seq`) or source_ids of earlier chunks, in any session, that this one
-    /// corrects: search ranks them below it and marks them `superseded_by`; they stay in their
-    /// sessions and in every read.
+    /// Chunks it corrects: uri, chunk_id or source_id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<Vec<String>>,
     /// A batch instead of one chunk, saved all or nothing.
