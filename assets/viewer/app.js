@@ -673,9 +673,25 @@
         title || hit.session_id, ' #', String(hit.position)),
         title ? h('code', { class: 'session-id' }, hit.session_id) : null,
         hit.project ? h('span', { class: 'badge' }, hit.project) : null, time(hit.ts)),
+      superseded(hit),
       h('ol', { class: 'list ctx' }, ctx.map((c) => h('li', { class: c.hit ? 'self' : null },
         h('span', { class: 'pos' }, '#' + c.position), highlight(c.text, re)))),
       explain(hit, d, re));
+  }
+
+  // A chunk a later chunk corrects: say so, and link to each correction.
+  function superseded(hit) {
+    if (!hit.superseded_by || !hit.superseded_by.length) return null;
+    return h('p', { class: 'superseded' }, h('span', { class: 'badge bad' }, 'superseded'), ' corrected by ',
+      hit.superseded_by.map((uri, i) => {
+        const m = /^memdir:\/\/sessions\/([^/]+)\/(\d+)$/.exec(uri);
+        let id = m ? m[1] : uri;
+        try { id = decodeURIComponent(id); } catch (_) { /* keep as is */ }
+        const pos = m ? Number(m[2]) : 0;
+        return [i ? ', ' : null, m
+          ? h('a', { href: link('session', id, { position: Math.max(0, pos - 5), hit: pos }) }, id, ' #', String(pos))
+          : h('code', null, uri)];
+      }));
   }
 
   // ------------------------------------------------------------------------------------------

@@ -763,3 +763,25 @@ def test_search_shows_as_many_hits_as_the_cli_unless_asked_for_more(page: Page, 
     assert len(page.all("#hits > li")) == len(cli_hits["results"]) == 5
     page.go("#/search?q=wombat&limit=8")
     page.until("eight hits", lambda: len(page.all("#hits > li")) == 8)
+
+
+def test_a_corrected_hit_says_so_and_links_to_its_correction(page: Page, server: HttpServer):
+    old = ok(server.store, "ingest", "--session-id", "week-1", "--text", "The deploy day is Friday, deploy at noon.")
+    fix = ok(
+        server.store,
+        "ingest",
+        "--session-id",
+        "week 9",
+        "--text",
+        "Deploys moved to Tuesday.",
+        "--supersedes",
+        f"memdir://sessions/week-1/{old['position']}",
+    )
+    page.go("#/search?q=deploy%20day&limit=5")
+    page.until("the hits", lambda: page.all("#hits > li"))
+    marks = page.all("#hits > li .superseded")
+    assert len(marks) == 1, [e.text for e in page.all("#hits > li")]
+    assert "corrected by" in marks[0].text
+    a = marks[0].find_element(page.By.CSS_SELECTOR, "a")
+    assert "week 9 #" + str(fix["position"]) in a.text
+    assert "session/week%209" in a.get_attribute("href")
