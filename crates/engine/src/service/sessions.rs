@@ -549,43 +549,63 @@ impl Sessions<'_> {
     /// the link in the files is stable. A name that is no chunk of this store is an error
     /// and nothing is written.
     fn resolve_corrections(&self, chunks: &[NewChunk], prepared: &mut [Prepared]) -> Result<()> {
-        for (i, (c, p)) in chunks.iter().zip(prepared.iter_mut()).enumerate() {
-            let at = |e: Error| {
-                if chunks.len() > 1 {
-                    e.detail("index", Value::from(i))
-                } else {
-                    e
-                }
-            };
-            let Some(refs) = corrections_asked(c, &p.meta).map_err(&at)? else {
-                continue;
-            };
-            let ids = self
-                .indexing()
-                .locate_chunks(&refs, |source| self.chunks_with_source_id(source))
-                .map_err(&at)?;
-            p.meta[SUPERSEDES_KEY] = Value::from(ids);
+        let at = |i: usize, e: Error| {
+            if chunks.len() > 1 {
+                e.detail("index", Value::from(i))
+            } else {
+                e
+            }
+        };
+        let mut asked: Vec<(usize, Vec<String>)> = Vec::new();
+        for (i, (c, p)) in chunks.iter().zip(prepared.iter()).enumerate() {
+            if let Some(refs) = corrections_asked(c, &p.meta).map_err(|e| at(i, e))? {
+                asked.push((i, refs));
+            }
+        }
+        if asked.is_empty() {
+            return Ok(());
+        }
+        // One look at the ledger and one at the index for the whole batch.
+        let names: Vec<&str> = asked
+            .iter()
+            .flat_map(|(_, r)| r.iter().map(String::as_str))
+            .collect();
+        let by_source = self.chunks_with_source_ids(&names)?;
+        let lists: Vec<&[String]> = asked.iter().map(|(_, r)| r.as_slice()).collect();
+        let located = self.indexing().locate_chunks(&lists, &by_source)?;
+        for ((i, _), uris) in asked.iter().zip(located) {
+            let p = &mut prepared[*i];
+            p.meta[SUPERSEDES_KEY] = Value::from(uris.map_err(|e| at(*i, e))?);
             let size = codec::to_compact(&p.meta).len();
             if size > limits::MAX_METADATA_BYTES {
-                return Err(at(Error::too_large(
-                    "metadata",
-                    size,
-                    limits::MAX_METADATA_BYTES,
-                    "bytes",
-                )));
+                return Err(at(
+                    *i,
+                    Error::too_large("metadata", size, limits::MAX_METADATA_BYTES, "bytes"),
+                ));
             }
         }
         Ok(())
     }
 
-    /// The chunks, in any session, whose idempotency key is `source_id`: (session, chunk id).
-    fn chunks_with_source_id(&self, source_id: &str) -> Result<Vec<(String, String)>> {
+    /// For each name, the chunks in any session whose idempotency key it is: (session, chunk
+    /// id); names that are no key are left out.
+    fn chunks_with_source_ids(
+        &self,
+        names: &[&str],
+    ) -> Result<std::collections::HashMap<String, Vec<(String, String)>>> {
+        let mut out = std::collections::HashMap::new();
         let mut guard = self.inner()?;
         let Some(inner) = guard.as_mut() else {
-            return Ok(Vec::new());
+            return Ok(out);
         };
         self.sync_sessions(inner, None)?;
-        inner.ledger.chunks_with_source_id(source_id)
+        for n in names {
+            let found = inner.ledger.chunks_with_source_id(n)?;
+            if !found.is_empty() {
+                out.insert(n.to_string(), found);
+            }
+        }
+        Ok(out)
     }
 
     /// Which of these `(session, source_id)` pairs a chunk already holds; writes nothing.

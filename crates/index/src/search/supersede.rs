@@ -13,7 +13,8 @@
 use std::collections::HashMap;
 
 use tantivy::collector::DocSetCollector;
-use tantivy::query::TermQuery;
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocAddress, Searcher, Term};
 
@@ -114,11 +115,49 @@ pub fn correcting_all(idx: &View<'_>, places: &[(String, u64)]) -> Result<Supers
     superseded(idx, places.iter().map(|(s, p)| (s.clone(), *p, None)))
 }
 
-/// The places of the live chunks with this chunk id (one per session that has one).
-pub fn places_of_id(idx: &View<'_>, chunk_id: &str) -> Result<Vec<(String, u64)>> {
+/// The places of the live chunks with this chunk id, at most `most` of them (a chunk id is
+/// unique within its session only: asking for two tells one from many).
+pub fn places_of_id(idx: &View<'_>, chunk_id: &str, most: usize) -> Result<Vec<(String, u64)>> {
+    let f = &idx.chunk_fields;
+    let q = TermQuery::new(id_term(f, chunk_id), IndexRecordOption::Basic);
+    places_of(idx, &q, most)
+}
+
+/// The place of the live chunk `chunk_id` of `session`, if there is one.
+pub fn place_in_session(
+    idx: &View<'_>,
+    session: &str,
+    chunk_id: &str,
+) -> Result<Option<(String, u64)>> {
+    let f = &idx.chunk_fields;
+    let q = BooleanQuery::new(vec![
+        (
+            Occur::Must,
+            Box::new(TermQuery::new(
+                id_term(f, chunk_id),
+                IndexRecordOption::Basic,
+            )) as Box<dyn Query>,
+        ),
+        (
+            Occur::Must,
+            Box::new(TermQuery::new(
+                crate::index::session_key(f, session),
+                IndexRecordOption::Basic,
+            )),
+        ),
+    ]);
+    Ok(places_of(idx, &q, 1)?.into_iter().next())
+}
+
+/// The places of at most `most` live chunks matching `q`.
+fn places_of(idx: &View<'_>, q: &dyn Query, most: usize) -> Result<Vec<(String, u64)>> {
     let f = &idx.chunk_fields;
     let mut out = Vec::new();
-    for a in holders(&idx.cs, id_term(f, chunk_id))? {
+    for (_, a) in idx
+        .cs
+        .search(q, &TopDocs::with_limit(most.max(1)).order_by_score())
+        .map_err(ix)?
+    {
         let d = doc(&idx.cs, a)?;
         out.push((get_str(&d, f.session), get_u64(&d, f.position)));
     }

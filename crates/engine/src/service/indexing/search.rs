@@ -143,14 +143,15 @@ impl<'a> Indexing<'a> {
         search::supersede::correcting_all(&search::View::of(&idx), places).unwrap_or_default()
     }
 
-    /// The chunk URI each reference names: a chunk URI, a chunk id (in whichever session holds
-    /// it; several is ambiguous), or else a source_id (`by_source`: its chunks' (session, chunk
-    /// id) pairs). A reference that names no live chunk is an `invalid` error.
+    /// For each list of references, the chunk URIs they name, in one look at the index: a
+    /// reference is a chunk URI, a chunk id (in whichever session holds it; several is
+    /// ambiguous), or else a source_id (`by_source`: its chunks' (session, chunk id) pairs).
+    /// A list with a reference that names no live chunk is an `invalid` error of its own.
     pub(crate) fn locate_chunks(
         &self,
-        refs: &[String],
-        by_source: impl Fn(&str) -> Result<Vec<(String, String)>>,
-    ) -> Result<Vec<String>> {
+        lists: &[&[String]],
+        by_source: &std::collections::HashMap<String, Vec<(String, String)>>,
+    ) -> Result<Vec<Result<Vec<String>>>> {
         let missing = |r: &str| {
             Error::invalid(
                 "supersedes",
@@ -159,56 +160,64 @@ impl<'a> Indexing<'a> {
             .hint("{op:search} shows each hit's uri and chunk_id")
         };
         if !self.layout().exists() {
-            return Err(missing(refs.first().map_or("", String::as_str)));
+            return Ok(lists
+                .iter()
+                .map(|l| Err(missing(l.first().map_or("", |r| r.as_str()))))
+                .collect());
         }
-        self.with_view(|v| {
-            let mut out: Vec<String> = Vec::new();
-            for r in refs {
-                let places = match memdir_api::uri::parse(r) {
-                    Some(memdir_api::uri::Resource::Chunk {
-                        session_id,
-                        position,
-                    }) => {
-                        if search::supersede::place_exists(v, &session_id, position)? {
-                            vec![(session_id, position)]
-                        } else {
-                            Vec::new()
-                        }
-                    }
-                    _ => {
-                        let by_id = search::supersede::places_of_id(v, r)?;
-                        if by_id.len() > 1 {
-                            return Err(Error::invalid(
-                                "supersedes",
-                                format!("chunk id {r:?} is in {} sessions: give the chunk's uri (memdir://sessions/SESSION/POSITION)", by_id.len()),
-                            ));
-                        }
-                        if by_id.is_empty() {
-                            let mut found = Vec::new();
-                            for (session, id) in by_source(r)? {
-                                found.extend(
-                                    search::supersede::places_of_id(v, &id)?
-                                        .into_iter()
-                                        .filter(|(s, _)| *s == session),
-                                );
-                            }
-                            found
-                        } else {
-                            by_id
-                        }
-                    }
-                };
-                if places.is_empty() {
-                    return Err(missing(r));
-                }
-                for (session, position) in places {
-                    let uri = memdir_api::uri::chunk(&session, position);
-                    if !out.contains(&uri) {
-                        out.push(uri);
-                    }
-                }
+        let one = |v: &search::View<'_>, r: &str| -> Result<Vec<(String, u64)>> {
+            if let Some(memdir_api::uri::Resource::Chunk {
+                session_id,
+                position,
+            }) = memdir_api::uri::parse(r)
+            {
+                return Ok(
+                    if search::supersede::place_exists(v, &session_id, position)? {
+                        vec![(session_id, position)]
+                    } else {
+                        Vec::new()
+                    },
+                );
             }
-            Ok(out)
+            let by_id = search::supersede::places_of_id(v, r, 2)?;
+            if by_id.len() > 1 {
+                return Err(Error::invalid(
+                    "supersedes",
+                    format!(
+                        "chunk id {r:?} is in {} sessions: give the chunk's uri (memdir://sessions/SESSION/POSITION)",
+                        by_id.len()
+                    ),
+                ));
+            }
+            if !by_id.is_empty() {
+                return Ok(by_id);
+            }
+            let mut found = Vec::new();
+            for (session, id) in by_source.get(r).into_iter().flatten() {
+                found.extend(search::supersede::place_in_session(v, session, id)?);
+            }
+            Ok(found)
+        };
+        self.with_view(|v| {
+            Ok(lists
+                .iter()
+                .map(|refs| {
+                    let mut out: Vec<String> = Vec::new();
+                    for r in refs.iter() {
+                        let places = one(v, r)?;
+                        if places.is_empty() {
+                            return Err(missing(r));
+                        }
+                        for (session, position) in places {
+                            let uri = memdir_api::uri::chunk(&session, position);
+                            if !out.contains(&uri) {
+                                out.push(uri);
+                            }
+                        }
+                    }
+                    Ok(out)
+                })
+                .collect())
         })
     }
 
