@@ -264,3 +264,43 @@ fn naming_no_chunk_is_a_clear_error_and_writes_nothing() {
     let f = env.ok(&["fetch", "s1"]);
     assert_eq!(f["chunks"][1]["superseded_by"], json!([uri(&c)]));
 }
+
+#[test]
+fn verify_store_names_a_correction_that_corrects_nothing() {
+    let env = TestEnv::new();
+    let (_old, _new) = stale_and_correction(&env);
+    let v = env.ok(&["verify-store"]);
+    assert_eq!(v["ok"], true, "{v:#}");
+
+    // By hand: a link to a position past the session's end, and one that is no uri.
+    let c = ingest(&env, "s4", "A fourth fact.", &[]);
+    let seg = walkdir::WalkDir::new(env.path("sessions/s4"))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .unwrap();
+    let mut line: Value =
+        serde_json::from_str(std::fs::read_to_string(seg.path()).unwrap().trim_end()).unwrap();
+    line["metadata"]["supersedes"] = json!(["memdir://sessions/s1/99", "not a uri"]);
+    std::fs::write(seg.path(), format!("{line}\n")).unwrap();
+    let r = env.run(&["verify-store"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let report = r.json();
+    let found: Vec<String> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "correction")
+        .map(|p| p["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(found.len(), 2, "{report:#}");
+    assert!(
+        found.iter().any(|m| m.contains("no chunk of this store")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|m| m.contains("not a chunk uri")),
+        "{found:?}"
+    );
+    let _ = c;
+}

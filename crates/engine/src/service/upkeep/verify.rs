@@ -243,14 +243,45 @@ fn check_sessions(
 ) -> Result<(usize, usize)> {
     let mut n_segments = 0usize;
     let mut n_chunks = 0usize;
+    let mut sizes: std::collections::HashMap<String, usize> = Default::default();
+    let mut links: Vec<Link> = Vec::new();
     for (id, dir) in store::list_session_dirs(layout)? {
         check_seals(layout, &dir, p);
         for f in store::list_segments(layout, &dir)? {
             n_segments += 1;
-            n_chunks += check_segment(layout, &id, &f, ledger, now, p)?;
+            let n = check_segment(layout, &id, &f, ledger, now, p, &mut links)?;
+            n_chunks += n;
+            *sizes.entry(id.clone()).or_default() += n;
+        }
+    }
+    for l in links {
+        let held = memdir_index::search::supersede::corrected_places(&serde_json::json!({
+            memdir_index::search::supersede::SUPERSEDES_KEY: [l.target.clone()]
+        }));
+        match held.first() {
+            None => p.add(
+                "correction",
+                &l.rel,
+                format!("seq {}: supersedes holds {}, which is not a chunk uri (memdir://sessions/SESSION/POSITION): it corrects nothing", l.seq, l.target),
+            ),
+            Some((session, position)) if sizes.get(session).is_none_or(|n| *position >= *n as u64) => p.add(
+                "correction",
+                &l.rel,
+                format!("seq {}: supersedes names {}, which is no chunk of this store", l.seq, l.target),
+            ),
+            Some(_) => {}
         }
     }
     Ok((n_segments, n_chunks))
+}
+
+/// A chunk's claim to correct another (`metadata.supersedes`), checked once every session is
+/// counted.
+struct Link {
+    rel: std::path::PathBuf,
+    seq: u64,
+    /// One entry of the list, as written.
+    target: Value,
 }
 
 /// Checks one segment of session `id`: its lines, its tail, its chunks, and the ledger's
@@ -262,6 +293,7 @@ fn check_segment(
     ledger: Option<&Ledger>,
     now: i64,
     p: &mut Problems,
+    links: &mut Vec<Link>,
 ) -> Result<usize> {
     let path = layout.root.join(&f.rel);
     let bytes = match fsx::read(&path, fsx::MAX_SEGMENT_FILE) {
@@ -286,6 +318,27 @@ fn check_segment(
         );
     }
     check_chunks(id, f, &seg.chunks, now, p);
+    for c in seg.chunks.iter().filter(|c| !c.is_tombstone()) {
+        match c
+            .metadata
+            .get(memdir_index::search::supersede::SUPERSEDES_KEY)
+        {
+            None => {}
+            Some(Value::Array(a)) => links.extend(a.iter().map(|t| Link {
+                rel: f.rel.clone(),
+                seq: c.seq,
+                target: t.clone(),
+            })),
+            Some(other) => p.add(
+                "correction",
+                &f.rel,
+                format!(
+                    "seq {}: supersedes is {other}, not a list of chunk uris",
+                    c.seq
+                ),
+            ),
+        }
+    }
     if let Some(l) = ledger
         && let Some(row) = l.segment(&f.rel.to_string_lossy())?
         && row.chunks != seg.chunks.len() as i64
