@@ -152,7 +152,7 @@ impl SearchIndex {
         // The chunks this one corrects (see `search::supersede`); a forgotten correction
         // corrects nothing.
         if !c.is_tombstone() {
-            for (session, position) in crate::search::supersede::corrected_places(&c.metadata) {
+            for (session, position) in corrected_places(&c.metadata) {
                 d.add_text(f.key, format!("r:{}", place_key(&session, position)));
             }
         }
@@ -253,4 +253,26 @@ pub fn session_term(idx: &SearchIndex, session_id: &str) -> Term {
 /// The term that names all documents of one category.
 pub fn category_term(idx: &SearchIndex, name: &str) -> Term {
     Term::from_field_text(idx.category_fields.category, name)
+}
+
+/// The metadata key of a chunk's corrections: the URIs of the chunks it supersedes (see
+/// `search::supersede`).
+pub const SUPERSEDES_KEY: &str = "supersedes";
+
+/// The places (session, position) a chunk's metadata says it corrects: the chunk URIs in
+/// `supersedes` (anything else there corrects nothing).
+pub fn corrected_places(metadata: &serde_json::Value) -> Vec<(String, u64)> {
+    metadata
+        .get(SUPERSEDES_KEY)
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| match memdir_api::uri::parse(v.as_str()?)? {
+            memdir_api::uri::Resource::Chunk {
+                session_id,
+                position,
+            } => Some((session_id, position)),
+            _ => None,
+        })
+        .collect()
 }

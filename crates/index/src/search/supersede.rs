@@ -21,14 +21,12 @@ use tantivy::{DocAddress, Searcher, Term};
 use super::document::{chunk_at, doc, get_str, get_u64};
 use super::{Filters, Hit, View};
 use crate::index::{ChunkFields, place_key};
+pub use crate::index::{SUPERSEDES_KEY, corrected_places};
 use memdir_api::error::{Error, Result};
 
 fn ix(e: impl std::fmt::Display) -> Error {
     Error::internal(format!("search: {e}"))
 }
-
-/// The metadata key of a chunk's corrections: the chunk ids it supersedes.
-pub const SUPERSEDES_KEY: &str = "supersedes";
 
 /// Corrected candidates: (session, position) to the URIs of the chunks correcting it.
 pub type Superseded = HashMap<(String, u64), Vec<String>>;
@@ -41,24 +39,6 @@ pub fn id_term(f: &ChunkFields, chunk_id: &str) -> Term {
 /// The `key` term a correction of the chunk at `position` of `session` carries.
 pub fn corrects_term(f: &ChunkFields, session: &str, position: u64) -> Term {
     Term::from_field_text(f.key, &format!("r:{}", place_key(session, position)))
-}
-
-/// The places (session, position) a chunk's metadata says it corrects: the chunk URIs in
-/// `supersedes` (anything else there corrects nothing).
-pub fn corrected_places(metadata: &serde_json::Value) -> Vec<(String, u64)> {
-    metadata
-        .get(SUPERSEDES_KEY)
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| match memdir_api::uri::parse(v.as_str()?)? {
-            memdir_api::uri::Resource::Chunk {
-                session_id,
-                position,
-            } => Some((session_id, position)),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Whether any segment holds a correction term (a deleted document's may linger until a
