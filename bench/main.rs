@@ -1033,6 +1033,7 @@ fn bench_merge(args: &[String]) -> Result<Value> {
                 category: category(n),
                 fields: None,
                 version: None,
+                as_of: None,
             })?;
             let key = format!("key-{:05}-read-{k:05}", at.below(n as u64));
             after_read[i].push(merge_one(n, key)?);

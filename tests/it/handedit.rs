@@ -962,6 +962,7 @@ impl InProcess {
                 category: self.category.into(),
                 fields: None,
                 version: None,
+                as_of: None,
             })
             .unwrap()
             .data

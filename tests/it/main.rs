@@ -4,6 +4,7 @@ mod util;
 
 mod acl;
 mod architecture;
+mod as_of;
 mod cli;
 mod concurrency;
 mod config;

@@ -389,7 +389,7 @@ pub struct SearchRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
-    /// Only session chunks (chunk) or only categories (category).
+    /// Only chunks (chunk) or categories (category).
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["chunk", "category"]))]
@@ -616,7 +616,7 @@ pub struct FetchRequest {
     #[serde(default = "defaults::fetch_limit", deserialize_with = "num::usize")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: usize,
-    /// Token budget of the page; it ends early, never before its first chunk.
+    /// Token budget of the page (it keeps its first chunk).
     #[arg(long, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(
         default,
@@ -625,13 +625,17 @@ pub struct FetchRequest {
     )]
     #[schemars(range(min = 50))]
     pub max_tokens: Option<usize>,
+    /// As it stood at this time.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// Parameters of the session catalog.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct OverviewRequest {
-    /// Only sessions active in the last N days; 0 lists all.
+    /// Only sessions active in the last N days (0: all).
     #[arg(long, default_value_t = defaults::OVERVIEW_DAYS, value_parser = num::parse_u64, allow_negative_numbers = true)]
     #[serde(default = "defaults::overview_days", deserialize_with = "num::u64")]
     #[schemars(range(min = 0, max = 36500))]
@@ -676,6 +680,10 @@ pub struct ReadRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<VersionRef>,
+    /// As it stood at this time.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// Parameters of a category write.
@@ -684,16 +692,16 @@ pub struct ReadRequest {
 pub struct WriteRequest {
     /// The category's name.
     pub category: String,
-    /// The JSON object to write, or with merge the keys to change (null deletes a key).
+    /// The JSON object, or with merge the keys to change (null deletes one).
     #[schemars(with = "Map<String, Value>")]
     pub data: Value,
-    /// Why, kept in the history.
+    /// Why (kept in history).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// The hash the category must have now (from the last read), or "absent" to create only.
+    /// The hash it must have now (from a read), or "absent" to create only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_hash: Option<String>,
-    /// Merge top-level keys instead of replacing the whole category.
+    /// Merge top-level keys instead of replacing all.
     #[serde(default)]
     pub merge: bool,
 }
@@ -707,7 +715,7 @@ pub struct AppendRequest {
     /// The entry: a JSON object.
     #[schemars(with = "Map<String, Value>")]
     pub data: Value,
-    /// Entries to keep (default 200, or the log's own setting).
+    /// Entries to keep (default 200).
     #[serde(
         default,
         deserialize_with = "num::opt_u64",
@@ -715,7 +723,7 @@ pub struct AppendRequest {
     )]
     #[schemars(range(min = 1, max = 100000))]
     pub max_entries: Option<u64>,
-    /// Drop entries older than this many days, counted from the newest entry.
+    /// Drop entries this many days older than the newest.
     #[serde(
         default,
         deserialize_with = "num::opt_u64",
@@ -723,7 +731,7 @@ pub struct AppendRequest {
     )]
     #[schemars(range(min = 1, max = 36500))]
     pub max_age_days: Option<u64>,
-    /// Why, kept in the history.
+    /// Why (kept in history).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -738,7 +746,7 @@ pub struct DeleteRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_hash: Option<String>,
-    /// Why, kept in the history.
+    /// Why (kept in history).
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -806,7 +814,7 @@ pub struct RestoreRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_hash: Option<String>,
-    /// Why, kept in the history.
+    /// Why (kept in history).
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -851,6 +859,10 @@ pub struct ContextRequest {
     )]
     #[schemars(range(min = 50))]
     pub max_tokens: Option<usize>,
+    /// As it stood at this time.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// Parameters of a change check.
@@ -2016,7 +2028,7 @@ pub struct ResolveRequest {
     #[arg(long, value_parser = parse_json_arg)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
-    /// Why, kept in the history.
+    /// Why (kept in history).
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

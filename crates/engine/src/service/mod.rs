@@ -976,6 +976,23 @@ pub(crate) fn check_reason(reason: Option<&str>) -> Result<Option<String>> {
     }
 }
 
+/// The time an `as_of` names, in ms: RFC 3339, a date (the end of that day), epoch ms, a time
+/// ago (7d), today or yesterday; `None` when not given.
+pub(crate) fn as_of_ms(v: Option<&str>) -> Result<Option<i64>> {
+    match v.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => match clock::parse_when(s, clock::now_ms()) {
+            Some((t, whole_day)) => Ok(Some(if whole_day { t + 86_400_000 - 1 } else { t })),
+            None => Err(Error::invalid(
+                "as_of",
+                format!(
+                    "as_of {s:?} is not a time: use RFC 3339 (2026-11-29T10:00:00Z), a date (2026-11-29), epoch milliseconds, a time ago (30m, 12h, 7d, 2w), today or yesterday"
+                ),
+            )),
+        },
+    }
+}
+
 /// Deserializes tool or request arguments, turning serde's message into an `invalid` error
 /// that names the field where serde does.
 pub fn from_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T> {

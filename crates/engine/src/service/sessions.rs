@@ -260,6 +260,11 @@ fn prepare(c: &NewChunk, at: impl Fn(Error) -> Error) -> Result<Prepared> {
     Ok(Prepared { id, ts, meta, key })
 }
 
+/// A chunk's clock stamp in ms (0 for a stamp that does not parse: it sorts first).
+fn clock_ms(hlc: &str) -> i64 {
+    clock::Hlc::parse(hlc).map_or(0, |h| h.ms)
+}
+
 /// The most chunks one chunk may say it corrects.
 pub const MAX_SUPERSEDES: usize = 64;
 
@@ -584,6 +589,44 @@ impl Sessions<'_> {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Keeps, of each place's corrections, those saved by `t` (ms): the memory as it stood then.
+    fn corrections_by(
+        &self,
+        by: &mut memdir_index::search::supersede::Superseded,
+        t: i64,
+    ) -> Result<()> {
+        let mut clocks: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for uris in by.values_mut() {
+            let mut kept = Vec::new();
+            for uri in uris.drain(..) {
+                let Some(memdir_api::uri::Resource::Chunk {
+                    session_id,
+                    position,
+                }) = memdir_api::uri::parse(&uri)
+                else {
+                    continue;
+                };
+                if !clocks.contains_key(&session_id) {
+                    let of: Vec<i64> = self
+                        .session_chunks(&session_id)?
+                        .iter()
+                        .map(|c| clock_ms(&c.chunk.hlc))
+                        .collect();
+                    clocks.insert(session_id.clone(), of);
+                }
+                if clocks[&session_id]
+                    .get(position as usize)
+                    .is_some_and(|c| *c <= t)
+                {
+                    kept.push(uri);
+                }
+            }
+            *uris = kept;
+        }
+        by.retain(|_, uris| !uris.is_empty());
         Ok(())
     }
 
@@ -1116,7 +1159,23 @@ impl Sessions<'_> {
         let (session_id, position, limit) = (req.session_id.as_str(), req.position, req.limit);
         check_limit("limit", limit)?;
         memdir_index::budget::check(req.max_tokens)?;
-        let chunks = self.session_chunks(session_id)?;
+        let at = crate::service::as_of_ms(req.as_of.as_deref())?;
+        let mut chunks = self.session_chunks(session_id)?;
+        if let Some(t) = at {
+            // Positions follow the clock: what the session held at `t` is a prefix of it.
+            chunks.retain(|c| clock_ms(&c.chunk.hlc) <= t);
+        }
+        if chunks.is_empty() && at.is_some() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "session {session_id:?} held nothing at {}",
+                    clock::rfc3339(at.unwrap_or_default())
+                ),
+            )
+            .field("as_of")
+            .hint("{op:overview} lists sessions"));
+        }
         if chunks.is_empty() {
             return Err(Error::new(
                 ErrorKind::NotFound,
@@ -1138,6 +1197,9 @@ impl Sessions<'_> {
             .map(|c| (session_id.to_string(), c.position))
             .collect();
         let mut by = self.indexing().corrections(&places);
+        if let Some(t) = at {
+            self.corrections_by(&mut by, t)?;
+        }
         for c in &mut page {
             c.superseded_by = by.remove(&(session_id.to_string(), c.position));
         }

@@ -18,7 +18,7 @@ use crate::service::{Memdir, check_reason, limits};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;
 use memdir_store::model::{
-    CategoryKind, CategoryName, CategoryStatus, Expect, VersionOp, content_hash,
+    CategoryKind, CategoryName, CategoryStatus, Expect, HistoryEntry, VersionOp, content_hash,
 };
 use memdir_store::{self as store, Layout, codec};
 
@@ -89,6 +89,15 @@ impl Categories<'_> {
         let Some(inner) = guard.as_mut() else {
             return Err(not_found(&name, Vec::new()));
         };
+        if let Some(at) = crate::service::as_of_ms(req.as_of.as_deref())? {
+            if req.version.is_some() {
+                return Err(Error::invalid("as_of", "give version or as_of, not both"));
+            }
+            let st = self.sync_category(inner, &name, None, Sync::Fast)?;
+            let entry = version_at(&self.history_entries(&name)?, &name, at)?;
+            let current = st.row.head_id.as_deref() == Some(entry.id.as_str());
+            return version_read(&name, &entry, req.fields.as_ref(), current);
+        }
         if let Some(v) = &req.version {
             let entry = self.find_version(inner, &name, v)?;
             if entry.is_tombstone() {
@@ -102,23 +111,7 @@ impl Categories<'_> {
                 )
                 .hint("{op:history} lists the versions with content"));
             }
-            let (data, missing) = select_fields(&entry.content, req.fields.as_ref());
-            return Ok(ReadResponse {
-                category: name.to_string(),
-                data,
-                missing_fields: missing,
-                meta: CategoryMeta {
-                    hash: entry.hash.clone(),
-                    version: entry.ordinal(),
-                    version_id: Some(entry.id.clone()),
-                    updated_at: entry.ts.clone(),
-                    updated_by: entry.actor.clone(),
-                    size_bytes: None,
-                    kind: CategoryKind::of(&entry.content).as_str().to_string(),
-                    op: Some(entry.op.clone()),
-                    current: false,
-                },
-            });
+            return version_read(&name, &entry, req.fields.as_ref(), false);
         }
         let st = self.sync_category(inner, &name, None, Sync::Full)?;
         let Some(file) = st.file.as_ref().filter(|_| st.exists()) else {
@@ -451,6 +444,7 @@ impl Categories<'_> {
                 category: c.clone(),
                 fields: fields.cloned(),
                 version: None,
+                as_of: req.as_of.clone(),
             };
             match self.read(&req) {
                 Ok(v) => {
@@ -481,6 +475,7 @@ impl Categories<'_> {
             category: req.category.clone(),
             fields: None,
             version: None,
+            as_of: None,
         };
         match self.read(&read) {
             Ok(v) => {
@@ -593,4 +588,72 @@ impl Categories<'_> {
             Ok(true)
         })
     }
+}
+
+/// A read of one version of a category (`current`: it is also the current one).
+fn version_read(
+    name: &CategoryName,
+    entry: &HistoryEntry,
+    fields: Option<&Fields>,
+    current: bool,
+) -> Result<ReadResponse> {
+    let (data, missing) = select_fields(&entry.content, fields);
+    Ok(ReadResponse {
+        category: name.to_string(),
+        data,
+        missing_fields: missing,
+        meta: CategoryMeta {
+            hash: entry.hash.clone(),
+            version: entry.ordinal(),
+            version_id: Some(entry.id.clone()),
+            updated_at: entry.ts.clone(),
+            updated_by: entry.actor.clone(),
+            size_bytes: None,
+            kind: CategoryKind::of(&entry.content).as_str().to_string(),
+            op: Some(entry.op.clone()),
+            current,
+        },
+    })
+}
+
+/// The version of a category current at `at` (ms): of the versions written by then, the one
+/// with the latest clock stamp (history ids begin with it). A category not yet written, deleted
+/// or forgotten at that time is not found.
+fn version_at(entries: &[HistoryEntry], name: &CategoryName, at: i64) -> Result<HistoryEntry> {
+    let when = memdir_store::clock::rfc3339(at);
+    let entry = entries
+        .iter()
+        .filter(|e| memdir_store::clock::parse_time(&e.ts).is_some_and(|t| t <= at))
+        .max_by(|a, b| a.id.cmp(&b.id))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("category {:?} did not exist at {when}", name.as_str()),
+            )
+            .field("as_of")
+            .hint("{op:history} lists its versions and their times")
+        })?;
+    if entry.is_tombstone() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "category {:?} was deleted at {when} (version {})",
+                name.as_str(),
+                entry.ordinal()
+            ),
+        )
+        .field("as_of"));
+    }
+    if entry.forgotten.is_some() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "the version of {:?} current at {when} (version {}) was forgotten",
+                name.as_str(),
+                entry.ordinal()
+            ),
+        )
+        .field("as_of"));
+    }
+    Ok(entry.clone())
 }
