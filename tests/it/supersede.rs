@@ -20,6 +20,16 @@ fn ids(search: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The one segment file of a session written by this device.
+fn segment(env: &TestEnv, session: &str) -> std::path::PathBuf {
+    walkdir::WalkDir::new(env.path(&format!("sessions/{session}")))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .expect("a segment file")
+        .into_path()
+}
+
 /// The URI of an ingested chunk.
 fn uri(ingested: &Value) -> String {
     format!(
@@ -104,12 +114,7 @@ fn a_correction_ranks_above_what_it_corrects_and_marks_it() {
 fn the_link_is_a_line_in_the_files_and_survives_a_rebuilt_index() {
     let env = TestEnv::new();
     let (old, new) = stale_and_correction(&env);
-    let segs: Vec<_> = walkdir::WalkDir::new(env.path("sessions/s2"))
-        .into_iter()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    let text = std::fs::read_to_string(segs[0].path()).unwrap();
+    let text = std::fs::read_to_string(segment(&env, "s2")).unwrap();
     let line: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     // The link is kept as the corrected chunk's uri, whatever named it.
     assert_eq!(line["metadata"]["supersedes"], json!([old]));
@@ -148,19 +153,15 @@ fn a_source_id_names_what_it_corrects_and_a_hand_edit_can_add_a_link() {
     let a = ingest(&env, "s3", "The cache holds 100 entries.", &[]);
     let a_id = uri(&a);
     let b = ingest(&env, "s3", "The cache holds 500 entries now.", &[]);
-    let seg = walkdir::WalkDir::new(env.path("sessions/s3"))
-        .into_iter()
-        .filter_map(|e| e.ok())
-        .find(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-        .unwrap();
-    let text = std::fs::read_to_string(seg.path()).unwrap();
+    let seg = segment(&env, "s3");
+    let text = std::fs::read_to_string(&seg).unwrap();
     let mut lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     lines[1]["metadata"]["supersedes"] = json!([a_id]);
     let out: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(seg.path(), out).unwrap();
+    std::fs::write(&seg, out).unwrap();
     // A search adopts the edit and brings the index up to date; fetch reads what it knows.
     let r = env.ok(&[
         "search",
@@ -274,15 +275,11 @@ fn verify_store_names_a_correction_that_corrects_nothing() {
 
     // By hand: a link to a position past the session's end, and one that is no uri.
     let c = ingest(&env, "s4", "A fourth fact.", &[]);
-    let seg = walkdir::WalkDir::new(env.path("sessions/s4"))
-        .into_iter()
-        .filter_map(|e| e.ok())
-        .find(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-        .unwrap();
+    let seg = segment(&env, "s4");
     let mut line: Value =
-        serde_json::from_str(std::fs::read_to_string(seg.path()).unwrap().trim_end()).unwrap();
+        serde_json::from_str(std::fs::read_to_string(&seg).unwrap().trim_end()).unwrap();
     line["metadata"]["supersedes"] = json!(["memdir://sessions/s1/99", "not a uri"]);
-    std::fs::write(seg.path(), format!("{line}\n")).unwrap();
+    std::fs::write(&seg, format!("{line}\n")).unwrap();
     let r = env.run(&["verify-store"]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     let report = r.json();

@@ -260,6 +260,15 @@ fn prepare(c: &NewChunk, at: impl Fn(Error) -> Error) -> Result<Prepared> {
     Ok(Prepared { id, ts, meta, key })
 }
 
+/// An error about chunk `i` of a batch of `n`: in a batch of several it names the chunk's index.
+fn in_batch(n: usize, i: usize, e: Error) -> Error {
+    if n > 1 {
+        e.detail("index", Value::from(i))
+    } else {
+        e
+    }
+}
+
 /// A chunk's clock stamp in ms (0 for a stamp that does not parse: it sorts first).
 fn clock_ms(hlc: &str) -> i64 {
     clock::Hlc::parse(hlc).map_or(0, |h| h.ms)
@@ -356,14 +365,7 @@ fn prepare_batch(chunks: &[NewChunk]) -> Result<Vec<Prepared>> {
     let mut total = 0usize;
     let mut prepared = Vec::with_capacity(chunks.len());
     for (i, c) in chunks.iter().enumerate() {
-        let at = |e: Error| {
-            if chunks.len() > 1 {
-                e.detail("index", Value::from(i))
-            } else {
-                e
-            }
-        };
-        prepared.push(prepare(c, at)?);
+        prepared.push(prepare(c, |e| in_batch(chunks.len(), i, e))?);
         total += c.content.len();
     }
     if total > limits::MAX_BATCH_BYTES {
@@ -554,13 +556,7 @@ impl Sessions<'_> {
     /// the link in the files is stable. A name that is no chunk of this store is an error
     /// and nothing is written.
     fn resolve_corrections(&self, chunks: &[NewChunk], prepared: &mut [Prepared]) -> Result<()> {
-        let at = |i: usize, e: Error| {
-            if chunks.len() > 1 {
-                e.detail("index", Value::from(i))
-            } else {
-                e
-            }
-        };
+        let at = |i: usize, e: Error| in_batch(chunks.len(), i, e);
         let mut asked: Vec<(usize, Vec<String>)> = Vec::new();
         for (i, (c, p)) in chunks.iter().zip(prepared.iter()).enumerate() {
             if let Some(refs) = corrections_asked(c, &p.meta).map_err(|e| at(i, e))? {

@@ -392,6 +392,20 @@ impl Categories<'_> {
         self.sync_category(inner, name, Some(lock), Sync::Full)
     }
 
+    /// Adopts the hand edits of every category (with a file or a history), each as a version of
+    /// its own, under the write lock: what a sync does before it exchanges anything.
+    pub(in crate::service) fn adopt_hand_edits(&self, tx: &WriteTxn<'_>) -> Result<()> {
+        let layout = self.layout();
+        let mut names = store::list_category_files(layout)?.0;
+        names.extend(store::list_history_names(layout)?);
+        names.sort();
+        names.dedup();
+        for name in &names {
+            self.sync_category(tx.inner, name, Some(tx.lock), Sync::Fast)?;
+        }
+        Ok(())
+    }
+
     /// Names of the categories with a current file, for a not-found error.
     pub(in crate::service) fn available_names(&self, inner: &Inner) -> Result<Vec<String>> {
         let _ = inner;

@@ -116,7 +116,17 @@ impl<'a> Indexing<'a> {
 
     /// The index caught up with the files, as one search's view: `f` runs on it.
     fn with_view<T>(&self, f: impl FnOnce(&search::View<'_>) -> Result<T>) -> Result<T> {
-        self.refresh_index()?;
+        match self.refresh_index() {
+            // The index cannot be written here (permissions, a full disk): serve from the
+            // files with an index in memory.
+            Err(e) if e.write_denied() && self.read_only().is_none() => {
+                self.enter_read_only(&e)?;
+                self.refresh_index()?;
+            }
+            r => r?,
+        }
+        // The index mutex is held only to take the handle: the query runs beside catch-ups
+        // (other searches' commits), on searchers taken once (`search::View`).
         let idx = self
             .index_guard()?
             .as_ref()
@@ -266,24 +276,7 @@ impl<'a> Indexing<'a> {
                 coverage: None,
             });
         }
-        match self.refresh_index() {
-            // The index cannot be written here (permissions, a full disk): serve from the
-            // files with an index in memory.
-            Err(e) if e.write_denied() && self.read_only().is_none() => {
-                self.enter_read_only(&e)?;
-                self.refresh_index()?;
-            }
-            r => r?,
-        }
-        // The index mutex is held only to take the handle: the query runs beside catch-ups
-        // (other searches' commits), on searchers taken once (`search::View`).
-        let idx = self
-            .index_guard()?
-            .as_ref()
-            .expect("invariant: index_guard opens the index")
-            .clone();
-        let view = search::View::of(&idx);
-        let (outcome, note, coverage) = self.dispatch(&view, &plan)?;
+        let (outcome, note, coverage) = self.with_view(|view| self.dispatch(view, &plan))?;
         let mut resp = SearchResponse {
             count: outcome.results.len(),
             results: outcome.results,

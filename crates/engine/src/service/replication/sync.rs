@@ -599,17 +599,8 @@ impl Replication<'_> {
         git: &Git,
         reported: &mut Vec<Problem>,
     ) -> Result<bool> {
-        let layout = self.layout().clone();
-        let mut names = store::list_category_files(&layout)?.0;
-        names.extend(store::list_history_names(&layout)?);
-        names.sort();
-        names.dedup();
-        for name in &names {
-            // Adoption makes a hand edit a version of its own before it is committed.
-            let _ = self
-                .categories()
-                .sync_category(tx.inner, name, Some(tx.lock), Sync::Fast)?;
-        }
+        // Adoption makes a hand edit a version of its own before it is committed.
+        self.categories().adopt_hand_edits(tx)?;
         // Only what git sees changed can need leaving out: check those files parse.
         let excluded = self.left_out(git, &["categories", "history"], reported)?;
         self.sessions().sync_sessions(tx.inner, Some(tx.lock))?;

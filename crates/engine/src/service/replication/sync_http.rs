@@ -311,16 +311,7 @@ impl Peers<'_> {
     /// Adopts hand edits (each becomes a version of its own before it is exchanged). Caller
     /// holds the lock.
     fn adopt_all(&self, tx: &WriteTxn<'_>) -> Result<()> {
-        let layout = self.layout();
-        let mut names = store::list_category_files(layout)?.0;
-        names.extend(store::list_history_names(layout)?);
-        names.sort();
-        names.dedup();
-        for name in &names {
-            let _ = self
-                .categories()
-                .sync_category(tx.inner, name, Some(tx.lock), Sync::Fast)?;
-        }
+        self.categories().adopt_hand_edits(tx)?;
         self.sessions().sync_sessions(tx.inner, Some(tx.lock))
     }
 
