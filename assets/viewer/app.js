@@ -721,12 +721,13 @@
     const name = r.arg || '';
     const tab = r.params.get('tab') || 'content';
     const tabs = h('nav', { class: 'tabs', 'aria-label': 'Category views' },
-      [['content', 'Content'], ['history', 'History'], ['diff', 'Diff']].map(([t, text]) =>
+      [['content', 'Content'], ['history', 'History'], ['diff', 'Diff'], ['blame', 'Blame']].map(([t, text]) =>
         h('a', { href: link('category', name, { tab: t === 'content' ? '' : t }), 'aria-current': t === tab ? 'page' : null }, text)));
     const body = h('div', { id: 'category-body' }, h('p', { class: 'muted' }, 'Loading…'));
     replace(main, h('p', null, h('a', { href: link('categories') }, '← Categories')), h('h1', null, name), tabs, body);
     if (tab === 'history') return categoryHistory(name, body, live);
     if (tab === 'diff') return categoryDiff(name, r, body, live);
+    if (tab === 'blame') return categoryBlame(name, r, body, live);
     return categoryContent(name, r, body, live);
   }
 
@@ -892,6 +893,71 @@
       lines.length ? h('pre', { class: 'diff', id: 'diff' }, lines.map((l) => h('span', {
         class: l.startsWith('@@') ? 'hunk' : l.startsWith('+') && !l.startsWith('+++') ? 'add' : l.startsWith('-') && !l.startsWith('---') ? 'del' : null,
       }, l))) : h('p', { class: 'muted', id: 'diff' }, 'The two versions are the same.'));
+  }
+
+  // A JSON Pointer's parts, and one part as it is written in a pointer.
+  function pointerParts(path) {
+    return path ? path.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~')) : [];
+  }
+
+  function pointerPart(key) {
+    return '/' + key.replace(/~/g, '~0').replace(/\//g, '~1');
+  }
+
+  // A value in one line, cut short; the whole of it in the title.
+  function jsonBrief(value, max) {
+    const text = JSON.stringify(value);
+    const s = text === undefined ? String(value) : text;
+    return h('code', { title: s.length > max ? s : null }, s.length > max ? s.slice(0, max - 1) + '…' : s);
+  }
+
+  // Blame: for each key of the category (or of the object at `path`), the version that set its
+  // current value. A key whose value is an object can be blamed inside.
+  async function categoryBlame(name, r, body, live) {
+    const path = r.params.get('path') || '';
+    const parts = pointerParts(path);
+    const crumbs = h('nav', { class: 'crumbs', 'aria-label': 'Blamed object', id: 'blame-path' },
+      parts.length ? h('a', { href: link('category', name, { tab: 'blame' }) }, 'top level') : h('span', { 'aria-current': 'location' }, 'top level'),
+      parts.map((p, i) => {
+        const at = parts.slice(0, i + 1).map(pointerPart).join('');
+        return [' / ', i < parts.length - 1 ? h('a', { href: link('category', name, { tab: 'blame', path: at }) }, p)
+          : h('code', { 'aria-current': 'location' }, p)];
+      }));
+    const out = h('div', { id: 'blame-out' }, h('p', { class: 'muted' }, 'Loading…'));
+    replace(body, crumbs, out);
+    let b;
+    try {
+      b = await call('POST', '/api/v1/blame', path ? { category: name, path } : { category: name });
+    } catch (e) {
+      if (!live()) return;
+      if (e instanceof ApiError && e.status === 401) throw e;
+      replace(out, errorBox(e));
+      return;
+    }
+    if (!live()) return;
+    const rows = b.keys.map((k) => {
+      const v = String(k.version);
+      const versionLink = h('a', { href: link('category', name, { version: v }), title: `Version ${v}: ${k.id}` }, v);
+      const inside = k.value && typeof k.value === 'object' && !Array.isArray(k.value);
+      return h('tr', { 'data-key': k.key, 'data-version': v },
+        h('td', { 'data-label': 'Key' }, h('code', null, k.key)),
+        h('td', { class: 'blame-value', 'data-label': 'Value' }, jsonBrief(k.value, 60)),
+        h('td', { class: 'num blame-version', 'data-label': 'Version' }, k.at_least
+          ? h('span', { title: 'An older version\'s content was forgotten or compacted: the value may be older than this version.' }, 'at least version ', versionLink)
+          : versionLink),
+        h('td', { 'data-label': 'Op' }, k.op || ''),
+        h('td', { 'data-label': 'By' }, k.actor || ''),
+        h('td', { 'data-label': 'When' }, time(k.timestamp)),
+        h('td', { class: 'blame-reason', 'data-label': 'Reason' }, k.reason || ''),
+        h('td', { 'data-label': inside ? 'Actions' : null }, inside ? h('a', { class: 'blame-inside', href: link('category', name, { tab: 'blame', path: (path || '') + pointerPart(k.key) }),
+          'aria-label': `Blame inside ${k.key}` }, 'blame inside') : null));
+    });
+    replace(out,
+      h('p', { class: 'muted' }, `${b.keys.length} key${b.keys.length === 1 ? '' : 's'} at version ${b.version}; each with the version that set its current value`),
+      rows.length ? h('div', { class: 'scroll' }, h('table', { class: 'stack', id: 'blame-table' },
+        h('caption', { class: 'visually-hidden' }, `Blame of ${name}${path ? ' at ' + path : ''}`),
+        h('thead', null, h('tr', null, ['Key', 'Value', 'Version', 'Op', 'By', 'When', 'Reason', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', null, rows))) : h('p', { class: 'muted', id: 'blame-empty' }, 'This object has no keys.'));
   }
 
   // ------------------------------------------------------------------------------------------

@@ -114,7 +114,11 @@ pub(super) fn hook(cli: &Cli, agent: &str, arg: Option<&str>, timeout_ms: u64) {
             path: None,
             dry_run: false,
         };
-        caller.admit(&memdir_engine::acl::Guarded::need(&req), &|| Ok(Vec::new()))?;
+        let import = op_of("import")
+            .ok_or_else(|| Error::internal("invariant: the table has an import command"))?;
+        let args = serde_json::to_value(&req)
+            .map_err(|e| Error::internal(format!("the import request did not serialize: {e}")))?;
+        ops::admit(&m, &caller, import, args)?;
         // Codex and opencode: the event names a session in the agent's own directory.
         let agent_dir = |what: &str, var: &str| {
             memdir_engine::import::default_path(agent, &config::process_env).ok_or_else(|| {

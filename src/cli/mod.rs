@@ -7,7 +7,7 @@
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Args, FromArgMatches, Parser, Subcommand};
 use serde_json::{Value, json};
 
 use crate::config::{self, Config};
@@ -17,6 +17,7 @@ use memdir_engine::ops;
 use memdir_engine::service::{self, Memdir};
 
 mod args;
+mod commands;
 mod hook;
 mod ingest;
 mod input;
@@ -25,6 +26,7 @@ mod reference;
 mod serve;
 mod setup;
 use args::*;
+use commands::*;
 use hook::*;
 use ingest::*;
 use input::*;
@@ -57,7 +59,7 @@ fn call<T: serde::Serialize>(m: &Ctx, req: &T) -> Result<Value> {
     let name = m.op.name;
     let args = serde_json::to_value(req)
         .map_err(|e| Error::internal(format!("the {name} request did not serialize: {e}")))?;
-    let bar = crate::progress::Progress::new(m.op.cli.unwrap_or(name));
+    let bar = crate::progress::Progress::new(m.op.cli.map_or(name, |c| c.name));
     let show = |done: u64, total: u64| bar.update(done, total);
     let out = ops::call_with(m.memdir, &m.caller, m.op, args, Some(&show));
     bar.finish();
@@ -66,7 +68,9 @@ fn call<T: serde::Serialize>(m: &Ctx, req: &T) -> Result<Value> {
 
 /// The operation of the table that subcommand `name` runs, if it runs one.
 fn op_of(name: &str) -> Option<&'static ops::Op> {
-    ops::table().iter().find(|o| o.cli == Some(name))
+    ops::table()
+        .iter()
+        .find(|o| o.cli.is_some_and(|c| c.name == name))
 }
 
 /// What a command answers when the person at the terminal said no: not an error (exit 0),
@@ -101,9 +105,13 @@ fn confirm(question: &str, what: &str) -> Result<bool> {
 /// every other surface; other usage errors (an unknown flag, a missing argument) and `--help`
 /// stay clap's. Returns the exit code to leave with when there is nothing to run.
 pub fn parse() -> std::result::Result<Cli, i32> {
-    let parsed = Cli::command().try_get_matches().and_then(|matches| {
+    let parsed = args::command().try_get_matches().and_then(|matches| {
         let mut cli = Cli::from_arg_matches(&matches)?;
-        cli.subcommand = matches.subcommand_name().unwrap_or_default().to_string();
+        if cli.local.is_none()
+            && let Some((name, sub)) = matches.subcommand()
+        {
+            cli.table = Some((name.to_string(), sub.clone()));
+        }
         Ok(cli)
     });
     match parsed {
@@ -191,25 +199,6 @@ fn usage_error(e: clap::Error) -> std::result::Result<Cli, i32> {
     Err(2)
 }
 
-/// `verify-store` and `doctor`: read-only (no recovery, no adoption), the store reported
-/// exactly as found; exit 1 when the check finds a problem.
-fn check_store(op: &'static ops::Op, m: &Memdir, cfg: &Config) -> Result<(Output, i32)> {
-    let ctx = Ctx {
-        memdir: m,
-        caller: cfg.caller(),
-        op,
-    };
-    let report = call(&ctx, &api::Empty {})?;
-    let op = op.name;
-    let checks = if op == "doctor" {
-        &report["checks"]
-    } else {
-        &report
-    };
-    let code = if checks["ok"] == json!(true) { 0 } else { 1 };
-    Ok((Output::Op(op, report), code))
-}
-
 /// `config`: show the resolved configuration, register memdir with a client, or install its
 /// capture hooks.
 fn config_command(cli: &Cli, args: &ConfigArgs, cfg: &Config) -> Result<(Output, i32)> {
@@ -236,9 +225,9 @@ fn serve_command(
     dir: &crate::config::Setting<PathBuf>,
     settings: memdir_engine::service::Settings,
 ) -> Result<()> {
-    if let Command::Serve {
+    if let Some(Local::Serve {
         transport, token, ..
-    } = &cli.command
+    }) = &cli.local
     {
         let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
         // A server embeds what searches have not, in the background, and keeps the index's
@@ -266,7 +255,7 @@ fn serve_command(
         }
         return Ok(());
     }
-    if let Command::Ui { no_open, token, .. } = &cli.command {
+    if let Some(Local::Ui { no_open, token, .. }) = &cli.local {
         let profile = crate::mcp::Profile::parse(&cfg.tools.value)?;
         let settings = memdir_engine::service::Settings {
             index_tail_in_memory: true,
@@ -288,19 +277,19 @@ fn serve_command(
 /// before it changes anything.
 pub fn run(cli: Cli) -> Result<(Output, i32)> {
     let env = config::process_env;
-    if let Command::Hook {
+    if let Some(Local::Hook {
         agent,
         event,
         timeout_ms,
-    } = &cli.command
+    }) = &cli.local
     {
         hook(&cli, agent, event.as_deref(), *timeout_ms);
         return Ok((Output::Nothing, 0));
     }
-    if let Command::Config(ConfigArgs {
+    if let Some(Local::Config(ConfigArgs {
         action: Some(ConfigAction::Init { force }),
         ..
-    }) = &cli.command
+    })) = &cli.local
     {
         // `init --force` may replace a broken file, so it reads none, unless a deployment
         // requires one: then it fails closed like every command.
@@ -310,53 +299,51 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
         return config_init(*force);
     }
     let cfg = Config::load(&flags(&cli), &env)?;
-    if let Command::Config(args) = &cli.command {
-        return config_command(&cli, args, &cfg);
-    }
-    if let Command::Openapi = cli.command {
-        return Ok((Output::Json(crate::openapi::document()), 0));
-    }
-    if let Command::Ops = cli.command {
-        return Ok((Output::Json(ops_table()), 0));
-    }
-    if let Command::Completions { shell } = &cli.command {
-        return Ok((Output::Text(completions(shell)?), 0));
-    }
-    if let Command::Man { out } = &cli.command {
-        return man(out.as_deref());
+    match &cli.local {
+        Some(Local::Config(args)) => return config_command(&cli, args, &cfg),
+        Some(Local::Openapi) => return Ok((Output::Json(crate::openapi::document()), 0)),
+        Some(Local::Ops) => return Ok((Output::Json(ops_table()), 0)),
+        Some(Local::Completions { shell }) => return Ok((Output::Text(completions(shell)?), 0)),
+        Some(Local::Man { out }) => return man(out.as_deref()),
+        _ => {}
     }
     let dir = memory_dir(&cfg)?;
     let settings = cfg.settings()?;
-    if let Command::Serve { .. } | Command::Ui { .. } = &cli.command {
+    if cli.local.is_some() {
         serve_command(&cli, &cfg, dir, settings)?;
         return Ok((Output::Nothing, 0));
     }
     // Every other command runs the operation of the table its subcommand names.
-    let op = op_of(&cli.subcommand).ok_or_else(|| {
+    let (name, sub) = cli.table.as_ref().ok_or_else(|| {
+        Error::internal("invariant: a command is the binary's own or one of the table")
+    })?;
+    let op = op_of(name).ok_or_else(|| {
         Error::internal(format!(
-            "invariant: the command {:?} runs an operation of the table",
-            cli.subcommand
+            "invariant: the command {name:?} runs an operation of the table"
         ))
     })?;
-    if let Command::VerifyStore | Command::Doctor = cli.command {
-        let m = Memdir::open_lazy_with(dir.value.clone(), settings);
-        return check_store(op, &m, &cfg);
-    }
-    let m = Memdir::open_with(dir.value.clone(), settings)?;
+    let extra = extra(name);
+    let m = if extra.is_some_and(|e| e.as_found) {
+        Memdir::open_lazy_with(dir.value.clone(), settings)
+    } else {
+        Memdir::open_with(dir.value.clone(), settings)?
+    };
     let ctx = Ctx {
         memdir: &m,
         caller: cfg.caller(),
         op,
     };
-    if let Command::Export(r) = &cli.command {
-        // Without --output, the export is its text, printed as it is.
-        let mut v = call(&ctx, r)?;
-        return Ok(match v.get_mut("text").map(Value::take) {
-            Some(Value::String(t)) => (Output::Text(t), 0),
-            _ => (Output::Op(op.name, v), 0),
-        });
+    let request = match op.cli.and_then(|c| c.args) {
+        Some(a) => Some((a.parse)(sub).map_err(clap_error)?),
+        None => None,
+    };
+    let out = match extra {
+        Some(e) => (e.run)(&ctx, sub, request),
+        None => call(&ctx, &request.unwrap_or_default()).map(|v| (Output::Op(op.name, v), 0)),
+    };
+    if extra.is_some_and(|e| e.as_found) {
+        return out;
     }
-    let out = run_command(&ctx, cli.command);
     let notices = m.notices();
     match out {
         // Beside a result, what memdir repaired on its own is a line on stderr; with an error,
@@ -365,107 +352,11 @@ pub fn run(cli: Cli) -> Result<(Output, i32)> {
             for n in &notices {
                 eprintln!("memdir: {n}");
             }
-            Ok((Output::Op(op.name, out), 0))
+            Ok(out)
         }
         Err(e) if !notices.is_empty() => Err(e.detail("notices", json!(notices))),
         Err(e) => Err(e),
     }
-}
-
-fn run_command(m: &Ctx, command: Command) -> Result<Value> {
-    let out = match command {
-        Command::Init => call(m, &api::Empty {})?,
-        Command::Status => call(m, &api::Empty {})?,
-        Command::Ingest(a) => match &a.jsonl {
-            Some(path) => ingest_jsonl(m, &a, path)?,
-            None => call(m, &ingest_request(&a)?)?,
-        },
-        Command::Import(r) => call(m, &r)?,
-        Command::Fetch(r) => call(m, &r)?,
-        Command::Overview(r) => call(m, &r)?,
-        Command::Read(r) => call(m, &r)?,
-        Command::Write {
-            category,
-            input,
-            merge,
-            expected_hash,
-            reason,
-        } => call(
-            m,
-            &WriteRequest {
-                category,
-                data: input.value()?,
-                reason,
-                expected_hash,
-                merge,
-            },
-        )?,
-        Command::Append {
-            category,
-            input,
-            max_entries,
-            max_age_days,
-            reason,
-        } => call(
-            m,
-            &AppendRequest {
-                category,
-                data: input.value()?,
-                max_entries,
-                max_age_days,
-                reason,
-            },
-        )?,
-        Command::List => call(m, &api::Empty {})?,
-        Command::Delete(r) => call(m, &r)?,
-        Command::History(r) => call(m, &r)?,
-        Command::Blame(r) => call(m, &r)?,
-        Command::Diff(r) => call(m, &r)?,
-        Command::Restore(r) => call(m, &r)?,
-        Command::Compact(CompactArgs { req, yes }) => {
-            if req.category.is_none()
-                && !yes
-                && !req.dry_run
-                && !confirm(
-                    &format!(
-                        "Trim the history of every category to its newest {} versions?",
-                        req.keep_versions
-                    ),
-                    "compact with no category trims every category's history",
-                )?
-            {
-                return Ok(declined("nothing was compacted"));
-            }
-            call(m, &req)?
-        }
-        Command::Context(r) => call(m, &r)?,
-        Command::Delta(r) => call(m, &r)?,
-        Command::Search(a) => call(m, &a.request())?,
-        Command::Sync(r) => call(m, &r)?,
-        Command::Resolve(r) => call(m, &r)?,
-        Command::Forget { req, yes } => forget(m, req, yes)?,
-        Command::Snapshot(r) => call(m, &r)?,
-        Command::RestoreSnapshot(r) => call(m, &r)?,
-        Command::Embed => call(m, &api::Empty {})?,
-        Command::Models(r) => call(m, &r)?,
-        Command::VerifyStore
-        | Command::Doctor
-        | Command::Export(_)
-        | Command::Openapi
-        | Command::Ops
-        | Command::Completions { .. }
-        | Command::Man { .. }
-        | Command::Serve { .. }
-        | Command::Ui { .. }
-        | Command::Config(_)
-        | Command::Hook { .. } => {
-            return Err(Error::internal(
-                "invariant: run handles this command itself",
-            ));
-        }
-        Command::Reindex => call(m, &api::Empty {})?,
-    };
-    Ok(out)
 }
 
 /// `forget`: with --yes or --dry-run as asked; on a terminal, after showing what would go and
@@ -617,8 +508,7 @@ mod tests {
 
     #[test]
     fn every_option_has_help_and_every_command_an_example() {
-        use clap::CommandFactory;
-        let root = Cli::command();
+        let root = args::command();
         let mut missing = Vec::new();
         undocumented(&root, "memdir", &mut missing);
         assert!(

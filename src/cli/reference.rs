@@ -6,12 +6,11 @@ use super::*;
 /// The operation table as JSON, with each CLI command's arguments as clap parses them (the
 /// field each fills, as a flag or by position).
 pub(super) fn ops_table() -> Value {
-    use clap::CommandFactory;
-    let root = Cli::command();
+    let root = super::args::command();
     let list: Vec<Value> = ops::table()
         .iter()
         .map(|op| {
-            let cli_args: Option<Value> = op.cli.and_then(|c| root.find_subcommand(c)).map(|sub| {
+            let cli_args: Option<Value> = op.cli.and_then(|c| root.find_subcommand(c.name)).map(|sub| {
                 let mut positional = Vec::new();
                 let mut flags = serde_json::Map::new();
                 for a in sub.get_arguments() {
@@ -47,7 +46,6 @@ pub(super) fn ops_table() -> Value {
 
 /// The completion script for `shell`, from the same definitions as the parser.
 pub(super) fn completions(shell: &str) -> Result<String> {
-    use clap::CommandFactory;
     use clap_complete::Shell;
     let sh = match shell {
         "bash" => Shell::Bash,
@@ -63,7 +61,7 @@ pub(super) fn completions(shell: &str) -> Result<String> {
         }
     };
     let mut buf = Vec::new();
-    clap_complete::generate(sh, &mut Cli::command(), "memdir", &mut buf);
+    clap_complete::generate(sh, &mut super::args::command(), "memdir", &mut buf);
     String::from_utf8(buf).map_err(|e| Error::internal(format!("completions: {e}")))
 }
 
@@ -79,8 +77,7 @@ pub(super) fn man_page(cmd: clap::Command) -> Result<Vec<u8>> {
 
 /// `memdir man`: the page on stdout, or every command's page written into a directory.
 pub(super) fn man(out: Option<&std::path::Path>) -> Result<(Output, i32)> {
-    use clap::CommandFactory;
-    let root = Cli::command();
+    let root = super::args::command();
     let Some(dir) = out else {
         let page = String::from_utf8(man_page(root)?)
             .map_err(|e| Error::internal(format!("man page: {e}")))?;

@@ -521,6 +521,72 @@ def test_history_diff_and_restore_with_a_stale_hash(page: Page, server: HttpServ
     assert store_digest(store) == before
 
 
+def test_blame_shows_the_version_that_set_each_key_and_blames_inside_an_object(page: Page, server: HttpServer):
+    store = server.store
+    ok(store, "write", "prefs", "--data", json.dumps({"name": "Ada", "editor": {"name": "vim", "theme": "dark"}}), "--reason", "first prefs")
+    ok(store, "write", "prefs", "--merge", "--data", json.dumps({"editor": {"name": "helix", "theme": "dark"}}), "--reason", "switched editor")
+    actor = ok(store, "blame", "prefs")["keys"][0]["actor"]
+
+    def rows() -> dict[str, dict[str, str]]:
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        out = {}
+        try:
+            for tr in page.all("#blame-table tbody tr"):
+                cell = lambda label: tr.find_element(page.By.CSS_SELECTOR, f'td[data-label="{label}"]').text
+                out[tr.get_attribute("data-key")] = {
+                    "version": cell("Version"),
+                    "op": cell("Op"),
+                    "by": cell("By"),
+                    "reason": cell("Reason"),
+                    "href": tr.find_element(page.By.CSS_SELECTOR, ".blame-version a").get_attribute("href"),
+                }
+        except StaleElementReferenceException:
+            return {}  # the view was being replaced: asked again by `until`
+        return out
+
+    # The Blame tab, beside History: one row per top-level key, with the version that set it.
+    page.go("#/category/prefs")
+    page.css("#category-json")
+    page.css('nav.tabs a[href*="tab=blame"]').click()
+    page.until("two keys", lambda: len(page.all("#blame-table tbody tr")) == 2)
+    assert [th.text for th in page.all("#blame-table thead th")][:7] == ["Key", "Value", "Version", "Op", "By", "When", "Reason"]
+    top = rows()
+    assert {k: (r["version"], r["op"], r["reason"]) for k, r in top.items()} == {
+        "editor": ("2", "merge", "switched editor"),
+        "name": ("1", "write", "first prefs"),
+    }
+    assert {r["by"] for r in top.values()} == {actor}
+    assert top["name"]["href"].endswith("#/category/prefs?version=1"), "the version links to its content"
+    assert page.all('#blame-table tr[data-key="name"] time'), "the time is shown as elsewhere"
+
+    # Only an object can be blamed inside: the editor's keys, each with its own version.
+    assert not page.all('#blame-table tr[data-key="name"] a.blame-inside')
+    page.css('#blame-table tr[data-key="editor"] a.blame-inside').click()
+    page.until("the editor's keys", lambda: set(rows()) == {"name", "theme"})
+    assert "path=%2Feditor" in page.d.execute_script("return location.hash")
+    inner = rows()
+    assert (inner["name"]["version"], inner["name"]["reason"]) == ("2", "switched editor")
+    assert (inner["theme"]["version"], inner["theme"]["reason"]) == ("1", "first prefs")
+    assert page.text("#blame-path") == "top level / editor"
+    page.css("#blame-path a").click()
+    page.until("the top level again", lambda: set(rows()) == {"editor", "name"})
+
+    # A value older than a compacted version is a lower bound.
+    for i in range(1, 4):
+        ok(store, "write", "trimmed", "--data", json.dumps({"k": 1, "v": i}), "--reason", f"write {i}")
+    ok(store, "compact", "trimmed", "--keep", "1")
+    page.go("#/category/trimmed?tab=blame")
+    page.until("the trimmed keys", lambda: set(rows()) == {"k", "v"})
+    assert rows()["k"]["version"] == "at least version 3"
+
+    # Errors are shown as on every other page.
+    page.go("#/category/prefs?tab=blame&path=%2Fname")
+    assert "no object" in page.css('#blame-out .alert[data-code="invalid"]').text
+    page.go("#/category/nope?tab=blame")
+    assert "nope" in page.css('#blame-out .alert[data-code="not_found"]').text
+
+
 def test_status_shows_what_needs_attention_first(page: Page, server: HttpServer, tmp_path: Path):
     page.go("#/status")
     page.until("verify-store", lambda: "ok" in page.text("#verify"))
@@ -555,6 +621,7 @@ def test_phone_width_and_keyboard(page: Page):
             ("#/search?q=pool", "#hits li"),
             ("#/category/base?tab=history", "#history-table tr"),
             ("#/category/base?tab=diff", "#diff"),
+            ("#/category/base?tab=blame", "#blame-table tr"),
             ("#/status", "#verify .badge"),
         ]:
             page.go(fragment)

@@ -475,119 +475,19 @@ pub enum Need<'a> {
     },
 }
 
-/// A request that says what it needs.
-pub trait Guarded {
-    fn need(&self) -> Need<'_>;
-}
-
 /// A response whose hidden categories a caller must not see.
 pub trait Visible {
-    fn hide(&mut self, _caller: &Caller) {}
+    fn hide(&mut self, caller: &Caller);
 }
 
 // ---------------------------------------------------------------------------------------------
-// What each operation's request needs, and what each response hides.
+// What a response hides from a caller that may not read every category (each operation's
+// need is in its entry of the operation table).
 // ---------------------------------------------------------------------------------------------
 
-mod requests {
+mod responses {
     use super::*;
     use memdir_api::*;
-
-    macro_rules! needs {
-        ($($t:ty => |$r:ident| $need:expr;)*) => {
-            $(impl Guarded for $t {
-                #[allow(unused_variables)]
-                fn need(&self) -> Need<'_> {
-                    let $r = self;
-                    $need
-                }
-            })*
-        };
-    }
-
-    needs! {
-        Empty => |r| Need::Nothing;
-        ModelsRequest => |r| Need::Nothing;
-        SearchRequest => |r| Need::Nothing;
-        SemanticSearchRequest => |r| Need::Nothing;
-        FetchRequest => |r| Need::Nothing;
-        OverviewRequest => |r| Need::Nothing;
-        ContextRequest => |r| Need::Nothing;
-        ReadRequest => |r| Need::Read(&r.category);
-        HistoryRequest => |r| Need::Read(&r.category);
-        BlameRequest => |r| Need::Read(&r.category);
-        DiffRequest => |r| Need::Read(&r.category);
-        DeltaRequest => |r| Need::Read(&r.category);
-        WriteRequest => |r| Need::Write(&r.category);
-        AppendRequest => |r| Need::Write(&r.category);
-        DeleteRequest => |r| Need::Destroy { what: "delete categories", category: Some(&r.category) };
-        RestoreRequest => |r| Need::Destroy { what: "restore versions", category: Some(&r.category) };
-        CompactRequest => |r| Need::Destroy { what: "compact history", category: r.category.as_deref() };
-        // Importers of categories write categories the source names, unknown before it is
-        // read: only a device that may write every category imports them, and a dry run, which
-        // tells whether content is already in a category's history, needs the right to read all.
-        ImportRequest => |r| match (memdir_api::CATEGORY_IMPORT_FORMATS.contains(&r.format.as_str()), r.dry_run) {
-            (false, true) => Need::Nothing,
-            (false, false) => Need::Privileged("import history"),
-            (true, true) => Need::ReadAll,
-            (true, false) => Need::Admin { what: "import categories from another tool" },
-        };
-        ForgetRequest => |r| match &r.category {
-            Some(c) => Need::Destroy { what: "forget versions", category: Some(c) },
-            None => Need::Privileged("forget session memory"),
-        };
-        SnapshotRequest => |r| Need::ReadAll;
-        ExportRequest => |r| Need::ReadAll;
-        RestoreSnapshotRequest => |r| Need::Admin { what: "replace the store with a snapshot" };
-        SyncRequest => |r| Need::Admin { what: "sync the store with a remote" };
-        // The sync plane's reads and writes are checked per category and project by the
-        // access the table hands the engine (`ops::with_sync_access`).
-        SyncDiffRequest => |r| Need::Nothing;
-        SyncPullRequest => |r| Need::Nothing;
-        SyncPushRequest => |r| Need::Nothing;
-        ResolveRequest => |r| Need::Write(&r.category);
-        IngestRequest => |r| Need::Ingest(match &r.chunks {
-            Some(chunks) => chunks.iter().map(|c| c.project.as_deref().unwrap_or("")).collect(),
-            None => vec![r.project.as_deref().unwrap_or("")],
-        });
-    }
-
-    macro_rules! shown_whole {
-        ($($t:ty),*) => { $(impl Visible for $t {})* };
-    }
-
-    shown_whole!(
-        FetchResponse,
-        OverviewResponse,
-        IngestResponse,
-        ReadResponse,
-        WriteResponse,
-        AppendResponse,
-        HistoryResponse,
-        BlameResponse,
-        DiffResponse,
-        DeleteResponse,
-        DeltaResponse,
-        CompactResponse,
-        RestoreResponse,
-        DoctorResponse,
-        VerifyResponse,
-        ReindexResponse,
-        InitResponse,
-        ImportResponse,
-        SyncResponse,
-        SyncManifestResponse,
-        SyncDiffResponse,
-        SyncPage,
-        SyncPushResponse,
-        ResolveResponse,
-        ForgetResponse,
-        SnapshotResponse,
-        RestoreSnapshotResponse,
-        ExportResponse,
-        ModelsResponse,
-        EmbedResponse
-    );
 
     impl Visible for SearchResponse {
         fn hide(&mut self, c: &Caller) {

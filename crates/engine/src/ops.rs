@@ -20,7 +20,7 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
-use crate::acl::{Caller, Guarded, Need, Visible};
+use crate::acl::{Caller, Need, Visible};
 use crate::service::{Call, Cx, Memdir, Progress};
 use memdir_api::error::{Error, Result};
 use memdir_api::*;
@@ -89,8 +89,8 @@ pub struct Op {
     pub summary: &'static str,
     /// One paragraph for agents and people: what it does, what it returns, how to use it.
     pub description: &'static str,
-    /// The CLI subcommand.
-    pub cli: Option<&'static str>,
+    /// The CLI subcommand and where its arguments come from.
+    pub cli: Option<memdir_api::cli::Command>,
     /// The MCP tool.
     pub mcp: Option<Tool>,
     /// The REST route.
@@ -111,6 +111,8 @@ pub struct Op {
     pub request_name: fn() -> String,
     /// The response's type name.
     pub response_name: fn() -> String,
+    /// Whether a caller may run it with these arguments (the access check `run` makes first).
+    pub admit: fn(&Memdir, &Caller, Value) -> Result<()>,
     /// Runs the operation for a caller: JSON arguments in, JSON result out.
     pub run: fn(Cx<'_>, Value) -> Result<Value>,
 }
@@ -126,10 +128,10 @@ fn to_json<T: serde::Serialize>(v: T) -> Result<Value> {
 }
 
 macro_rules! typed {
-    ($req:ty, $resp:ty, |$m:ident, $r:ident| $body:expr) => {
-        typed!($req, $resp, |$m, $r, _caller| $body)
+    ($req:ty, $resp:ty, $need:expr, |$m:ident, $r:ident| $body:expr) => {
+        typed!($req, $resp, $need, |$m, $r, _caller| $body)
     };
-    ($req:ty, $resp:ty, |$m:ident, $r:ident, $c:ident| $body:expr) => {
+    ($req:ty, $resp:ty, $need:expr, |$m:ident, $r:ident, $c:ident| $body:expr) => {
         (
             (|g: &mut SchemaGenerator| g.subschema_for::<$req>())
                 as fn(&mut SchemaGenerator) -> Schema,
@@ -137,17 +139,28 @@ macro_rules! typed {
                 as fn(&mut SchemaGenerator) -> Schema,
             (|| <$req as JsonSchema>::schema_name().into_owned()) as fn() -> String,
             (|| <$resp as JsonSchema>::schema_name().into_owned()) as fn() -> String,
+            (|m: &Memdir, c: &Caller, args: Value| -> Result<()> {
+                let r: $req = from_args(args)?;
+                let need: for<'r> fn(&'r $req) -> Need<'r> = $need;
+                c.admit(&need(&r), &|| category_names(m))
+            }) as fn(&Memdir, &Caller, Value) -> Result<()>,
             (|$m: Cx<'_>, args: Value| -> Result<Value> {
                 let $c: &Caller = &$m.call().caller;
                 let $r: $req = from_args(args)?;
                 // Access control, before anything runs: the one place it is evaluated.
-                $c.admit(&Guarded::need(&$r), &|| category_names(&$m))?;
-                let mut out: $resp = $body?;
-                Visible::hide(&mut out, $c);
+                let need: for<'r> fn(&'r $req) -> Need<'r> = $need;
+                $c.admit(&need(&$r), &|| category_names(&$m))?;
+                let out: $resp = $body?;
                 to_json::<$resp>(out)
             }) as fn(Cx<'_>, Value) -> Result<Value>,
         )
     };
+}
+
+/// `out` as caller `c` may see it: the categories it may not read left out.
+fn shown<T: Visible>(mut out: T, c: &Caller) -> T {
+    out.hide(c);
+    out
 }
 
 /// Every category of the store, by name.
@@ -255,19 +268,21 @@ macro_rules! op {
         name: $name:literal,
         summary: $summary:literal,
         description: $desc:literal,
-        cli: $cli:expr,
+        cli: $cli:ident $(($cname:literal))?,
         mcp: $mcp:expr,
         rest: $rest:expr,
         flags: ($ro:expr, $destr:expr, $idem:expr),
         examples: $ex:expr,
-        typed: $typed:expr $(,)?
+        need: $need:expr,
+        typed: typed!($req:ty, $resp:ty, $($run:tt)+) $(,)?
     ) => {{
-        let (request, response, request_name, response_name, run) = $typed;
+        let (request, response, request_name, response_name, admit, run) =
+            typed!($req, $resp, $need, $($run)+);
         Op {
             name: $name,
             summary: $summary,
             description: $desc,
-            cli: $cli,
+            cli: cli_command!($cli $(($cname))?, $req),
             mcp: $mcp,
             rest: $rest,
             read_only: $ro,
@@ -278,9 +293,24 @@ macro_rules! op {
             response,
             request_name,
             response_name,
+            admit,
             run,
         }
     }};
+}
+
+/// An entry's CLI command: `None`; `Some("name")`, whose arguments are the request type's
+/// (clap derives them from it); or `Own("name")`, whose arguments the binary gives.
+macro_rules! cli_command {
+    (None, $req:ty) => {
+        None
+    };
+    (Some($name:literal), $req:ty) => {
+        Some(memdir_api::cli::derived::<$req>($name))
+    };
+    (Own($name:literal), $req:ty) => {
+        Some(memdir_api::cli::own($name))
+    };
 }
 
 const fn tool(name: &'static str, title: &'static str, profile: Profile) -> Option<Tool> {
@@ -331,13 +361,14 @@ pub fn table() -> &'static [Op] {
     TABLE.get_or_init(build)
 }
 
-/// The table, in four parts of a readable size.
+/// The table, in parts of a readable size.
 fn build() -> Vec<Op> {
     [
         everyday(),
         categories_and_health(),
-        upkeep_and_sync(),
-        sync_and_store(),
+        upkeep(),
+        sync_plane(),
+        store(),
     ]
     .into_iter()
     .flatten()
@@ -356,7 +387,8 @@ fn everyday() -> Vec<Op> {
             rest: post("/search", "search", &["sessions", "categories"], &[400, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("keyword", json!({"query": "connection pool timeout", "limit": 5}))],
-            typed: typed!(SearchRequest, SearchResponse, |m, r, c| m.indexing().search_hiding(&r, hidden(&m, c)?)),
+            need: |_| Need::Nothing,
+            typed: typed!(SearchRequest, SearchResponse, |m, r, c| m.indexing().search_hiding(&r, hidden(&m, c)?).map(|o| shown(o, c))),
         },
         op! {
             name: "fetch",
@@ -367,6 +399,7 @@ fn everyday() -> Vec<Op> {
             rest: post("/fetch", "fetch", &["sessions"], &[400, 404, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"session_id": "demo-session", "position": 0, "limit": 20}))],
+            need: |_| Need::Nothing,
             typed: typed!(FetchRequest, FetchResponse, |m, r| m.sessions().fetch(&r)),
         },
         op! {
@@ -378,13 +411,14 @@ fn everyday() -> Vec<Op> {
             rest: get("/overview", "overview", &["sessions"], &[400, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"days": 30, "project": "web", "offset": 0, "limit": 20}))],
+            need: |_| Need::Nothing,
             typed: typed!(OverviewRequest, OverviewResponse, |m, r| m.sessions().overview(&r)),
         },
         op! {
             name: "ingest",
             summary: "Save chunks to session memory",
             description: "Save a chunk (a message, note or paragraph) to a session: {session_id, content}. For many at once pass chunks: [{session_id, content, ...}] instead, saved all or nothing. Returns the position of each.",
-            cli: Some("ingest"),
+            cli: Own("ingest"),
             mcp: tool("memory_ingest", "Save to session memory", Profile::Default),
             rest: post("/ingest", "ingest", &["sessions"], &[400, 413, 500, 503]),
             flags: (false, false, false),
@@ -392,6 +426,10 @@ fn everyday() -> Vec<Op> {
                 ("single", json!({"session_id": "demo-session", "content": "The connection pool timeout is 30 seconds.", "project": "web", "metadata": {"role": "user", "title": "Pool settings"}})),
                 ("batch", json!({"chunks": [{"session_id": "demo-session", "content": "We raised it to 60 seconds."}, {"session_id": "other-session", "content": "Editor: helix."}]})),
             ],
+            need: |r| Need::Ingest(match &r.chunks {
+                Some(chunks) => chunks.iter().map(|c| c.project.as_deref().unwrap_or("")).collect(),
+                None => vec![r.project.as_deref().unwrap_or("")],
+            }),
             typed: typed!(IngestRequest, IngestResponse, |m, r| m.sessions().ingest_request(r)),
         },
         op! {
@@ -403,28 +441,31 @@ fn everyday() -> Vec<Op> {
             rest: post("/api/v1/read", "readCategory", &["categories"], &[400, 404, 413, 422, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base"}))],
+            need: |r| Need::Read(&r.category),
             typed: typed!(ReadRequest, ReadResponse, |m, r| m.categories().read(&r)),
         },
         op! {
             name: "write",
             summary: "Create, replace or merge a category",
             description: "Create or change a category. merge: true updates only the given top-level keys (null deletes a key); otherwise data replaces the whole category. Pass expected_hash from the last read to fail instead of overwriting a concurrent change (\"absent\": create only).",
-            cli: Some("write"),
+            cli: Own("write"),
             mcp: tool("memory_write", "Write a category", Profile::Default),
             rest: post("/api/v1/write", "writeCategory", &["categories"], &[400, 409, 413, 422, 500, 503]),
             flags: (false, true, true),
             examples: || vec![("example", json!({"category": "base", "data": {"name": "Ada", "editor": "helix"}, "merge": true, "reason": "editor preference"}))],
+            need: |r| Need::Write(&r.category),
             typed: typed!(WriteRequest, WriteResponse, |m, r| m.categories().write(&r)),
         },
         op! {
             name: "append",
             summary: "Append an entry to a log category",
             description: "Append an entry to a log category (created if missing), keeping the newest max_entries (default 200) and entries within max_age_days of the newest.",
-            cli: Some("append"),
+            cli: Own("append"),
             mcp: tool("memory_append", "Append to a log", Profile::Default),
             rest: post("/api/v1/append", "appendLog", &["categories"], &[400, 409, 413, 422, 500, 503]),
             flags: (false, false, false),
             examples: || vec![("example", json!({"category": "journal", "data": {"event": "deployed v2"}, "max_entries": 200}))],
+            need: |r| Need::Write(&r.category),
             typed: typed!(AppendRequest, AppendResponse, |m, r| m.categories().append(&r)),
         },
         op! {
@@ -436,7 +477,8 @@ fn everyday() -> Vec<Op> {
             rest: get("/api/v1/list", "listCategories", &["categories"], &[500, 503]),
             flags: (true, false, true),
             examples: no_examples,
-            typed: typed!(Empty, ListResponse, |m, _r| m.categories().list()),
+            need: |_| Need::Nothing,
+            typed: typed!(Empty, ListResponse, |m, _r, c| m.categories().list().map(|o| shown(o, c))),
         },
         op! {
             name: "history",
@@ -447,6 +489,7 @@ fn everyday() -> Vec<Op> {
             rest: post("/api/v1/history", "categoryHistory", &["categories"], &[400, 404, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base", "limit": 20}))],
+            need: |r| Need::Read(&r.category),
             typed: typed!(HistoryRequest, HistoryResponse, |m, r| m.categories().history(&r)),
         },
     ]
@@ -464,6 +507,7 @@ fn categories_and_health() -> Vec<Op> {
             rest: post("/api/v1/diff", "diffCategory", &["categories"], &[400, 404, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base", "from": "1", "to": "2"}))],
+            need: |r| Need::Read(&r.category),
             typed: typed!(DiffRequest, DiffResponse, |m, r| m.categories().diff(&r)),
         },
         op! {
@@ -475,6 +519,7 @@ fn categories_and_health() -> Vec<Op> {
             rest: post("/api/v1/delete", "deleteCategory", &["categories"], &[400, 404, 409, 413, 500, 503]),
             flags: (false, true, false),
             examples: || vec![("example", json!({"category": "scratch", "reason": "no longer needed"}))],
+            need: |r| Need::Destroy { what: "delete categories", category: Some(&r.category) },
             typed: typed!(DeleteRequest, DeleteResponse, |m, r| m.categories().delete(&r)),
         },
         op! {
@@ -486,9 +531,10 @@ fn categories_and_health() -> Vec<Op> {
             rest: get("/status", "status", &["meta"], &[500, 503]),
             flags: (true, false, true),
             examples: no_examples,
+            need: |_| Need::Nothing,
             typed: typed!(Empty, StatusResponse, |m, _r, c| m.upkeep().status_as(&|n| c.can_read(n)).map(|mut s| {
                 s.access = Some(c.describe());
-                s
+                shown(s, c)
             })),
         },
         op! {
@@ -500,7 +546,8 @@ fn categories_and_health() -> Vec<Op> {
             rest: None,
             flags: (true, false, true),
             examples: || vec![("example", json!({"query": "what editor do I use", "limit": 3}))],
-            typed: typed!(SemanticSearchRequest, SearchResponse, |m, r, c| m.indexing().search_semantic(&r, hidden(&m, c)?)),
+            need: |_| Need::Nothing,
+            typed: typed!(SemanticSearchRequest, SearchResponse, |m, r, c| m.indexing().search_semantic(&r, hidden(&m, c)?).map(|o| shown(o, c))),
         },
         op! {
             name: "context",
@@ -511,7 +558,8 @@ fn categories_and_health() -> Vec<Op> {
             rest: post("/api/v1/context", "readCategories", &["categories"], &[400, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"categories": ["base", "projects"]}))],
-            typed: typed!(ContextRequest, ContextResponse, |m, r, c| m.categories().context_hiding(&r, &hidden(&m, c)?)),
+            need: |_| Need::Nothing,
+            typed: typed!(ContextRequest, ContextResponse, |m, r, c| m.categories().context_hiding(&r, &hidden(&m, c)?).map(|o| shown(o, c))),
         },
         op! {
             name: "delta",
@@ -522,6 +570,7 @@ fn categories_and_health() -> Vec<Op> {
             rest: post("/api/v1/delta", "categoryDelta", &["categories"], &[400, 404, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base", "since_hash": "0000"}))],
+            need: |r| Need::Read(&r.category),
             typed: typed!(DeltaRequest, DeltaResponse, |m, r| m.categories().delta(&r)),
         },
         op! {
@@ -533,6 +582,7 @@ fn categories_and_health() -> Vec<Op> {
             rest: None,
             flags: (false, true, true),
             examples: || vec![("example", json!({"category": "base", "keep_versions": 5}))],
+            need: |r| Need::Destroy { what: "compact history", category: r.category.as_deref() },
             typed: typed!(CompactRequest, CompactResponse, |m, r| m.categories().compact(&r)),
         },
         op! {
@@ -544,6 +594,7 @@ fn categories_and_health() -> Vec<Op> {
             rest: post("/api/v1/restore", "restoreCategory", &["categories"], &[400, 404, 409, 413, 422, 500, 503]),
             flags: (false, false, false),
             examples: || vec![("example", json!({"category": "base", "version": "1", "reason": "undo"}))],
+            need: |r| Need::Destroy { what: "restore versions", category: Some(&r.category) },
             typed: typed!(RestoreRequest, RestoreResponse, |m, r| m.categories().restore(&r)),
         },
         op! {
@@ -555,13 +606,14 @@ fn categories_and_health() -> Vec<Op> {
             rest: post("/api/v1/blame", "categoryBlame", &["categories"], &[400, 404, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("example", json!({"category": "base"}))],
+            need: |r| Need::Read(&r.category),
             typed: typed!(BlameRequest, BlameResponse, |m, r| m.categories().blame(&r)),
         },
     ]
 }
 
-/// Forget, health checks, reindex, import, git sync and the first half of the sync plane.
-fn upkeep_and_sync() -> Vec<Op> {
+/// Forget, health checks, reindex, import and git sync.
+fn upkeep() -> Vec<Op> {
     vec![
         op! {
             name: "forget",
@@ -572,6 +624,10 @@ fn upkeep_and_sync() -> Vec<Op> {
             rest: post("/api/v1/forget", "forget", &["sessions", "categories"], &[400, 404, 409, 413, 500, 503]),
             flags: (false, true, true),
             examples: || vec![("dry_run", json!({"query": "connection pool", "dry_run": true}))],
+            need: |r| match &r.category {
+                Some(c) => Need::Destroy { what: "forget versions", category: Some(c) },
+                None => Need::Privileged("forget session memory"),
+            },
             typed: typed!(ForgetRequest, ForgetResponse, |m, r| m.upkeep().forget(&r)),
         },
         op! {
@@ -583,6 +639,7 @@ fn upkeep_and_sync() -> Vec<Op> {
             rest: None,
             flags: (true, false, true),
             examples: no_examples,
+            need: |_| Need::Nothing,
             typed: typed!(Empty, DoctorResponse, |m, _r, c| {
                 c.admit(&Need::ReadAll, &|| category_names(&m))?;
                 m.upkeep().doctor().map(|mut d| {
@@ -600,6 +657,7 @@ fn upkeep_and_sync() -> Vec<Op> {
             rest: get("/api/v1/verify", "verifyStore", &["meta"], &[500, 503]),
             flags: (true, false, true),
             examples: no_examples,
+            need: |_| Need::Nothing,
             typed: typed!(Empty, VerifyResponse, |m, _r, c| {
                 c.admit(&Need::ReadAll, &|| category_names(&m))?;
                 m.upkeep().verify()
@@ -614,6 +672,7 @@ fn upkeep_and_sync() -> Vec<Op> {
             rest: None,
             flags: (false, false, true),
             examples: no_examples,
+            need: |_| Need::Nothing,
             typed: typed!(Empty, ReindexResponse, |m, _r| m.indexing().reindex(m.progress())),
         },
         op! {
@@ -625,6 +684,15 @@ fn upkeep_and_sync() -> Vec<Op> {
             rest: None,
             flags: (false, false, true),
             examples: || vec![("dry-run", json!({"format": "jsonl", "path": "-", "dry_run": true}))],
+            // Importers of categories write categories the source names, unknown before it is
+            // read: only a device that may write every category imports them, and a dry run, which
+            // tells whether content is already in a category's history, needs the right to read all.
+            need: |r| match (memdir_api::CATEGORY_IMPORT_FORMATS.contains(&r.format.as_str()), r.dry_run) {
+                (false, true) => Need::Nothing,
+                (false, false) => Need::Privileged("import history"),
+                (true, true) => Need::ReadAll,
+                (true, false) => Need::Admin { what: "import categories from another tool" },
+            },
             typed: typed!(ImportRequest, ImportResponse, |m, r| crate::import::run(m, &r, &memdir_store::env::process)),
         },
         op! {
@@ -638,10 +706,17 @@ fn upkeep_and_sync() -> Vec<Op> {
             // An HTTP remote that cannot be reached: the report says so and that the push is
             // pending.
             examples: || vec![("offline", json!({"remote": "http://127.0.0.1:9"}))],
+            need: |_| Need::Admin { what: "sync the store with a remote" },
             typed: typed!(SyncRequest, SyncResponse, |m, r, c| {
                 m.replication().sync_with(&r, sync_token(&m, c, &r)?, m.progress())
             }),
         },
+    ]
+}
+
+/// The HTTP sync plane and conflicts.
+fn sync_plane() -> Vec<Op> {
+    vec![
         op! {
             name: "sync_manifest",
             summary: "The hash tree of the files a sync exchanges",
@@ -651,6 +726,7 @@ fn upkeep_and_sync() -> Vec<Op> {
             rest: get("/api/v1/sync/manifest", "syncManifest", &["sync"], &[400, 500, 503]),
             flags: (true, false, true),
             examples: no_examples,
+            need: |_| Need::Nothing,
             typed: typed!(Empty, SyncManifestResponse, |m, _r, c| {
                 with_sync_access(&m, c, |a| m.peers().sync_manifest(a))
             }),
@@ -664,16 +740,13 @@ fn upkeep_and_sync() -> Vec<Op> {
             rest: post("/api/v1/sync/diff", "syncDiff", &["sync"], &[400, 413, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("nothing", json!({"buckets": {}}))],
+            // The sync plane's reads and writes are checked per category and project by the
+            // access the table hands the engine (`ops::with_sync_access`).
+            need: |_| Need::Nothing,
             typed: typed!(SyncDiffRequest, SyncDiffResponse, |m, r, c| {
                 with_sync_access(&m, c, |a| m.peers().sync_diff(&r, a))
             }),
         },
-    ]
-}
-
-/// The rest of the sync plane, conflicts, snapshots, export, embeddings, init.
-fn sync_and_store() -> Vec<Op> {
-    vec![
         op! {
             name: "sync_pull",
             summary: "A page of files for a sync",
@@ -683,6 +756,7 @@ fn sync_and_store() -> Vec<Op> {
             rest: post("/api/v1/sync/pull", "syncPull", &["sync"], &[400, 404, 413, 422, 500, 503]),
             flags: (true, false, true),
             examples: || vec![("nothing", json!({"want": []}))],
+            need: |_| Need::Nothing,
             typed: typed!(SyncPullRequest, SyncPage, |m, r, c| {
                 with_sync_access(&m, c, |a| m.peers().sync_pull(&r, a))
             }),
@@ -696,6 +770,7 @@ fn sync_and_store() -> Vec<Op> {
             rest: post("/api/v1/sync/push", "syncPush", &["sync"], &[400, 409, 413, 422, 500, 503]),
             flags: (false, false, true),
             examples: || vec![("nothing", json!({"items": []}))],
+            need: |_| Need::Nothing,
             typed: typed!(SyncPushRequest, SyncPushResponse, |m, r, c| {
                 with_sync_access(&m, c, |a| m.peers().sync_push(&r, a))
             }),
@@ -709,8 +784,15 @@ fn sync_and_store() -> Vec<Op> {
             rest: None,
             flags: (false, false, false),
             examples: || vec![("pick", json!({"category": "base", "pick": "1"}))],
+            need: |r| Need::Write(&r.category),
             typed: typed!(ResolveRequest, ResolveResponse, |m, r| m.replication().resolve(&r)),
         },
+    ]
+}
+
+/// Snapshots, export, embeddings, init.
+fn store() -> Vec<Op> {
+    vec![
         op! {
             name: "snapshot",
             summary: "Write a verified copy of the store",
@@ -720,6 +802,7 @@ fn sync_and_store() -> Vec<Op> {
             rest: None,
             flags: (true, false, false),
             examples: || vec![("example", json!({"dest": "/backups/memdir-2026-11-30"}))],
+            need: |_| Need::ReadAll,
             typed: typed!(SnapshotRequest, SnapshotResponse, |m, r| m.upkeep().take_snapshot_with(&r, m.progress())),
         },
         op! {
@@ -731,6 +814,7 @@ fn sync_and_store() -> Vec<Op> {
             rest: None,
             flags: (false, true, false),
             examples: || vec![("example", json!({"src": "/backups/memdir-2026-11-30"}))],
+            need: |_| Need::Admin { what: "replace the store with a snapshot" },
             typed: typed!(RestoreSnapshotRequest, RestoreSnapshotResponse, |m, r| m.upkeep().restore_snapshot(&r)),
         },
         op! {
@@ -742,6 +826,7 @@ fn sync_and_store() -> Vec<Op> {
             rest: None,
             flags: (true, false, true),
             examples: || vec![("markdown", json!({"format": "markdown", "project": "web", "since": "2026-11-01"}))],
+            need: |_| Need::ReadAll,
             typed: typed!(ExportRequest, ExportResponse, |m, r| m.upkeep().export(&r)),
         },
         op! {
@@ -753,6 +838,7 @@ fn sync_and_store() -> Vec<Op> {
             rest: None,
             flags: (false, false, true),
             examples: no_examples,
+            need: |_| Need::Nothing,
             typed: typed!(Empty, EmbedResponse, |m, _r| m.indexing().embed_with(m.progress())),
         },
         op! {
@@ -764,6 +850,7 @@ fn sync_and_store() -> Vec<Op> {
             rest: None,
             flags: (true, false, true),
             examples: no_examples,
+            need: |_| Need::Nothing,
             typed: typed!(ModelsRequest, ModelsResponse, |m, r| m.indexing().models(&r)),
         },
         op! {
@@ -775,6 +862,7 @@ fn sync_and_store() -> Vec<Op> {
             rest: None,
             flags: (false, false, true),
             examples: no_examples,
+            need: |_| Need::Nothing,
             typed: typed!(Empty, InitResponse, |m, _r| m.init()),
         },
     ]
@@ -824,6 +912,12 @@ pub fn call_with(
     }
     let call = Call::by(caller);
     (op.run)(memdir.acting(&call).with_progress(progress), args)
+}
+
+/// Whether `caller` may run `op` with `args`, without running it: for a caller that does the
+/// operation's work in its own steps (a capture hook imports as `import` does).
+pub fn admit(memdir: &Memdir, caller: &Caller, op: &Op, args: Value) -> Result<()> {
+    (op.admit)(memdir, caller, args)
 }
 
 /// Settings for tool input schemas: everything inline.
@@ -932,7 +1026,7 @@ pub fn op_name(name: &str, surface: Surface) -> String {
     let Some(op) = find(name) else {
         return name.to_string();
     };
-    let cli = || op.cli.map(|c| format!("`memdir {c}`"));
+    let cli = || op.cli.map(|c| format!("`memdir {}`", c.name));
     match surface {
         Surface::Cli => cli(),
         Surface::Mcp => op.mcp.map(|t| t.name.to_string()).or_else(cli),
@@ -1054,7 +1148,7 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for op in table() {
             assert!(seen.insert(format!("op {}", op.name)));
-            if let Some(c) = op.cli {
+            if let Some(c) = op.cli.map(|c| c.name) {
                 assert!(seen.insert(format!("cli {c}")), "cli {c}");
             }
             if let Some(t) = op.mcp {
