@@ -573,7 +573,7 @@ def test_router_serves_exactly_the_spec():
 
 def accepted_names(message: str) -> set[str] | None:
     """The argument names an unknown-argument error lists, if it lists them."""
-    m = re.search(r"expected one of:? (.*)$", message)
+    m = re.search(r"expected (?:one of:? )?(`.*)$", message)
     if not m:
         return None
     listed = re.findall(r"`([^`]+)`", m.group(1))

@@ -368,7 +368,7 @@ pub struct SearchRequest {
     #[arg(skip)]
     pub query: String,
     /// auto (default): exact for identifiers and quoted phrases, else BM25 (hybrid with
-    /// embeddings); or bm25, exact, semantic, hybrid.
+    /// embeddings).
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["auto", "bm25", "exact", "semantic", "hybrid"]))]
@@ -395,16 +395,15 @@ pub struct SearchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["chunk", "category"]))]
     pub kind: Option<String>,
-    /// Only items at or after this time: RFC 3339, a date, epoch ms, 30m/12h/7d/2w ago, today
-    /// or yesterday.
+    /// Only items at or after this time (RFC 3339, a date, epoch ms, 7d ago).
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
-    /// Only items at or before this time, as `since` (a day means all of it).
+    /// Only items at or before this time (a date: all of it).
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
-    /// Neighbours per side in each hit's context window (default 3).
+    /// Neighbours per side shown with each hit (default 3).
     #[arg(long, value_parser = num::parse_usize, allow_negative_numbers = true)]
     #[serde(
         default,
@@ -434,6 +433,10 @@ pub struct SearchRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub include_superseded: bool,
+    /// As it stood at this time.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
     /// Weight of a match in the previous turn; not a surface parameter: benchmarks set it to
     /// measure ranking.
     #[arg(skip)]
@@ -460,6 +463,7 @@ impl SearchRequest {
             explain: false,
             max_tokens: None,
             include_superseded: false,
+            as_of: None,
             context_weight: None,
         }
     }
@@ -654,6 +658,10 @@ pub struct OverviewRequest {
     #[serde(default = "defaults::overview_limit", deserialize_with = "num::usize")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: usize,
+    /// As it stood at this time.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 impl Default for OverviewRequest {
@@ -663,15 +671,26 @@ impl Default for OverviewRequest {
             project: None,
             offset: 0,
             limit: defaults::OVERVIEW_LIMIT,
+            as_of: None,
         }
     }
+}
+
+/// Parameters of the category listing.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ListRequest {
+    /// As it stood at this time.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// Parameters of a category read.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct ReadRequest {
-    /// The category's name (not a key inside it); `list` shows them.
+    /// The category's name; `list` shows them.
     pub category: String,
     /// Top-level keys to return, comma-separated (default: all).
     #[arg(long)]

@@ -381,7 +381,7 @@ fn everyday() -> Vec<Op> {
         op! {
             name: "search",
             summary: "Search sessions and categories",
-            description: "Search past sessions and categories. Returns {results, engine}; each chunk hit has session_id, position, content, score and context (its neighbouring chunks).",
+            description: "Search past sessions and categories. Each chunk hit has session_id, position, content, score and context (neighbouring chunks).",
             cli: Some("search"),
             mcp: tool("memory_search", "Search memory", Profile::Default),
             rest: post("/search", "search", &["sessions", "categories"], &[400, 413, 500, 503]),
@@ -417,7 +417,7 @@ fn everyday() -> Vec<Op> {
         op! {
             name: "ingest",
             summary: "Save chunks to session memory",
-            description: "Save a chunk (a message, note or paragraph) to a session: {session_id, content}. For many at once pass chunks: [{session_id, content, ...}] instead, saved all or nothing. Returns the position of each.",
+            description: "Save a chunk (a message, note or paragraph) to a session: {session_id, content}, or many as chunks: [{session_id, content, ...}], all or nothing. Returns each position.",
             cli: Own("ingest"),
             mcp: tool("memory_ingest", "Save to session memory", Profile::Default),
             rest: post("/ingest", "ingest", &["sessions"], &[400, 413, 500, 503]),
@@ -447,7 +447,7 @@ fn everyday() -> Vec<Op> {
         op! {
             name: "write",
             summary: "Create, replace or merge a category",
-            description: "Create or change a category. merge: true updates only the given top-level keys (null deletes a key); otherwise data replaces the whole category. Pass expected_hash from the last read to fail instead of overwriting a concurrent change (\"absent\": create only).",
+            description: "Create or change a category. merge: true updates only the given top-level keys (null deletes a key); otherwise data replaces the whole category. Pass expected_hash from the last read to fail instead of overwriting a concurrent change.",
             cli: Own("write"),
             mcp: tool("memory_write", "Write a category", Profile::Default),
             rest: post("/api/v1/write", "writeCategory", &["categories"], &[400, 409, 413, 422, 500, 503]),
@@ -474,11 +474,11 @@ fn everyday() -> Vec<Op> {
             description: "Every category with kind, hash, version, size, updated_at and updated_by.",
             cli: Some("list"),
             mcp: tool("memory_list", "List categories", Profile::Default),
-            rest: get("/api/v1/list", "listCategories", &["categories"], &[500, 503]),
+            rest: get("/api/v1/list", "listCategories", &["categories"], &[400, 500, 503]),
             flags: (true, false, true),
             examples: no_examples,
             need: |_| Need::Nothing,
-            typed: typed!(Empty, ListResponse, |m, _r, c| m.categories().list().map(|o| shown(o, c))),
+            typed: typed!(ListRequest, ListResponse, |m, r, c| m.categories().list_at(&r).map(|o| shown(o, c))),
         },
         op! {
             name: "history",

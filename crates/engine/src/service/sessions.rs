@@ -1240,7 +1240,10 @@ impl Sessions<'_> {
                 by_id.entry(r.session_id.clone()).or_default().push(r);
             }
         }
-        let cutoff = (req.days > 0).then(|| clock::now_ms() - req.days as i64 * 86_400_000);
+        drop(guard);
+        let at = crate::service::as_of_ms(req.as_of.as_deref())?;
+        let now = at.unwrap_or_else(clock::now_ms);
+        let cutoff = (req.days > 0).then(|| now - req.days as i64 * 86_400_000);
         let mut sessions: Vec<SessionSummary> = Vec::new();
         for (id, segs) in by_id {
             let start = segs
@@ -1265,6 +1268,27 @@ impl Sessions<'_> {
                 .find(|p| !p.is_empty())
                 .unwrap_or("")
                 .to_string();
+            let mut message_count = segs.iter().map(|s| s.chunks).sum::<i64>();
+            let (mut start, mut last) = (start, last);
+            if let Some(t) = at {
+                // As of a time: the session's chunks saved by then, read from its files.
+                let then: Vec<PositionedChunk> = self
+                    .session_chunks(&id)?
+                    .into_iter()
+                    .filter(|c| clock_ms(&c.chunk.hlc) <= t)
+                    .collect();
+                let Some(first) = then.first() else {
+                    continue;
+                };
+                message_count = then.len() as i64;
+                start = first.chunk.ts.clone();
+                last = then
+                    .iter()
+                    .map(|c| c.chunk.ts.as_str())
+                    .max()
+                    .unwrap_or("")
+                    .to_string();
+            }
             if let Some(cut) = cutoff
                 && clock::parse_time(&last).is_none_or(|t| t < cut)
             {
@@ -1279,7 +1303,7 @@ impl Sessions<'_> {
             sessions.push(SessionSummary {
                 title: first_seg.title.clone(),
                 project,
-                message_count: segs.iter().map(|s| s.chunks).sum::<i64>(),
+                message_count,
                 start_time: start,
                 last_active: last,
                 id,

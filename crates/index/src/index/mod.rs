@@ -157,6 +157,10 @@ impl SearchIndex {
             }
         }
         d.add_i64(f.ts, memdir_store::clock::parse_time(&c.ts).unwrap_or(0));
+        d.add_i64(
+            f.clock,
+            memdir_store::clock::Hlc::parse(&c.hlc).map_or(0, |h| h.ms),
+        );
         d.add_u64(f.order, order_key(&[&c.session_id, &c.chunk_id()]));
         d
     }

@@ -154,7 +154,7 @@ impl Part {
     }
 
     /// An index in memory, for a store memdir may only read.
-    pub(super) fn open_ram(schema: Schema, cfg: &AnalyzerConfig) -> Result<Part> {
+    pub(crate) fn open_ram(schema: Schema, cfg: &AnalyzerConfig) -> Result<Part> {
         let index = Index::create_in_ram(schema);
         Self::with_index(index, Path::new(""), cfg)
     }

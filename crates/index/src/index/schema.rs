@@ -10,7 +10,7 @@ use tantivy::schema::{
 };
 
 /// Bumped whenever the schema or the way documents are built changes.
-pub const INDEX_SCHEMA_VERSION: u32 = 9;
+pub const INDEX_SCHEMA_VERSION: u32 = 10;
 
 /// The fields of the chunk index.
 #[derive(Clone, Copy)]
@@ -33,6 +33,8 @@ pub struct ChunkFields {
     /// four: each indexed field costs every commit a term dictionary of its own.
     pub key: Field,
     pub ts: Field,
+    /// When the chunk was saved: its clock stamp in ms (what memory as of a time keeps).
+    pub clock: Field,
     pub order: Field,
 }
 
@@ -99,6 +101,7 @@ pub(super) fn chunk_schema(tokenizer: &str) -> (Schema, ChunkFields) {
         position: sb.add_u64_field("position", FAST | STORED),
         key: sb.add_text_field("key", STRING),
         ts: sb.add_i64_field("ts", FAST | STORED),
+        clock: sb.add_i64_field("clock", FAST),
         order: sb.add_u64_field("order", FAST),
     };
     (sb.build(), f)

@@ -29,6 +29,15 @@ pub(super) fn get_i64(d: &TantivyDocument, f: Field) -> i64 {
     d.get_first(f).and_then(|v| v.as_i64()).unwrap_or(0)
 }
 
+/// When the chunk document at `addr` was saved (its `clock` column), if the index has it.
+pub(super) fn clock_of(s: &Searcher, addr: DocAddress) -> Option<i64> {
+    s.segment_reader(addr.segment_ord)
+        .fast_fields()
+        .i64("clock")
+        .ok()?
+        .first(addr.doc_id)
+}
+
 /// The session and position of each document, from the fast columns. Each column is opened
 /// once per segment, and a segment's session names are decoded in one pass over its sorted
 /// ordinals (decoding each name alone re-reads its dictionary block from the start).

@@ -136,11 +136,39 @@ pub(super) fn rank_corrected_last(
     if sup.is_empty() {
         return Ok(rank_of(cands));
     }
-    let (live, corrected): (Vec<Candidate>, Vec<Candidate>) = cands
-        .into_iter()
-        .partition(|c| !sup.contains_key(&(c.session.clone(), c.position)));
+    // A turn matched only through the previous turn's text (the `context` field), when that
+    // turn is corrected, was lifted by the stale fact: it goes with the corrected.
+    let words = super::query::analyze(idx, &req.query)?;
+    let terms: Vec<tantivy::Term> = words
+        .iter()
+        .map(|(_, w)| tantivy::Term::from_field_text(idx.chunk_fields.content, w))
+        .collect();
+    let mut stale = std::collections::HashSet::new();
+    for c in &cands {
+        let after_corrected =
+            c.position > 0 && sup.contains_key(&(c.session.clone(), c.position - 1));
+        if after_corrected
+            && let Some(a) = c.addr
+            && !super::window::holds_a_term(&idx.cs, idx.chunk_fields.content, &terms, a)?
+        {
+            stale.insert((c.session.clone(), c.position));
+        }
+    }
+    let (live, corrected): (Vec<Candidate>, Vec<Candidate>) = cands.into_iter().partition(|c| {
+        let place = (c.session.clone(), c.position);
+        !sup.contains_key(&place) && !stale.contains(&place)
+    });
     let mut ranked = rank_of(live);
-    ranked.extend(rank_of(corrected));
+    let placed: std::collections::HashSet<(String, u64)> = ranked
+        .iter()
+        .map(|r| (r.session.clone(), r.position))
+        .collect();
+    ranked.extend(
+        rank_of(corrected)
+            .into_iter()
+            .filter(|r| !placed.contains(&(r.session.clone(), r.position)))
+            .map(|r| Ranked { demoted: true, ..r }),
+    );
     Ok(ranked)
 }
 
@@ -181,6 +209,7 @@ pub(super) fn exact(
                         score: *score,
                         order: *order,
                         parts: None,
+                        demoted: false,
                     });
                     found += 1;
                 }

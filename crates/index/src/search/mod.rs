@@ -125,6 +125,8 @@ pub struct Filters {
     pub until: Option<i64>,
     /// Categories left out (those the caller may not read).
     pub hidden_categories: Vec<String>,
+    /// Only chunks saved at or before this time, ms (memory as of a time; see [`View::then`]).
+    pub as_of: Option<i64>,
 }
 
 impl Filters {
@@ -172,6 +174,8 @@ enum Hit {
         order: u64,
         /// How the score was made (BM25 answers; exact hits have none).
         parts: Option<ScoreParts>,
+        /// Below every hit that is not (see `keyword::rank_corrected_last`).
+        demoted: bool,
     },
     Category {
         addr: DocAddress,
@@ -196,9 +200,11 @@ impl Hit {
 }
 
 fn sort_hits(hits: &mut [Hit]) {
+    let demoted = |h: &Hit| matches!(h, Hit::Chunk { demoted: true, .. });
     hits.sort_by(|a, b| {
-        b.score()
-            .total_cmp(&a.score())
+        demoted(a)
+            .cmp(&demoted(b))
+            .then(b.score().total_cmp(&a.score()))
             .then(a.order().cmp(&b.order()))
     });
 }
@@ -212,6 +218,9 @@ pub struct View<'a> {
     pub cs: Searcher,
     /// The category index's searcher.
     pub gs: Searcher,
+    /// Memory as it stood at this time (ms): chunks saved by then, the corrections saved by
+    /// then, and in `gs` the categories current then.
+    pub as_of: Option<i64>,
 }
 
 impl<'a> View<'a> {
@@ -221,7 +230,52 @@ impl<'a> View<'a> {
             idx,
             cs: idx.chunks.reader.searcher(),
             gs: idx.categories.reader.searcher(),
+            as_of: None,
         }
+    }
+
+    /// The memory as it stood at `at` (ms): this view's chunks seen through the clocks of their
+    /// documents, and `categories`, the documents of each category's version current then
+    /// ([`SearchIndex::category_docs`]), in an index of their own in memory.
+    pub fn then(&self, at: i64, categories: Vec<tantivy::TantivyDocument>) -> Result<View<'a>> {
+        let idx = self.idx;
+        let part = crate::index::Part::open_ram(idx.categories.index.schema(), &idx.cfg)?;
+        let ix = |e: tantivy::TantivyError| Error::internal(format!("categories as of: {e}"));
+        let mut w = part
+            .index
+            .writer_with_num_threads::<tantivy::TantivyDocument>(1, 15_000_000)
+            .map_err(ix)?;
+        for d in categories {
+            w.add_document(d).map_err(ix)?;
+        }
+        w.commit().map_err(ix)?;
+        part.reader.reload().map_err(ix)?;
+        Ok(View {
+            idx,
+            cs: self.cs.clone(),
+            gs: part.reader.searcher(),
+            as_of: Some(at),
+        })
+    }
+
+    /// The same chunk searcher with the categories as they are now and no time: what the
+    /// vectors, which are of the texts as they are, are kept in step with.
+    pub fn now(&self) -> View<'a> {
+        View {
+            idx: self.idx,
+            cs: self.cs.clone(),
+            gs: self.idx.categories.reader.searcher(),
+            as_of: None,
+        }
+    }
+
+    /// Whether the chunk document at `addr` was saved by the view's time (always, for a view
+    /// of now).
+    pub(crate) fn saved(&self, addr: DocAddress) -> bool {
+        let Some(at) = self.as_of else {
+            return true;
+        };
+        document::clock_of(&self.cs, addr).is_some_and(|c| c <= at)
     }
 }
 
@@ -309,10 +363,22 @@ pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> 
     // Keys: (0 chunk | 1 category, segment, doc).
     let key = |cat: bool, a: &DocAddress| (cat as u8, a.segment_ord, a.doc_id);
     let mut dense_list: Vec<((u8, u32, u32), f32)> = Vec::new();
-    for (s, a) in dense.chunks.iter().take(FUSION_DEPTH) {
+    for (s, a) in dense
+        .chunks
+        .iter()
+        .filter(|(_, a)| idx.saved(*a))
+        .take(FUSION_DEPTH)
+    {
         dense_list.push((key(false, a), *s));
     }
-    for (s, a) in dense.categories.iter().take(FUSION_DEPTH) {
+    // The vectors are of the categories' current texts: as of another time, the categories
+    // are matched by their words alone.
+    let categories = if idx.as_of.is_some() {
+        &[][..]
+    } else {
+        &dense.categories[..]
+    };
+    for (s, a) in categories.iter().take(FUSION_DEPTH) {
         dense_list.push((key(true, a), *s));
     }
     // The pool: fused scores with their normalised parts for hybrid; for semantic, the

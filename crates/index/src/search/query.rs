@@ -120,6 +120,12 @@ pub(super) fn filter_clauses(
             .unwrap_or(Bound::Unbounded);
         push(Box::new(RangeQuery::new(lo, hi)));
     }
+    if let (Some(at), Some(cf)) = (f.as_of, chunk) {
+        push(Box::new(RangeQuery::new(
+            Bound::Unbounded,
+            Bound::Included(Term::from_field_i64(cf.clock, at)),
+        )));
+    }
     if let Some(field) = category {
         for c in &f.hidden_categories {
             out.push((

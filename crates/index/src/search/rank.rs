@@ -60,6 +60,8 @@ pub struct Ranked {
     pub order: u64,
     pub addr: Option<DocAddress>,
     pub parts: ScoreParts,
+    /// Ranked below every turn that is not: a corrected turn, or one its text lifted.
+    pub demoted: bool,
 }
 
 fn by_score_then_order(v: &mut [Ranked]) {
@@ -89,6 +91,7 @@ pub(super) fn plain(cands: Vec<Candidate>) -> Vec<Ranked> {
             position: c.position,
             order: c.order,
             addr: c.addr,
+            demoted: false,
         })
         .collect();
     by_score_then_order(&mut out);
@@ -154,6 +157,7 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
             position: key.1,
             order,
             addr,
+            demoted: false,
         });
     }
     by_score_then_order(&mut out);

@@ -78,7 +78,11 @@ fn holders(s: &Searcher, term: Term) -> Result<Vec<DocAddress>> {
 pub fn correcting(idx: &View<'_>, session: &str, position: u64) -> Result<Vec<String>> {
     let f = &idx.chunk_fields;
     let mut uris = Vec::new();
+    // As of a time, only the corrections saved by then.
     for a in holders(&idx.cs, corrects_term(f, session, position))? {
+        if !idx.saved(a) {
+            continue;
+        }
         let d = doc(&idx.cs, a)?;
         uris.push(memdir_api::uri::chunk(
             &get_str(&d, f.session),

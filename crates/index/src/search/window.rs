@@ -68,6 +68,7 @@ pub(super) fn choose(
             score: r.score,
             order: r.order,
             parts: Some(r.parts),
+            demoted: r.demoted,
         });
     }
     // What the note calls a matching turn is one whose own text holds a word of the query: a
@@ -89,7 +90,7 @@ pub(super) fn choose(
 }
 
 /// Whether the document at `addr` holds one of `terms` in `field`.
-fn holds_a_term(
+pub(super) fn holds_a_term(
     s: &Searcher,
     field: tantivy::schema::Field,
     terms: &[tantivy::Term],
@@ -178,6 +179,9 @@ pub fn window(
     let hi = position + n as u64;
     let mut rows: Vec<ContextChunk> = Vec::new();
     for addr in docs_at(s, f, session, lo, hi)? {
+        if !idx.saved(addr) {
+            continue;
+        }
         let d = doc(s, addr)?;
         let p = get_u64(&d, f.position);
         if p == position {

@@ -385,6 +385,32 @@ impl Categories<'_> {
         })
     }
 
+    /// Every category, or with `as_of` every category as it stood then (its version current
+    /// then, from history).
+    pub fn list_at(&self, req: &ListRequest) -> Result<ListResponse> {
+        let Some(at) = crate::service::as_of_ms(req.as_of.as_deref())? else {
+            return self.list();
+        };
+        let categories: Vec<CategorySummary> = self
+            .all_at(at)?
+            .into_iter()
+            .map(|c| CategorySummary {
+                kind: CategoryKind::of(&c.content).as_str().to_string(),
+                status: "ok".to_string(),
+                size_bytes: codec::to_pretty(&c.content).len() as i64,
+                hash: Some(c.hash),
+                version: c.version,
+                updated_at: c.ts,
+                updated_by: c.actor,
+                name: c.name,
+            })
+            .collect();
+        Ok(ListResponse {
+            count: categories.len(),
+            categories,
+        })
+    }
+
     /// Deletes a category's current file, keeping its history and recording a tombstone.
     pub fn delete(&self, req: &DeleteRequest) -> Result<DeleteResponse> {
         let (name, expect, reason) = self.existing_target(
@@ -614,6 +640,44 @@ fn version_read(
             current,
         },
     })
+}
+
+/// A category as it stood at a time: the content, hash, time and actor of its version current
+/// then.
+pub(crate) struct CategoryThen {
+    pub name: String,
+    /// The version's number (`HistoryEntry::ordinal`).
+    pub version: u64,
+    pub content: Value,
+    pub hash: String,
+    pub ts: String,
+    pub actor: String,
+}
+
+impl Categories<'_> {
+    /// Every category as it stood at `at` (ms), from history alone: the version current then
+    /// of each category with one (a category not yet written, deleted or forgotten then, or
+    /// whose history cannot be read, is left out).
+    pub(crate) fn all_at(&self, at: i64) -> Result<Vec<CategoryThen>> {
+        let mut out = Vec::new();
+        for name in store::list_history_names(self.layout())? {
+            let Ok(entries) = self.history_entries(&name) else {
+                continue;
+            };
+            let Ok(e) = version_at(&entries, &name, at) else {
+                continue;
+            };
+            out.push(CategoryThen {
+                name: name.to_string(),
+                version: e.ordinal(),
+                hash: e.hash.unwrap_or_default(),
+                ts: e.ts,
+                actor: e.actor,
+                content: e.content,
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// The version of a category current at `at` (ms): of the versions written by then, the one

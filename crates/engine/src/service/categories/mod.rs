@@ -7,7 +7,7 @@
 
 pub(crate) mod adoption;
 mod blame;
-mod category;
+pub(crate) mod category;
 pub(crate) mod log;
 pub(crate) mod version;
 

@@ -59,6 +59,7 @@ impl Plan for SearchRequest {
                 since: time("since", &self.since)?.map(|(t, _)| t),
                 until,
                 hidden_categories: Vec::new(),
+                as_of: crate::service::as_of_ms(self.as_of.as_deref())?,
             },
             context,
             max_chars: if self.full {
@@ -116,6 +117,16 @@ impl<'a> Indexing<'a> {
 
     /// The index caught up with the files, as one search's view: `f` runs on it.
     fn with_view<T>(&self, f: impl FnOnce(&search::View<'_>) -> Result<T>) -> Result<T> {
+        self.with_view_then(None, f)
+    }
+
+    /// [`Indexing::with_view`], as the memory stood at a time when `then` gives one: the time
+    /// and every category as it was then (`Categories::all_at`).
+    fn with_view_then<T>(
+        &self,
+        then: Option<&(i64, Vec<crate::service::CategoryThen>)>,
+        f: impl FnOnce(&search::View<'_>) -> Result<T>,
+    ) -> Result<T> {
         match self.refresh_index() {
             // The index cannot be written here (permissions, a full disk): serve from the
             // files with an index in memory.
@@ -132,7 +143,17 @@ impl<'a> Indexing<'a> {
             .as_ref()
             .expect("invariant: index_guard opens the index")
             .clone();
-        f(&search::View::of(&idx))
+        let view = search::View::of(&idx);
+        match then {
+            None => f(&view),
+            Some((at, categories)) => {
+                let docs = categories
+                    .iter()
+                    .flat_map(|c| idx.category_docs(&c.name, &c.content, &c.hash, &c.ts, &c.actor))
+                    .collect();
+                f(&view.then(*at, docs)?)
+            }
+        }
     }
 
     /// For each place (session, position), the URIs of the live chunks that correct it
@@ -276,7 +297,12 @@ impl<'a> Indexing<'a> {
                 coverage: None,
             });
         }
-        let (outcome, note, coverage) = self.with_view(|view| self.dispatch(view, &plan))?;
+        let then = match plan.filters.as_of {
+            Some(at) => Some((at, self.categories().all_at(at)?)),
+            None => None,
+        };
+        let (outcome, note, coverage) =
+            self.with_view_then(then.as_ref(), |view| self.dispatch(view, &plan))?;
         let mut resp = SearchResponse {
             count: outcome.results.len(),
             results: outcome.results,
@@ -312,7 +338,7 @@ impl<'a> Indexing<'a> {
             }
             _ => return Ok((search::run(idx, plan)?, None, None)),
         };
-        match self.dense_hits(idx, plan.query.trim(), &plan.filters) {
+        match self.dense_hits(&idx.now(), plan.query.trim(), &plan.filters) {
             Ok((dense, cov)) => Ok((
                 search::run_dense(idx, plan, &dense, hybrid)?,
                 None,
