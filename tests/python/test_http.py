@@ -77,6 +77,7 @@ FULL_ONLY_TOOLS = [
     "memory_compact",
     "memory_restore",
     "memory_blame",
+    "memory_review",
     "memory_forget",
     "memory_doctor",
     "memory_sync",

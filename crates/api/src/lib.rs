@@ -805,6 +805,84 @@ pub struct BlameRequest {
     pub path: Option<String>,
 }
 
+/// The category that keeps reviews: one top-level key per thing reviewed (`category:NAME`,
+/// `category:NAME/KEY`, `chunk:URI`), each `{at, by, note}`.
+pub const REVIEWS_CATEGORY: &str = "_reviews";
+
+/// Days after which a category neither written nor reviewed counts as stale in `status`.
+pub const STALE_DAYS: u64 = 90;
+
+/// Parameters of a review: a category, one of its keys, or a session chunk marked as checked
+/// and still right; or, with `stale`, the list of what was not.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewRequest {
+    /// The category reviewed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// Only this top-level key of the category.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// A session chunk reviewed instead: its uri (memdir://sessions/ID/POSITION).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<String>,
+    /// What was checked, kept with the review.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Instead: list the categories neither written nor reviewed in this many days.
+    #[arg(long, value_name = "DAYS", value_parser = num::parse_u64, allow_negative_numbers = true)]
+    #[serde(
+        default,
+        deserialize_with = "num::opt_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 0, max = 36500))]
+    pub stale: Option<u64>,
+}
+
+/// `review`: the review recorded, or the stale categories.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ReviewResponse {
+    /// The review recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewed: Option<Review>,
+    /// With `stale`: the categories neither written nor reviewed in that many days, the
+    /// longest untouched first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale: Option<Vec<StaleCategory>>,
+}
+
+/// One review.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Review {
+    /// Its key in the reviews category (`category:NAME`, `category:NAME/KEY`, `chunk:URI`).
+    pub target: String,
+    /// When.
+    pub reviewed_at: String,
+    /// Who (the device).
+    pub reviewed_by: String,
+    /// What was checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A category neither written nor reviewed for a while.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct StaleCategory {
+    /// The category.
+    pub category: String,
+    /// Its last write.
+    pub updated_at: String,
+    /// Its last review of the whole category, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewed_at: Option<String>,
+    /// Whole days since the later of the two.
+    pub days: u64,
+}
+
 /// Parameters of a diff between two versions.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
@@ -1459,6 +1537,9 @@ pub enum SearchHit {
         /// The chunks that correct this one (`supersedes`), when any does.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         superseded_by: Option<Vec<String>>,
+        /// When it was last reviewed (`review`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reviewed_at: Option<String>,
         /// Its score parts, with `explain`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         explain: Option<Explain>,
@@ -1484,6 +1565,9 @@ pub enum SearchHit {
         #[serde(default)]
         uri: String,
         /// True when the content was cut.
+        /// When it (or its top-level key) was last reviewed (`review`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reviewed_at: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         truncated: Option<bool>,
         /// Its score parts, with `explain`.
@@ -1579,6 +1663,10 @@ pub struct StatusResponse {
     /// How the last sync of this memory directory ended (none yet: absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sync: Option<LastSync>,
+    /// Categories neither written nor reviewed in `STALE_DAYS` (90) days (`review` with
+    /// `stale` lists them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale: Option<usize>,
 }
 
 /// How the last sync of a memory directory ended (`.memdir/last-sync.json`).
@@ -2254,6 +2342,7 @@ mod tests {
             updated_at: String::new(),
             updated_by: String::new(),
             uri: uri::category("c"),
+            reviewed_at: None,
             truncated: None,
             explain: None,
         };

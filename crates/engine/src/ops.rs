@@ -366,6 +366,7 @@ fn build() -> Vec<Op> {
     [
         everyday(),
         categories_and_health(),
+        versions(),
         upkeep(),
         sync_plane(),
         store(),
@@ -495,7 +496,7 @@ fn everyday() -> Vec<Op> {
     ]
 }
 
-/// More of categories (blame, diff, delete, context, delta, compact, restore), status and semantic search.
+/// More of categories (diff, delete, context, delta), status and semantic search.
 fn categories_and_health() -> Vec<Op> {
     vec![
         op! {
@@ -573,6 +574,12 @@ fn categories_and_health() -> Vec<Op> {
             need: |r| Need::Read(&r.category),
             typed: typed!(DeltaRequest, DeltaResponse, |m, r| m.categories().delta(&r)),
         },
+    ]
+}
+
+/// History kept short, restored, blamed; reviews.
+fn versions() -> Vec<Op> {
+    vec![
         op! {
             name: "compact",
             summary: "Trim history",
@@ -608,6 +615,25 @@ fn categories_and_health() -> Vec<Op> {
             examples: || vec![("example", json!({"category": "base"}))],
             need: |r| Need::Read(&r.category),
             typed: typed!(BlameRequest, BlameResponse, |m, r| m.categories().blame(&r)),
+        },
+        op! {
+            name: "review",
+            summary: "Mark a memory as checked, or list the stale",
+            description: "Record that a category (or one top-level key of it, or a session chunk by its uri) was checked and is still right, with an optional note; search hits then carry reviewed_at. With stale (days): list the categories neither written nor reviewed in that many days instead. Reviews are kept in the category _reviews.",
+            cli: Some("review"),
+            mcp: tool("memory_review", "Mark as reviewed", Profile::Full),
+            rest: post("/api/v1/review", "review", &["categories"], &[400, 404, 409, 413, 422, 500, 503]),
+            flags: (false, false, false),
+            examples: || vec![
+                ("category", json!({"category": "base", "note": "still true"})),
+                ("stale", json!({"stale": 90})),
+            ],
+            need: |r| match (&r.category, r.stale) {
+                (_, Some(_)) => Need::Nothing,
+                (Some(c), None) => Need::Write(c),
+                (None, None) => Need::Write(REVIEWS_CATEGORY),
+            },
+            typed: typed!(ReviewRequest, ReviewResponse, |m, r, c| m.categories().review(&r, &|n| c.can_read(n))),
         },
     ]
 }

@@ -235,6 +235,7 @@ mod tests {
             uri: memdir_api::uri::chunk("s", p),
             truncated: None,
             superseded_by: None,
+            reviewed_at: None,
             explain: None,
         }
     }

@@ -13,6 +13,7 @@ mod ingest;
 mod logs;
 mod names;
 mod overview;
+mod review;
 mod roundtrip;
 
 use serde_json::Value;

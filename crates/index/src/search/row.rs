@@ -122,6 +122,7 @@ pub(super) fn shape(
                     context,
                     truncated: truncated.then_some(true),
                     superseded_by: sup.get(&(session.clone(), *position)).cloned(),
+                    reviewed_at: None,
                     explain,
                 });
             }
@@ -141,6 +142,7 @@ pub(super) fn shape(
                     hash: get_str(&d, f.hash),
                     updated_at: memdir_store::clock::rfc3339(get_i64(&d, f.ts)),
                     updated_by: get_str(&d, f.updated_by),
+                    reviewed_at: None,
                     truncated: truncated.then_some(true),
                     explain: req.explain.then(|| match parts {
                         Some(p) => self::explain(engine, req, *score, Some(p), false),

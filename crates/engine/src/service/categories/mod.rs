@@ -9,6 +9,7 @@ pub(crate) mod adoption;
 mod blame;
 pub(crate) mod category;
 pub(crate) mod log;
+mod review;
 pub(crate) mod version;
 
 use std::sync::Mutex;

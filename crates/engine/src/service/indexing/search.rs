@@ -314,6 +314,7 @@ impl<'a> Indexing<'a> {
             coverage,
             omitted: None,
         };
+        self.categories().mark_reviewed(&mut resp.results);
         if let Some(max) = req.max_tokens {
             memdir_index::budget::fit_search(&mut resp, max);
         }

@@ -52,6 +52,7 @@ impl Upkeep<'_> {
                 access: None,
                 conflicts: Vec::new(),
                 last_sync: None,
+                stale: None,
             });
         };
         self.scan(inner)?;
@@ -70,7 +71,7 @@ impl Upkeep<'_> {
         sessions.sort();
         sessions.dedup();
         let size: u64 = walk_size(&self.layout.root);
-        Ok(memdir_api::StatusResponse {
+        let mut status = memdir_api::StatusResponse {
             dir: root,
             dir_source: self.settings.dir_source.clone(),
             exists: true,
@@ -102,7 +103,11 @@ impl Upkeep<'_> {
             access: None,
             conflicts: self.replication().open_conflicts()?,
             last_sync: self.replication().last_sync(),
-        })
+            stale: None,
+        };
+        drop(guard);
+        status.stale = Some(self.categories().stale(memdir_api::STALE_DAYS, read)?.len());
+        Ok(status)
     }
 
     /// The index's state from its commit metadata, without opening it.
