@@ -512,6 +512,31 @@ fn bench_search(args: &[String]) -> Result<Value> {
         q.project = Some(format!("project-{}", r.below(10)));
         q
     })?;
+    // As of a time: 100 categories of 5 versions each, then the same BM25 searches now and as
+    // of now (every category indexed in memory from its history for the search).
+    let mut w = Rng(17);
+    for c in 0..100 {
+        for v in 0..5 {
+            m.categories().write(&WriteRequest {
+                category: format!("cat-{c:03}"),
+                data: json!({ format!("k{v}"): vocab.sentence(&mut w, 8) }),
+                merge: true,
+                ..Default::default()
+            })?;
+        }
+    }
+    let then = memdir_store::clock::rfc3339(memdir_store::clock::now_ms());
+    let bm25_categories = run(&|r| {
+        let mut q = SearchRequest::new(&words(r, 2));
+        q.mode = Some("bm25".into());
+        q
+    })?;
+    let as_of = run(&|r| {
+        let mut q = SearchRequest::new(&words(r, 2));
+        q.mode = Some("bm25".into());
+        q.as_of = Some(then.clone());
+        q
+    })?;
     // First search of a fresh CLI process.
     let bin = memdir_bin();
     let mut first = Vec::new();
@@ -556,6 +581,8 @@ fn bench_search(args: &[String]) -> Result<Value> {
     Ok(json!({
         "chunks": chunks,
         "fill_seconds": fill.map(round),
+        "bm25_with_100_categories_of_5_versions": bm25_categories,
+        "bm25_as_of_with_100_categories_of_5_versions": as_of,
         "reindex": {"seconds": round(reindex_s), "result": re},
         "index_bytes": index_bytes,
         "bm25_2_3_terms_limit5_context3": bm25,

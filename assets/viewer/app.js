@@ -983,12 +983,17 @@
     if (ls && (ls.push_pending || ls.error)) {
       items.push(h('li', { id: 'sync-pending' }, `Sync with ${ls.remote} pending since ${ls.at}`, ls.error ? ': ' + ls.error : '', '.'));
     }
+    // Categories neither written nor reviewed in 90 days (`stale`, absent on older servers): a
+    // reminder rather than a fault, so it comes after every problem, verify-store's included.
+    const staleN = Number.isInteger(s.stale) && s.stale > 0 ? s.stale : 0;
+    const staleItem = staleN ? h('li', { id: 'stale' }, `${staleN} categor${staleN === 1 ? 'y' : 'ies'} not written or reviewed in 90 days: `,
+      h('code', null, 'memdir review --stale 90'), ' lists them, and ', h('code', null, 'memdir review CATEGORY'), ' marks one as checked.') : null;
     const verifyBox = h('div', { id: 'verify' }, h('p', { class: 'muted' }, 'Checking the store (verify-store)…'));
     const attentionBox = h('section', { 'aria-labelledby': 'attention-title' }, h('h2', { id: 'attention-title' }, 'Needs attention'), attention);
     const showAttention = (pending) => {
-      if (items.length) {
-        attentionBox.className = 'alert';
-        replace(attention, items);
+      if (items.length || staleItem) {
+        attentionBox.className = items.length ? 'alert' : 'alert warn';
+        replace(attention, staleItem ? items.concat(staleItem) : items);
       } else {
         attentionBox.className = pending ? 'card' : 'alert ok';
         replace(attention, h('li', null, pending ? 'Checking…' : 'Nothing: files, history, ledger and index agree.'));

@@ -852,3 +852,46 @@ def test_a_corrected_hit_says_so_and_links_to_its_correction(page: Page, server:
     a = marks[0].find_element(page.By.CSS_SELECTOR, "a")
     assert "week 9 #" + str(fix["position"]) in a.text
     assert "session/week%209" in a.get_attribute("href")
+
+
+# --------------------------------------------------------------------------------------------
+# Categories nobody has looked at in a while
+# --------------------------------------------------------------------------------------------
+
+EARLIER = {"MEMDIR_CLOCK": "2026-01-01T00:00:00Z"}
+LATER = {"MEMDIR_CLOCK": "2026-06-01T00:00:00Z"}  # 151 days after EARLIER
+
+
+def ok_at(store: Path, clock: dict[str, str], *args: str) -> Any:
+    """`ok` with the CLI's clock set (MEMDIR_CLOCK)."""
+    p = subprocess.run([str(MEMDIR_BIN), *args], capture_output=True, text=True, timeout=30, env=server_env(store, **clock))
+    assert p.returncode == 0, (args, p.stderr)
+    return json.loads(p.stdout)
+
+
+def test_status_lists_categories_not_written_or_reviewed_in_90_days_until_one_is_reviewed(browser: Any, tmp_path: Path):
+    store = tmp_path / "store"
+    ok_at(store, EARLIER, "write", "prefs", "--data", json.dumps({"editor": "helix"}))
+    assert ok_at(store, LATER, "status")["stale"] == 1
+    srv = start_server(store, "http", env=LATER)
+    try:
+        page = Page(browser, f"http://{srv.host_header}")
+        page.open("#/status")
+        browser.get_log("browser")
+        page.until("the stale category", lambda: page.all("#attention #stale"))
+        item = page.text("#attention #stale")
+        assert "1 category not written or reviewed in 90 days" in item, item
+        assert "memdir review --stale 90" in item and "memdir review CATEGORY" in item, item
+        # Only a reminder: verify-store finds nothing wrong, and it stays listed after the check.
+        page.until("verify-store", lambda: "ok" in page.text("#verify"))
+        assert "1 category not written or reviewed" in page.text("#attention")
+        # Reviewing it (at the same later time) clears the reminder.
+        ok_at(store, LATER, "review", "prefs")
+        page.d.refresh()
+        page.until("verify-store after the review", lambda: "ok" in page.text("#verify"))
+        assert not page.all("#attention #stale")
+        assert "not written or reviewed" not in page.text("#attention")
+        assert "Nothing" in page.text("#attention")
+        assert not page.console_errors()
+    finally:
+        assert srv.stop() == 0

@@ -660,7 +660,34 @@ impl Categories<'_> {
     /// whose history cannot be read, is left out).
     pub(crate) fn all_at(&self, at: i64) -> Result<Vec<CategoryThen>> {
         let mut out = Vec::new();
+        // A category unchanged since `at` is its current file: no history to read.
+        let mut done = std::collections::HashSet::new();
+        for c in self.list()?.categories {
+            let unchanged = c.status == "ok"
+                && memdir_store::clock::parse_time(&c.updated_at).is_some_and(|t| t <= at);
+            if !unchanged {
+                continue;
+            }
+            let Ok(read) = self.read(&ReadRequest {
+                category: c.name.clone(),
+                ..ReadRequest::default()
+            }) else {
+                continue;
+            };
+            done.insert(c.name.clone());
+            out.push(CategoryThen {
+                hash: c.hash.unwrap_or_default(),
+                version: c.version,
+                ts: c.updated_at,
+                actor: c.updated_by,
+                content: read.data,
+                name: c.name,
+            });
+        }
         for name in store::list_history_names(self.layout())? {
+            if done.contains(name.as_str()) {
+                continue;
+            }
             let Ok(entries) = self.history_entries(&name) else {
                 continue;
             };
