@@ -98,3 +98,23 @@ async def test_as_of_a_date_between_statement_and_correction_the_old_value_answe
                 assert "superseded_by" not in hits[0], (question, as_of, hits[0])
                 assert not [h for h in hits if new in h["content"]], (question, as_of, hits)
                 assert not [h for h in hits if h["session_id"] == "feb"], (question, as_of, hits)
+
+
+async def test_a_server_asked_again_as_of_a_date_sees_what_was_forgotten_since(store, mcp_server):
+    """A server keeps the categories as they stood at a time between searches; forgetting the
+    version current then (a change of history only) must not leave its text findable."""
+    async with mcp_server(store, env={"MEMDIR_CLOCK": "2026-01-05T10:00:00Z"}, profile="full") as srv:
+        await srv.call("memory_write", {"category": "plan", "data": {"deploy": "Friday zeppelin"}})
+    async with mcp_server(store, env={"MEMDIR_CLOCK": "2026-02-05T10:00:00Z"}, profile="full") as srv:
+        await srv.call("memory_write", {"category": "plan", "data": {"deploy": "Tuesday"}, "merge": True})
+        ask = {"query": "zeppelin", "as_of": "2026-01-20", "kind": "category"}
+        then = await srv.call("memory_search", ask)
+        assert [h["category"] for h in then["results"]] == ["plan"], then
+        assert (await srv.call("memory_search", {"query": "zeppelin", "kind": "category"}))["count"] == 0
+
+        await srv.call("memory_forget", {"category": "plan", "version": "1"})
+        again = await srv.call("memory_search", ask)
+        assert again["count"] == 0, again
+        # Written since, at the same time asked about: what stood then is unchanged.
+        await srv.call("memory_write", {"category": "other", "data": {"x": "zeppelin too"}})
+        assert (await srv.call("memory_search", ask))["count"] == 0

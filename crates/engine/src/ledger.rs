@@ -662,6 +662,16 @@ impl Ledger {
     }
 
     /// Number of recorded transactions.
+    /// The newest transaction's row number (0 before the first): it moves with every
+    /// transaction, history-only ones (a forgotten or compacted version) included.
+    pub fn txn_mark(&self) -> Result<i64> {
+        self.conn
+            .prepare_cached("SELECT COALESCE(MAX(rowid), 0) FROM txn")
+            .map_err(sql_error)?
+            .query_row([], |r| r.get(0))
+            .map_err(sql_error)
+    }
+
     pub fn txn_count(&self) -> Result<i64> {
         self.conn
             .prepare_cached("SELECT COUNT(*) FROM txn")

@@ -19,7 +19,6 @@ pub(crate) mod upkeep;
 
 pub use crate::sync::gate::SyncAccess;
 pub(crate) use categories::adoption::Sync;
-pub(crate) use categories::category::CategoryThen;
 pub use categories::log::*;
 pub use indexing::indexer::{Progress, index_fingerprint};
 pub use memdir_api::{

@@ -104,6 +104,26 @@ impl SearchIndex {
         })
     }
 
+    /// A searcher over `docs` (category documents, [`SearchIndex::category_docs`]) in an index
+    /// of their own in memory: the categories as they stood at some time, for a search as of
+    /// then.
+    pub fn categories_then(&self, docs: Vec<TantivyDocument>) -> Result<tantivy::Searcher> {
+        let part = Part::open_ram(self.categories.index.schema(), &self.cfg)?;
+        let ix = |e: tantivy::TantivyError| {
+            memdir_api::error::Error::internal(format!("categories as of: {e}"))
+        };
+        let mut w = part
+            .index
+            .writer_with_num_threads::<TantivyDocument>(1, 15_000_000)
+            .map_err(ix)?;
+        for d in docs {
+            w.add_document(d).map_err(ix)?;
+        }
+        w.commit().map_err(ix)?;
+        part.reader.reload().map_err(ix)?;
+        Ok(part.reader.searcher())
+    }
+
     /// Whether both indexes' directories still exist (someone may `rm -rf` them); an index in
     /// memory is always there.
     pub fn present(&self) -> bool {

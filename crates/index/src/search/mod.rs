@@ -235,27 +235,15 @@ impl<'a> View<'a> {
     }
 
     /// The memory as it stood at `at` (ms): this view's chunks seen through the clocks of their
-    /// documents, and `categories`, the documents of each category's version current then
-    /// ([`SearchIndex::category_docs`]), in an index of their own in memory.
-    pub fn then(&self, at: i64, categories: Vec<tantivy::TantivyDocument>) -> Result<View<'a>> {
-        let idx = self.idx;
-        let part = crate::index::Part::open_ram(idx.categories.index.schema(), &idx.cfg)?;
-        let ix = |e: tantivy::TantivyError| Error::internal(format!("categories as of: {e}"));
-        let mut w = part
-            .index
-            .writer_with_num_threads::<tantivy::TantivyDocument>(1, 15_000_000)
-            .map_err(ix)?;
-        for d in categories {
-            w.add_document(d).map_err(ix)?;
-        }
-        w.commit().map_err(ix)?;
-        part.reader.reload().map_err(ix)?;
-        Ok(View {
-            idx,
+    /// documents, and `categories`, a searcher over the categories as they stood then
+    /// ([`SearchIndex::categories_then`]).
+    pub fn then(&self, at: i64, categories: Searcher) -> View<'a> {
+        View {
+            idx: self.idx,
             cs: self.cs.clone(),
-            gs: part.reader.searcher(),
+            gs: categories,
             as_of: Some(at),
-        })
+        }
     }
 
     /// The same chunk searcher with the categories as they are now and no time: what the

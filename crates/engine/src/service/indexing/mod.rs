@@ -22,6 +22,10 @@ pub(crate) struct State {
     pub(in crate::service) index: Arc<Mutex<Option<Arc<SearchIndex>>>>,
     /// Vectors for semantic and hybrid search, opened on first use (see `dense`).
     pub(in crate::service) dense: Arc<Mutex<Option<dense::DenseState>>>,
+    /// The categories as they stood at a time, indexed for the last search as of it: (the
+    /// time, the ledger's marks it was built at (last transaction, last category change), its
+    /// searcher). A search as of the same time reuses it while neither moved.
+    pub(in crate::service) then: Mutex<Option<(i64, (i64, i64), tantivy::Searcher)>>,
 }
 
 impl State {

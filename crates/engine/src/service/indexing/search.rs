@@ -120,11 +120,10 @@ impl<'a> Indexing<'a> {
         self.with_view_then(None, f)
     }
 
-    /// [`Indexing::with_view`], as the memory stood at a time when `then` gives one: the time
-    /// and every category as it was then (`Categories::all_at`).
+    /// [`Indexing::with_view`], as the memory stood at `at` (ms) when it is given.
     fn with_view_then<T>(
         &self,
-        then: Option<&(i64, Vec<crate::service::CategoryThen>)>,
+        at: Option<i64>,
         f: impl FnOnce(&search::View<'_>) -> Result<T>,
     ) -> Result<T> {
         match self.refresh_index() {
@@ -144,16 +143,48 @@ impl<'a> Indexing<'a> {
             .expect("invariant: index_guard opens the index")
             .clone();
         let view = search::View::of(&idx);
-        match then {
+        match at {
             None => f(&view),
-            Some((at, categories)) => {
-                let docs = categories
-                    .iter()
-                    .flat_map(|c| idx.category_docs(&c.name, &c.content, &c.hash, &c.ts, &c.actor))
-                    .collect();
-                f(&view.then(*at, docs)?)
-            }
+            Some(at) => f(&view.then(at, self.categories_then(&idx, at)?)),
         }
+    }
+
+    /// A searcher over every category as it stood at `at` (`Categories::all_at`), reused from
+    /// the last search as of the same time while no category changed since it was built.
+    fn categories_then(&self, idx: &SearchIndex, at: i64) -> Result<tantivy::Searcher> {
+        // Any transaction may change what stood then (a forgotten or compacted version changes
+        // history, not the files); an adopted hand edit is a change of the feed.
+        let generation = {
+            let guard = self.inner()?;
+            match guard.as_ref() {
+                Some(inner) => (
+                    inner.ledger.txn_mark()?,
+                    inner
+                        .ledger
+                        .last_change_of(&[crate::ledger::ChangeKind::Category])?,
+                ),
+                None => (0, 0),
+            }
+        };
+        let cache = &self.indexing.then;
+        if let Ok(g) = cache.lock()
+            && let Some((t, gen_, s)) = g.as_ref()
+            && *t == at
+            && *gen_ == generation
+        {
+            return Ok(s.clone());
+        }
+        let docs = self
+            .categories()
+            .all_at(at)?
+            .iter()
+            .flat_map(|c| idx.category_docs(&c.name, &c.content, &c.hash, &c.ts, &c.actor))
+            .collect();
+        let searcher = idx.categories_then(docs)?;
+        if let Ok(mut g) = cache.lock() {
+            *g = Some((at, generation, searcher.clone()));
+        }
+        Ok(searcher)
     }
 
     /// For each place (session, position), the URIs of the live chunks that correct it
@@ -297,12 +328,8 @@ impl<'a> Indexing<'a> {
                 coverage: None,
             });
         }
-        let then = match plan.filters.as_of {
-            Some(at) => Some((at, self.categories().all_at(at)?)),
-            None => None,
-        };
         let (outcome, note, coverage) =
-            self.with_view_then(then.as_ref(), |view| self.dispatch(view, &plan))?;
+            self.with_view_then(plan.filters.as_of, |view| self.dispatch(view, &plan))?;
         let mut resp = SearchResponse {
             count: outcome.results.len(),
             results: outcome.results,
