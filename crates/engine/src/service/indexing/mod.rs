@@ -25,8 +25,12 @@ pub(crate) struct State {
     /// The categories as they stood at a time, indexed for the last search as of it: (the
     /// time, the ledger's marks it was built at (last transaction, last category change), its
     /// searcher). A search as of the same time reuses it while neither moved.
-    pub(in crate::service) then: Mutex<Option<(i64, (i64, i64), tantivy::Searcher)>>,
+    pub(in crate::service) then: Mutex<Option<Then>>,
 }
+
+/// The categories as they stood at a time, indexed: (the time, the ledger's marks when built,
+/// the searcher).
+pub(in crate::service) type Then = (i64, (i64, i64), tantivy::Searcher);
 
 impl State {
     /// Closes the open index (the store under this process was replaced, or the index was
