@@ -387,10 +387,7 @@ fn everyday() -> Vec<Op> {
             mcp: tool("memory_search", "Search memory", Profile::Default),
             rest: post("/search", "search", &["sessions", "categories"], &[400, 413, 500, 503]),
             flags: (true, false, true),
-            examples: || vec![
-                ("keyword", json!({"query": "connection pool timeout", "limit": 5})),
-                ("as_of", json!({"query": "pool timeout", "as_of": "2026-11-30"})),
-            ],
+            examples: || vec![("keyword", json!({"query": "connection pool timeout", "limit": 5})), ("as_of", json!({"query": "pool timeout", "as_of": "2026-11-30"}))],
             need: |_| Need::Nothing,
             typed: typed!(SearchRequest, SearchResponse, |m, r, c| m.indexing().search_hiding(&r, hidden(&m, c)?).map(|o| shown(o, c))),
         },
