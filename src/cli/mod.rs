@@ -105,6 +105,15 @@ fn confirm(question: &str, what: &str) -> Result<bool> {
 /// every other surface; other usage errors (an unknown flag, a missing argument) and `--help`
 /// stay clap's. Returns the exit code to leave with when there is nothing to run.
 pub fn parse() -> std::result::Result<Cli, i32> {
+    // `memdir --version` alone answers before any command is built (what scripts and clients
+    // run to check an install; clap's own answer needs the whole command tree).
+    let words: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let [w] = words.as_slice()
+        && (w == "--version" || w == "-V")
+    {
+        println!("memdir {}", env!("CARGO_PKG_VERSION"));
+        return Err(0);
+    }
     let parsed = args::command().try_get_matches().and_then(|matches| {
         let mut cli = Cli::from_arg_matches(&matches)?;
         if cli.local.is_none()

@@ -157,6 +157,7 @@ pub fn serve(memdir: Memdir, opts: Options, on_listening: impl FnOnce(&str)) -> 
         .map_err(|e| Error::internal(format!("runtime: {e}")))?;
     let memdir = Arc::new(memdir);
     let kept = memdir.clone();
+    memdir_engine::service::warm_up(&memdir);
     let served = rt.block_on(async move {
         let sessions = (opts.transport == Transport::Mcp).then(|| {
             let mut manager = LocalSessionManager::default();

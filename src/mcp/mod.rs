@@ -775,7 +775,12 @@ pub fn serve_stdio(memdir: Memdir, profile: Profile, caller: Caller) -> Result<(
         tokio::spawn(read_stdin(tokio::io::stdin(), out.clone(), tx));
         let server = Server::new(memdir.clone(), profile, caller);
         let running = match server.serve(StdioTransport { incoming, out }).await {
-            Ok(r) => r,
+            // Connected: the index gets ready while the client lists tools and thinks (after
+            // the handshake, so the `initialize` answer does not share the processor with it).
+            Ok(r) => {
+                memdir_engine::service::warm_up(&memdir);
+                r
+            }
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
             Err(e) => {
                 return Err(Error::new(

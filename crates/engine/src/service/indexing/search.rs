@@ -441,3 +441,15 @@ impl<'a> Indexing<'a> {
         }
     }
 }
+
+/// Opens the index and brings it up to date in the background (a server starting: the client
+/// is still connecting), so the first search finds it ready instead of doing this first. A
+/// failure is left for that search to meet and report.
+pub fn warm_up(memdir: &std::sync::Arc<crate::service::Memdir>) {
+    let m = memdir.clone();
+    let _ = std::thread::Builder::new()
+        .name("memdir-warm-up".into())
+        .spawn(move || {
+            let _ = m.indexing().refresh_index();
+        });
+}
