@@ -95,3 +95,21 @@ fn first_write_without_init_creates_the_skeleton() {
     assert!(env.path(".memdir/replica").is_file());
     env.assert_clean();
 }
+
+#[test]
+fn version_alone_answers_at_once_and_the_flag_of_a_command_stays_its_own() {
+    let env = crate::util::TestEnv::new();
+    let want = format!("memdir {}\n", env!("CARGO_PKG_VERSION"));
+    for flag in ["--version", "-V"] {
+        let r = env.run(&[flag]);
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (0, want.as_str()),
+            "{flag}: {}",
+            r.stderr
+        );
+    }
+    // After a command, --version is that command's (a category version), not the program's.
+    env.ok(&["write", "base", "--data", r#"{"a": 1}"#]);
+    assert_eq!(env.ok(&["read", "base", "--version", "1"])["data"]["a"], 1);
+}
