@@ -444,8 +444,14 @@ impl<'a> Indexing<'a> {
 
 /// Opens the index and brings it up to date in the background (a server starting: the client
 /// is still connecting), so the first search finds it ready instead of doing this first. A
-/// failure is left for that search to meet and report.
+/// failure is left for that search to meet and report. Only an index that exists is warmed: a
+/// store without one is indexed by its first search, as before, so a server's first answers
+/// (status, verify-store) see the store as any other surface does.
 pub fn warm_up(memdir: &std::sync::Arc<crate::service::Memdir>) {
+    let meta = memdir.layout().index_dir().join("chunks").join("meta.json");
+    if !meta.exists() {
+        return;
+    }
     let m = memdir.clone();
     let _ = std::thread::Builder::new()
         .name("memdir-warm-up".into())
