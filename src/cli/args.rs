@@ -317,6 +317,36 @@ pub struct AppendArgs {
     pub(super) reason: Option<String>,
 }
 
+/// `memdir note write` and `memdir note append`: a note and its text (inline, from a file or
+/// stdin).
+#[derive(Args, Debug)]
+pub struct NoteTextArgs {
+    /// The note's path below notes/ (projects/orbital.md)
+    pub(super) path: String,
+    /// The text, inline
+    #[arg(long, conflicts_with = "file", allow_hyphen_values = true)]
+    pub(super) text: Option<String>,
+    /// Read the text from this file ("-" for stdin; the default when no --text)
+    #[arg(long)]
+    pub(super) file: Option<PathBuf>,
+    /// Change only if the note has this hash ("absent": only create it)
+    #[arg(long)]
+    pub(super) expected_hash: Option<String>,
+    /// Why, kept in the version's history entry
+    #[arg(long)]
+    pub(super) reason: Option<String>,
+}
+
+impl NoteTextArgs {
+    /// The text given inline, or read from the file or stdin.
+    pub(super) fn text(&self) -> Result<String> {
+        match &self.text {
+            Some(t) => Ok(t.clone()),
+            None => super::input::read_source(self.file.as_ref(), "text"),
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct DataArgs {
     /// The JSON object, inline

@@ -69,6 +69,36 @@ pub(super) const EXTRAS: &[Extra] = &[
         as_found: false,
     },
     Extra {
+        command: "note write",
+        args: NoteTextArgs::augment_args,
+        run: |m, sub, _| {
+            let a = NoteTextArgs::from_arg_matches(sub).map_err(clap_error)?;
+            let req = api::NoteWriteRequest {
+                text: a.text()?,
+                path: a.path,
+                expected_hash: a.expected_hash,
+                reason: a.reason,
+            };
+            Ok((Output::Op(m.op.name, call(m, &req)?), 0))
+        },
+        as_found: false,
+    },
+    Extra {
+        command: "note append",
+        args: NoteTextArgs::augment_args,
+        run: |m, sub, _| {
+            let a = NoteTextArgs::from_arg_matches(sub).map_err(clap_error)?;
+            let req = api::NoteAppendRequest {
+                text: a.text()?,
+                path: a.path,
+                expected_hash: a.expected_hash,
+                reason: a.reason,
+            };
+            Ok((Output::Op(m.op.name, call(m, &req)?), 0))
+        },
+        as_found: false,
+    },
+    Extra {
         command: "search",
         args: |c| {
             c.arg(
@@ -187,13 +217,55 @@ pub(super) fn clap_error(e: clap::Error) -> Error {
     Error::invalid("argument", e.to_string().trim().to_string())
 }
 
-/// One subcommand per operation of the table that has a command, in the table's order.
+/// One subcommand per operation of the table that has a command, in the table's order. A
+/// command named in two words (`note read`) is a subcommand of a group (`note`), which comes
+/// where its first member would.
 pub(super) fn table_commands() -> Vec<clap::Command> {
+    let mut out: Vec<clap::Command> = Vec::new();
+    for (group, cmd) in commands_of_table() {
+        match group {
+            None => out.push(cmd),
+            Some(g) => match out.iter().position(|c| c.get_name() == g) {
+                Some(i) => {
+                    let parent = std::mem::replace(&mut out[i], clap::Command::new(g));
+                    out[i] = parent.subcommand(cmd);
+                }
+                None => out.push(
+                    clap::Command::new(g)
+                        .about(GROUPS.iter().find(|(n, _)| *n == g).map_or("", |(_, a)| *a))
+                        .subcommand_required(true)
+                        .arg_required_else_help(true)
+                        .subcommand(cmd),
+                ),
+            },
+        }
+    }
+    out
+}
+
+/// The command typed as `name` (`search`, `note read`) under `root`.
+pub(super) fn find_command<'a>(root: &'a clap::Command, name: &str) -> Option<&'a clap::Command> {
+    name.split(' ')
+        .try_fold(root, |c, word| c.find_subcommand(word))
+}
+
+/// The groups of two-word commands, and what each holds.
+const GROUPS: &[(&str, &str)] = &[(
+    "note",
+    "Notes: the Markdown files under notes/, versioned and searched.",
+)];
+
+/// Each command of the table, with the group it belongs to (`note` for `note read`).
+fn commands_of_table() -> Vec<(Option<&'static str>, clap::Command)> {
     ops::table()
         .iter()
         .filter_map(|op| op.cli.map(|c| (op, c)))
         .map(|(op, c)| {
-            let mut cmd = clap::Command::new(c.name);
+            let (group, own) = match c.name.split_once(' ') {
+                Some((g, n)) => (Some(g), n),
+                None => (None, c.name),
+            };
+            let mut cmd = clap::Command::new(own);
             if let Some(a) = c.args {
                 cmd = (a.augment)(cmd);
             }
@@ -209,9 +281,9 @@ pub(super) fn table_commands() -> Vec<clap::Command> {
             let lines: Vec<String> = (op.examples)()
                 .iter()
                 .filter(|(_, args)| sayable(&cmd, args))
-                .map(|(_, args)| example_line(&cmd, args))
+                .map(|(_, args)| example_line_as(c.name, &cmd, args))
                 .collect();
-            cmd.after_help(format!("Examples:\n  {}", lines.join("\n  ")))
+            (group, cmd.after_help(format!("Examples:\n  {}", lines.join("\n  "))))
         })
         .collect()
 }
@@ -225,8 +297,15 @@ fn sayable(cmd: &clap::Command, args: &Value) -> bool {
 }
 
 /// An example request of the table as the command line that makes it.
+#[cfg(test)]
 pub(super) fn example_line(cmd: &clap::Command, args: &Value) -> String {
-    let mut words = vec!["memdir".to_string(), cmd.get_name().to_string()];
+    example_line_as(cmd.get_name(), cmd, args)
+}
+
+/// [`example_line`] for the command typed as `name` (`note read`).
+fn example_line_as(name: &str, cmd: &clap::Command, args: &Value) -> String {
+    let mut words = vec!["memdir".to_string()];
+    words.extend(name.split(' ').map(str::to_string));
     let empty = serde_json::Map::new();
     let fields = args.as_object().unwrap_or(&empty);
     let scalar = |v: &Value| match v {
@@ -328,7 +407,7 @@ mod tests {
         // command line, and every command has one.
         for op in ops::table() {
             let Some(c) = op.cli else { continue };
-            let cmd = root.find_subcommand(c.name).unwrap();
+            let cmd = find_command(&root, c.name).unwrap();
             let examples = (op.examples)();
             for (name, args) in &examples {
                 assert!(

@@ -119,7 +119,11 @@ pub fn parse() -> std::result::Result<Cli, i32> {
         if cli.local.is_none()
             && let Some((name, sub)) = matches.subcommand()
         {
-            cli.table = Some((name.to_string(), sub.clone()));
+            // A group's command (`note read`) is named by both words.
+            cli.table = Some(match sub.subcommand() {
+                Some((inner, m)) if op_of(name).is_none() => (format!("{name} {inner}"), m.clone()),
+                _ => (name.to_string(), sub.clone()),
+            });
         }
         Ok(cli)
     });

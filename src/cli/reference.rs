@@ -10,7 +10,7 @@ pub(super) fn ops_table() -> Value {
     let list: Vec<Value> = ops::table()
         .iter()
         .map(|op| {
-            let cli_args: Option<Value> = op.cli.and_then(|c| root.find_subcommand(c.name)).map(|sub| {
+            let cli_args: Option<Value> = op.cli.and_then(|c| super::commands::find_command(&root, c.name)).map(|sub| {
                 let mut positional = Vec::new();
                 let mut flags = serde_json::Map::new();
                 for a in sub.get_arguments() {

@@ -74,7 +74,7 @@ fn tool(op: &Op, t: ops::Tool, profile: Profile) -> Tool {
     };
     match profile {
         Profile::Full => tool.with_raw_output_schema(Arc::new(output_schema(op))),
-        Profile::Default => tool,
+        Profile::Default | Profile::MemoryTool => tool,
     }
 }
 
@@ -207,6 +207,23 @@ fn tool_result(r: Result<Value>) -> CallToolResult {
     }
 }
 
+/// Tools whose answers are a protocol's strings (the memory tool's), not memdir's JSON.
+const PROTOCOL_TOOLS: [&str; 1] = ["memory"];
+
+/// The answer of a protocol tool: its result string as the text, as the protocol's own
+/// implementations give it (and `{result}` structured); an error is its message alone.
+fn protocol_result(r: Result<Value>) -> CallToolResult {
+    match r {
+        Ok(v) => {
+            let text = v["result"].as_str().unwrap_or_default().to_string();
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(structured(v));
+            result
+        }
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(e.message)]),
+    }
+}
+
 impl Server {
     /// The caller of a request: over stdio the configured device, over HTTP the one its token
     /// maps to.
@@ -280,6 +297,9 @@ impl ServerHandler for Server {
         let out = self
             .run(&context, move |m, c| ops::call(m, c, op, a))
             .await?;
+        if PROTOCOL_TOOLS.contains(&name.as_str()) {
+            return Ok(protocol_result(out).into());
+        }
         Ok(tool_result(out).into())
     }
 

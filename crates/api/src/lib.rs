@@ -20,9 +20,11 @@ pub mod cli;
 pub mod error;
 pub mod jsontext;
 pub mod limits;
+pub mod notes;
 pub mod uri;
 
 pub use error::{Error, ErrorKind, Result};
+pub use notes::*;
 
 use std::collections::BTreeMap;
 
@@ -390,10 +392,10 @@ pub struct SearchRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
-    /// Only chunks (chunk) or categories (category).
+    /// Only this kind: chunk, category or note.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["chunk", "category"]))]
+    #[schemars(extend("enum" = ["chunk", "category", "note"]))]
     pub kind: Option<String>,
     /// Only items at or after this time (RFC 3339, a date, epoch ms, 7d ago).
     #[arg(long)]
@@ -1564,10 +1566,39 @@ pub enum SearchHit {
         /// Its resource URI (`memdir://categories/{name}`).
         #[serde(default)]
         uri: String,
-        /// True when the content was cut.
         /// When it (or its top-level key) was last reviewed (`review`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reviewed_at: Option<String>,
+        /// True when the content was cut.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        truncated: Option<bool>,
+        /// Its score parts, with `explain`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explain: Option<Explain>,
+    },
+    /// A section of a note (the text under one heading).
+    Note {
+        /// The note's path below notes/.
+        path: String,
+        /// The section's headings, outermost first, joined by " > " ("" before the first).
+        heading: String,
+        /// The section's first and last line in the note (from 1).
+        lines: [u64; 2],
+        /// The matching text, cut around the query's words like a chunk's.
+        content: String,
+        /// The BM25 score.
+        #[serde(serialize_with = "num::short_f32")]
+        score: f32,
+        /// The note's hash.
+        hash: String,
+        /// When the note was last written.
+        updated_at: String,
+        /// Who wrote it.
+        updated_by: String,
+        /// Its resource URI (`memdir://notes/{path}`).
+        #[serde(default)]
+        uri: String,
+        /// True when the content was cut.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         truncated: Option<bool>,
         /// Its score parts, with `explain`.

@@ -43,6 +43,12 @@ pub fn category(name: &str) -> String {
     format!("{PREFIX}categories/{}", encode(name))
 }
 
+/// The URI of a note (its path's components percent-encoded one by one).
+pub fn note(path: &str) -> String {
+    let parts: Vec<String> = path.split('/').map(encode).collect();
+    format!("{PREFIX}notes/{}", parts.join("/"))
+}
+
 /// The URI of a version of a category.
 pub fn version(name: &str, version: u64) -> String {
     format!("{}/versions/{version}", category(name))

@@ -387,6 +387,14 @@ impl Caller {
             Need::Read(c) => self.read(c),
             Need::Write(c) => self.write(c),
             Need::Ingest(projects) => projects.iter().try_for_each(|p| self.ingest(p)),
+            Need::Notes { write, paths } => paths.iter().try_for_each(|p| {
+                let name = format!("notes/{}", p.trim_matches('/'));
+                if *write {
+                    self.write(&name)
+                } else {
+                    self.read(&name)
+                }
+            }),
             Need::Privileged(what) => self.destroy(what),
             Need::Admin { what } => {
                 if self.unrestricted() {
@@ -461,6 +469,9 @@ pub enum Need<'a> {
     Write(&'a str),
     /// Ingest into these projects (`""`: no project).
     Ingest(Vec<&'a str>),
+    /// Notes (or folders of notes) by path below `notes/`: read them, or change them too.
+    /// Rules name them `notes/<path>` (`notes/projects/*`), beside the categories.
+    Notes { write: bool, paths: Vec<&'a str> },
     /// An operation reserved to admins and devices with `delete = true` (import, sync, ...).
     Privileged(&'static str),
     /// A destructive operation on one category, or on every one.
@@ -494,6 +505,7 @@ mod responses {
             self.results.retain(|h| match h {
                 SearchHit::Category { category, .. } => c.can_read(category),
                 SearchHit::Chunk { .. } => true,
+                SearchHit::Note { path, .. } => c.can_read(&format!("notes/{path}")),
             });
             self.count = self.results.len();
         }

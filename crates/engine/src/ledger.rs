@@ -20,7 +20,7 @@ use memdir_store::fsx;
 use memdir_store::model::CategoryStatus;
 
 /// The ledger's schema version; a different version is rebuilt from the files.
-pub const LEDGER_SCHEMA: i64 = 4;
+pub const LEDGER_SCHEMA: i64 = 5;
 
 /// Cached state of one category.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -135,6 +135,8 @@ pub enum ChangeKind {
     Segment,
     /// A category's head changed.
     Category,
+    /// A note changed (written, edited by hand, removed); the key is its path.
+    Note,
 }
 
 impl ChangeKind {
@@ -144,6 +146,7 @@ impl ChangeKind {
             ChangeKind::Append => "append",
             ChangeKind::Segment => "segment",
             ChangeKind::Category => "category",
+            ChangeKind::Note => "note",
         }
     }
 
@@ -153,6 +156,7 @@ impl ChangeKind {
             "append" => Some(ChangeKind::Append),
             "segment" => Some(ChangeKind::Segment),
             "category" => Some(ChangeKind::Category),
+            "note" => Some(ChangeKind::Note),
             _ => None,
         }
     }
@@ -188,6 +192,7 @@ CREATE TABLE IF NOT EXISTS change (
 CREATE INDEX IF NOT EXISTS change_kind ON change(kind, gen);
 CREATE TABLE IF NOT EXISTS import_cursor (source TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS session_dir (rel TEXT PRIMARY KEY, stamp INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS note (path TEXT PRIMARY KEY, len INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
 ";
 
 impl Ledger {
@@ -289,7 +294,7 @@ impl Ledger {
             ledger.conn.execute_batch(
                 "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS category; DROP TABLE IF EXISTS segment;
                  DROP TABLE IF EXISTS source_key; DROP TABLE IF EXISTS change; DROP TABLE IF EXISTS txn;
-                 DROP TABLE IF EXISTS import_cursor; DROP TABLE IF EXISTS session_dir;",
+                 DROP TABLE IF EXISTS import_cursor; DROP TABLE IF EXISTS session_dir; DROP TABLE IF EXISTS note;",
             ).map_err(sql_error)?;
             ledger.conn.execute_batch(SCHEMA).map_err(sql_error)?;
         }
@@ -434,6 +439,38 @@ impl Ledger {
             .map_err(sql_error)?
             .execute([name])
             .map_err(sql_error)?;
+        Ok(())
+    }
+
+    /// The size and mtime each note file had when memdir last saw it, by path.
+    pub fn note_stats(&self) -> Result<std::collections::HashMap<String, (i64, i64)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT path, len, mtime_ns FROM note")
+            .map_err(sql_error)?;
+        let rows = st
+            .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+            .map_err(sql_error)?
+            .collect::<Result<_, _>>()
+            .map_err(sql_error)?;
+        Ok(rows)
+    }
+
+    /// Records the size and mtime of a note file as seen (`None`: it is gone).
+    pub fn put_note_stat(&self, path: &str, stat: Option<(i64, i64)>) -> Result<()> {
+        match stat {
+            Some((len, mtime)) => self
+                .conn
+                .prepare_cached("INSERT OR REPLACE INTO note VALUES (?1, ?2, ?3)")
+                .map_err(sql_error)?
+                .execute(params![path, len, mtime]),
+            None => self
+                .conn
+                .prepare_cached("DELETE FROM note WHERE path = ?1")
+                .map_err(sql_error)?
+                .execute([path]),
+        }
+        .map_err(sql_error)?;
         Ok(())
     }
 

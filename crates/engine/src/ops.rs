@@ -32,19 +32,28 @@ pub enum Profile {
     Default,
     /// Every tool name of the designs memdir replaces, too.
     Full,
+    /// The one tool of the memory-tool protocol (`memory`), on notes.
+    MemoryTool,
 }
 
 impl Profile {
-    /// Parses `default` or `full`.
+    /// Parses `default`, `full` or `memory-tool`.
     pub fn parse(s: &str) -> Result<Profile> {
         match s {
             "default" | "" => Ok(Profile::Default),
             "full" | "compat" | "all" => Ok(Profile::Full),
+            "memory-tool" | "memory_tool" => Ok(Profile::MemoryTool),
             _ => Err(Error::invalid(
                 "tools",
-                format!("tool profile must be default or full; got {s:?}"),
+                format!("tool profile must be default, full or memory-tool; got {s:?}"),
             )),
         }
+    }
+
+    /// Whether this profile offers a tool whose smallest profile is `tool`: `full` offers
+    /// every tool, `default` and `memory-tool` their own.
+    pub fn offers(self, tool: Profile) -> bool {
+        self == Profile::Full || self == tool
     }
 }
 
@@ -370,6 +379,8 @@ fn build() -> Vec<Op> {
         upkeep(),
         sync_plane(),
         store(),
+        notes(),
+        note_versions(),
     ]
     .into_iter()
     .flatten()
@@ -894,6 +905,176 @@ fn store() -> Vec<Op> {
     ]
 }
 
+/// The path below `notes/` a memory-tool path names (`/memories/a.md` is `a.md`).
+fn under_memories(path: &Option<String>) -> &str {
+    path.as_deref()
+        .unwrap_or("")
+        .trim_start_matches(crate::service::notes::memory_tool::ROOT)
+        .trim_start_matches('/')
+}
+
+/// What a memory-tool command touches.
+fn memory_tool_need(r: &MemoryToolRequest) -> Need<'_> {
+    match r.command.as_str() {
+        "view" => Need::Notes {
+            write: false,
+            paths: vec![under_memories(&r.path)],
+        },
+        "rename" => Need::Notes {
+            write: true,
+            paths: vec![under_memories(&r.old_path), under_memories(&r.new_path)],
+        },
+        _ => Need::Notes {
+            write: true,
+            paths: vec![under_memories(&r.path)],
+        },
+    }
+}
+
+/// Notes: the Markdown files under `notes/`, and the memory-tool protocol on them.
+fn notes() -> Vec<Op> {
+    vec![
+        op! {
+            name: "note_read",
+            summary: "Read a note (or some of its lines, or an old version)",
+            description: "Read a note by its path below notes/ (projects/orbital.md). Returns {text, hash, lines, range, version, updated_at, updated_by}; view_range [first, last] returns those lines. Pass hash as expected_hash to a later change.",
+            cli: Some("note read"),
+            mcp: tool("note_read", "Read a note", Profile::Full),
+            rest: post("/api/v1/notes/read", "readNote", &["notes"], &[400, 404, 413, 422, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"path": "projects/orbital.md"})), ("lines", json!({"path": "MEMORY.md", "view_range": [1, 20]}))],
+            need: |r| Need::Notes { write: false, paths: vec![&r.path] },
+            typed: typed!(NoteReadRequest, NoteReadResponse, |m, r| m.notes().read(&r)),
+        },
+        op! {
+            name: "note_write",
+            summary: "Create or replace a note",
+            description: "Write a note's whole text (Markdown by default); every write is a version in its history. Pass expected_hash from the last read to fail instead of overwriting a concurrent change, or \"absent\" to create only.",
+            cli: Own("note write"),
+            mcp: tool("note_write", "Write a note", Profile::Full),
+            rest: post("/api/v1/notes/write", "writeNote", &["notes"], &[400, 409, 413, 422, 500, 503]),
+            flags: (false, true, true),
+            examples: || vec![("example", json!({"path": "projects/orbital.md", "text": "# Orbital\n\nDeploys go through staging first.\n", "expected_hash": "absent"}))],
+            need: |r| Need::Notes { write: true, paths: vec![&r.path] },
+            typed: typed!(NoteWriteRequest, NoteWriteResponse, |m, r| m.notes().write(&r)),
+        },
+        op! {
+            name: "note_append",
+            summary: "Add text at the end of a note",
+            description: "Add text at the end of a note, on a line of its own (the note is created when absent). Safe for many writers at once: each append is applied to the note as it is.",
+            cli: Own("note append"),
+            mcp: tool("note_append", "Append to a note", Profile::Full),
+            rest: post("/api/v1/notes/append", "appendNote", &["notes"], &[400, 409, 413, 422, 500, 503]),
+            flags: (false, false, false),
+            examples: || vec![("example", json!({"path": "MEMORY.md", "text": "- the staging box is staging-2 now"}))],
+            need: |r| Need::Notes { write: true, paths: vec![&r.path] },
+            typed: typed!(NoteAppendRequest, NoteWriteResponse, |m, r| m.notes().append(&r)),
+        },
+        op! {
+            name: "note_edit",
+            summary: "Replace text in a note, or insert lines",
+            description: "Change a note in place: old_str (which must occur exactly once) becomes new_str, or insert_text goes after line insert_line (0: at the start). Fails, changing nothing, when old_str is absent or occurs more than once.",
+            cli: Some("note edit"),
+            mcp: tool("note_edit", "Edit a note", Profile::Full),
+            rest: post("/api/v1/notes/edit", "editNote", &["notes"], &[400, 404, 409, 413, 422, 500, 503]),
+            flags: (false, true, false),
+            examples: || vec![("replace", json!({"path": "projects/orbital.md", "old_str": "staging first", "new_str": "staging-2 first"})), ("insert", json!({"path": "MEMORY.md", "insert_line": 0, "insert_text": "# Memory"}))],
+            need: |r| Need::Notes { write: true, paths: vec![&r.path] },
+            typed: typed!(NoteEditRequest, NoteWriteResponse, |m, r| m.notes().edit(&r)),
+        },
+        op! {
+            name: "note_list",
+            summary: "List notes and folders",
+            description: "Notes and folders under a folder (default: all), by path, with size and modification time.",
+            cli: Some("note ls"),
+            mcp: tool("note_list", "List notes", Profile::Full),
+            rest: get("/api/v1/notes", "listNotes", &["notes"], &[400, 404, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"folder": "projects", "depth": 2}))],
+            need: |r| Need::Notes { write: false, paths: vec![r.folder.as_deref().unwrap_or("")] },
+            typed: typed!(NoteListRequest, NoteListResponse, |m, r| m.notes().list(&r)),
+        },
+        op! {
+            name: "memory",
+            summary: "The memory tool: view, create, str_replace, insert, delete, rename under /memories",
+            description: "Memory files under /memories, kept across sessions (the memory tool protocol). Commands: view {path, view_range?}, create {path, file_text}, str_replace {path, old_str, new_str}, insert {path, insert_line, insert_text}, delete {path}, rename {old_path, new_path}. Every change is versioned; view before you edit.",
+            cli: Some("memory-tool"),
+            mcp: tool("memory", "Memory files", Profile::MemoryTool),
+            rest: post("/api/v1/memory-tool", "memoryTool", &["notes"], &[400, 403, 404, 409, 413, 422, 500, 503]),
+            flags: (false, true, false),
+            examples: || vec![("view", json!({"command": "view", "path": "/memories"})), ("create", json!({"command": "create", "path": "/memories/notes.md", "file_text": "# Notes\n"}))],
+            need: memory_tool_need,
+            typed: typed!(MemoryToolRequest, MemoryToolResponse, |m, r| m.notes().memory_tool(&r)),
+        },
+    ]
+}
+
+/// Notes: delete, rename, versions.
+fn note_versions() -> Vec<Op> {
+    vec![
+        op! {
+            name: "note_delete",
+            summary: "Delete a note (or a folder of notes)",
+            description: "Delete a note, or every note in a folder. Each leaves a tombstone in its history; note_restore brings a version back.",
+            cli: Some("note rm"),
+            mcp: tool("note_delete", "Delete a note", Profile::Full),
+            rest: post("/api/v1/notes/delete", "deleteNote", &["notes"], &[400, 404, 409, 413, 500, 503]),
+            flags: (false, true, true),
+            examples: || vec![("example", json!({"path": "scratch/todo.md"}))],
+            need: |r| Need::Notes { write: true, paths: vec![&r.path] },
+            typed: typed!(NoteDeleteRequest, NoteDeleteResponse, |m, r| m.notes().delete(&r)),
+        },
+        op! {
+            name: "note_rename",
+            summary: "Move a note (or a folder of notes)",
+            description: "Move a note, or every note in a folder, to a new path where nothing is yet. History follows: a rename version at the new path, a tombstone at the old.",
+            cli: Some("note mv"),
+            mcp: tool("note_rename", "Move a note", Profile::Full),
+            rest: post("/api/v1/notes/rename", "renameNote", &["notes"], &[400, 404, 409, 413, 500, 503]),
+            flags: (false, true, false),
+            examples: || vec![("example", json!({"from": "todo.md", "to": "projects/todo.md"}))],
+            need: |r| Need::Notes { write: true, paths: vec![&r.from, &r.to] },
+            typed: typed!(NoteRenameRequest, NoteRenameResponse, |m, r| m.notes().rename(&r)),
+        },
+        op! {
+            name: "note_history",
+            summary: "Versions of a note",
+            description: "Versions of a note, newest first (version, id, hash, op, actor, reason, timestamp), deletes and renames included.",
+            cli: Some("note history"),
+            mcp: tool("note_history", "Note history", Profile::Full),
+            rest: post("/api/v1/notes/history", "noteHistory", &["notes"], &[400, 404, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"path": "MEMORY.md", "limit": 20}))],
+            need: |r| Need::Notes { write: false, paths: vec![&r.path] },
+            typed: typed!(NoteHistoryRequest, NoteHistoryResponse, |m, r| m.notes().history(&r)),
+        },
+        op! {
+            name: "note_diff",
+            summary: "Diff two versions of a note",
+            description: "A unified diff between two versions of a note (default: the newest and its parent).",
+            cli: Some("note diff"),
+            mcp: tool("note_diff", "Diff a note", Profile::Full),
+            rest: post("/api/v1/notes/diff", "diffNote", &["notes"], &[400, 404, 413, 500, 503]),
+            flags: (true, false, true),
+            examples: || vec![("example", json!({"path": "MEMORY.md", "from": 1, "to": 2}))],
+            need: |r| Need::Notes { write: false, paths: vec![&r.path] },
+            typed: typed!(NoteDiffRequest, NoteDiffResponse, |m, r| m.notes().diff(&r)),
+        },
+        op! {
+            name: "note_restore",
+            summary: "Restore an old version of a note",
+            description: "Write an old version's text again, as a new version (nothing is lost: the versions after it stay in history).",
+            cli: Some("note restore"),
+            mcp: tool("note_restore", "Restore a note", Profile::Full),
+            rest: post("/api/v1/notes/restore", "restoreNote", &["notes"], &[400, 404, 409, 413, 500, 503]),
+            flags: (false, true, true),
+            examples: || vec![("example", json!({"path": "MEMORY.md", "version": 1}))],
+            need: |r| Need::Notes { write: true, paths: vec![&r.path] },
+            typed: typed!(NoteRestoreRequest, NoteWriteResponse, |m, r| m.notes().restore(&r)),
+        },
+    ]
+}
+
 /// The operation named `name`.
 pub fn find(name: &str) -> Option<&'static Op> {
     table().iter().find(|o| o.name == name)
@@ -903,7 +1084,7 @@ pub fn find(name: &str) -> Option<&'static Op> {
 pub fn find_tool(tool: &str, profile: Profile) -> Option<&'static Op> {
     table().iter().find(|o| {
         o.mcp
-            .is_some_and(|t| t.name == tool && t.profile <= profile)
+            .is_some_and(|t| t.name == tool && profile.offers(t.profile))
     })
 }
 
@@ -1034,7 +1215,7 @@ pub fn strict(v: &mut Value) {
 pub fn tools(profile: Profile) -> Vec<(&'static Op, Tool)> {
     table()
         .iter()
-        .filter_map(|o| o.mcp.filter(|t| t.profile <= profile).map(|t| (o, t)))
+        .filter_map(|o| o.mcp.filter(|t| profile.offers(t.profile)).map(|t| (o, t)))
         .collect()
 }
 

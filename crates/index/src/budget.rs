@@ -94,6 +94,9 @@ pub fn fit_search(resp: &mut SearchResponse, max: usize) {
                 }
                 | SearchHit::Category {
                     content, truncated, ..
+                }
+                | SearchHit::Note {
+                    content, truncated, ..
                 } => {
                     *truncated = Some(true);
                     content

@@ -21,13 +21,16 @@ use crate::{Layout, codec, fsx, txn};
 use memdir_api::error::{IoContext, IoError};
 
 /// The newest format this memdir reads and writes.
-pub const FORMAT: u64 = 2;
+pub const FORMAT: u64 = 3;
 
 /// The format a store is created with (and a store without a format file migrated to).
 pub const CREATED: u64 = 1;
 
 /// The first format with patch history entries.
 pub const PATCHES: u64 = 2;
+
+/// The first format with notes.
+pub const NOTES: u64 = 3;
 
 /// The file's name at the root of the memory directory.
 pub const FILE: &str = "memdir.json";
@@ -103,12 +106,19 @@ pub fn ensure(layout: &Layout) -> Result<(), IoError> {
 /// (or none): the transaction that brings a store its first patch entry names the format that
 /// reads it. Returns whether it added the file.
 pub fn raise_for_patches(layout: &Layout, writes: &mut Vec<txn::FileWrite>) -> bool {
-    if matches!(read(layout), Found::Format(n) if n >= PATCHES) {
+    raise_to(layout, writes, PATCHES)
+}
+
+/// Adds the format file raised to `n` to `writes` when the store says an older format (or
+/// none): the transaction that brings a store the first file of format `n` names the format.
+/// Returns whether it added the file.
+pub fn raise_to(layout: &Layout, writes: &mut Vec<txn::FileWrite>, n: u64) -> bool {
+    if matches!(read(layout), Found::Format(have) if have >= n) {
         return false;
     }
     writes.push(txn::FileWrite {
         rel: FILE.into(),
-        bytes: Some(bytes_of(PATCHES)),
+        bytes: Some(bytes_of(n)),
         hash: None,
     });
     true

@@ -15,6 +15,7 @@ pub mod fsx;
 pub mod history;
 pub mod lock;
 pub mod model;
+pub mod note;
 pub mod recovery;
 pub mod segment;
 pub mod treehash;
@@ -103,6 +104,7 @@ impl Layout {
             self.categories_dir(),
             self.history_root(),
             self.sessions_dir(),
+            self.root.join(note::NOTES_DIR),
         ]
         .iter()
         .any(|d| d.is_dir())

@@ -369,6 +369,10 @@ pub enum VersionOp {
     External,
     /// The content chosen for a category a sync left in conflict.
     Resolve,
+    /// A note's text changed in place (a replacement, an insertion, an append).
+    Edit,
+    /// A note moved: a tombstone at its old path and this version at the new one.
+    Rename,
 }
 
 impl VersionOp {
@@ -382,6 +386,8 @@ impl VersionOp {
             VersionOp::Restore => "restore",
             VersionOp::External => "external",
             VersionOp::Resolve => "resolve",
+            VersionOp::Edit => "edit",
+            VersionOp::Rename => "rename",
         }
     }
 
@@ -395,6 +401,8 @@ impl VersionOp {
             "restore" => Some(VersionOp::Restore),
             "external" => Some(VersionOp::External),
             "resolve" => Some(VersionOp::Resolve),
+            "edit" => Some(VersionOp::Edit),
+            "rename" => Some(VersionOp::Rename),
             _ => None,
         }
     }

@@ -10,6 +10,7 @@
 
 pub(crate) mod categories;
 pub(crate) mod indexing;
+pub(crate) mod notes;
 mod redaction;
 pub(crate) mod replication;
 pub(crate) mod sessions;
@@ -210,6 +211,11 @@ impl<'a> Cx<'a> {
         Indexing(self)
     }
 
+    /// Notes: the text files under `notes/`, their versions, the memory-tool protocol.
+    pub fn notes(self) -> Notes<'a> {
+        Notes(self)
+    }
+
     /// Replication over git, and conflicts.
     pub fn replication(self) -> Replication<'a> {
         Replication(self)
@@ -252,6 +258,10 @@ subsystem!(
 subsystem!(
     /// The indexing subsystem (see [`indexing`]).
     Indexing
+);
+subsystem!(
+    /// The notes subsystem (see [`notes`]).
+    Notes
 );
 subsystem!(
     /// Replication over git (see [`replication`]).
@@ -871,6 +881,7 @@ impl Memdir {
             }
         }
         self.sessions().sync_sessions(inner, None)?;
+        self.cx().notes().scan(inner)?;
         Ok(adopted)
     }
 

@@ -240,6 +240,128 @@ impl SearchIndex {
     }
 }
 
+/// The term every note document of the category index carries beside its path, in the
+/// `category` field: no category name is a control character, so `kind` filters by it.
+pub const NOTE_MARK: &str = "\u{1}note";
+
+/// The `category` value of a note's documents: its path after a `/`, which no category name
+/// holds.
+pub fn note_key(path: &str) -> String {
+    format!("/{path}")
+}
+
+/// A note section's `key_path`: its line range and its headings (`"12-30\u{1}Deploys > Staging"`).
+pub fn note_key_path(lines: [u64; 2], heading: &str) -> String {
+    format!("{}-{}\u{1}{heading}", lines[0], lines[1])
+}
+
+/// The line range and headings a note section's `key_path` holds.
+pub fn parse_note_key_path(k: &str) -> ([u64; 2], String) {
+    let (range, heading) = k.split_once('\u{1}').unwrap_or((k, ""));
+    let (a, b) = range.split_once('-').unwrap_or((range, range));
+    (
+        [a.parse().unwrap_or(0), b.parse().unwrap_or(0)],
+        heading.to_string(),
+    )
+}
+
+/// One section of a note: the text under one heading, until the next heading of any level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Section {
+    /// The headings it lies under, outermost first (its own last).
+    pub headings: Vec<String>,
+    /// Its first and last line (from 1).
+    pub lines: [u64; 2],
+    pub text: String,
+}
+
+/// The sections of a Markdown text: a section per ATX heading (`#` to `######`, outside
+/// fenced code), and one for the text before the first heading.
+pub fn note_sections(text: &str) -> Vec<Section> {
+    let mut out: Vec<Section> = Vec::new();
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    let mut cur = Section {
+        headings: Vec::new(),
+        lines: [1, 0],
+        text: String::new(),
+    };
+    let mut fence: Option<&str> = None;
+    for (i, line) in text.lines().enumerate() {
+        let n = i as u64 + 1;
+        let trimmed = line.trim_start();
+        let fence_mark = ["```", "~~~"].into_iter().find(|m| trimmed.starts_with(m));
+        if let Some(m) = fence_mark {
+            fence = match fence {
+                Some(open) if open == m => None,
+                None => Some(m),
+                other => other,
+            };
+        }
+        let level = trimmed.bytes().take_while(|b| *b == b'#').count();
+        let heading = fence.is_none()
+            && fence_mark.is_none()
+            && (1..=6).contains(&level)
+            && line.len() - trimmed.len() < 4
+            && trimmed[level..].chars().next().is_none_or(|c| c == ' ' || c == '\t');
+        if heading {
+            if !cur.text.trim().is_empty() {
+                out.push(cur);
+            }
+            let title = trimmed[level..].trim().trim_end_matches('#').trim().to_string();
+            stack.retain(|(l, _)| *l < level);
+            stack.push((level, title));
+            cur = Section {
+                headings: stack.iter().map(|(_, t)| t.clone()).collect(),
+                lines: [n, n],
+                text: String::new(),
+            };
+        }
+        cur.lines[1] = n;
+        cur.text.push_str(line);
+        cur.text.push('\n');
+    }
+    if !cur.text.trim().is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+impl SearchIndex {
+    /// The documents of one note: a section each, in the category index beside the
+    /// categories' leaves.
+    pub fn note_docs(
+        &self,
+        path: &str,
+        text: &str,
+        hash: &str,
+        updated_at: &str,
+        updated_by: &str,
+    ) -> Vec<TantivyDocument> {
+        let f = &self.category_fields;
+        let ts = memdir_store::clock::parse_time(updated_at).unwrap_or(0);
+        let key = note_key(path);
+        let words = path.replace(['/', '.', '_', '-'], " ");
+        note_sections(text)
+            .into_iter()
+            .map(|s| {
+                let heading = s.headings.join(" > ");
+                let key_path = note_key_path(s.lines, &heading);
+                let mut d = TantivyDocument::default();
+                d.add_text(f.content, format!("{words}\n{}", s.text));
+                d.add_text(f.category, &key);
+                d.add_text(f.category, NOTE_MARK);
+                d.add_text(f.key_path, &key_path);
+                d.add_text(f.text, s.text.trim_end());
+                d.add_text(f.hash, hash);
+                d.add_text(f.updated_by, updated_by);
+                d.add_i64(f.ts, ts);
+                d.add_u64(f.order, order_key(&[&key, &key_path]));
+                d
+            })
+            .collect()
+    }
+}
+
 /// Calls `f(key_path, text)` for every scalar leaf of `v`.
 pub fn flatten(prefix: &str, v: &Value, f: &mut dyn FnMut(String, String)) {
     match v {
@@ -299,4 +421,27 @@ pub fn corrected_places(metadata: &serde_json::Value) -> Vec<(String, u64)> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod note_tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_cut_at_its_headings_outside_code() {
+        let t = "intro line\n# Deploys\nhow we deploy\n## Staging\nstaging box\n```\n# not a heading\n```\n# Other\nx\n#hashtag\n";
+        let s = note_sections(t);
+        assert_eq!(s.len(), 4);
+        assert_eq!(s[0].headings, Vec::<String>::new());
+        assert_eq!(s[0].lines, [1, 1]);
+        assert_eq!(s[1].headings, vec!["Deploys"]);
+        assert_eq!(s[1].lines, [2, 3]);
+        assert_eq!(s[2].headings, vec!["Deploys", "Staging"]);
+        assert_eq!(s[2].lines, [4, 8]);
+        assert!(s[2].text.contains("# not a heading"));
+        assert_eq!(s[3].headings, vec!["Other"]);
+        assert_eq!(s[3].lines, [9, 11]);
+        let k = note_key_path([4, 8], "Deploys > Staging");
+        assert_eq!(parse_note_key_path(&k), ([4, 8], "Deploys > Staging".to_string()));
+    }
 }

@@ -97,6 +97,7 @@ impl Mode {
 pub enum Kind {
     Chunk,
     Category,
+    Note,
 }
 
 impl Kind {
@@ -104,9 +105,10 @@ impl Kind {
         match s {
             "chunk" | "chunks" | "session" => Ok(Kind::Chunk),
             "category" | "categories" => Ok(Kind::Category),
+            "note" | "notes" => Ok(Kind::Note),
             _ => Err(Error::invalid(
                 "kind",
-                format!("kind must be chunk or category; got {s:?}"),
+                format!("kind must be chunk, category or note; got {s:?}"),
             )),
         }
     }
@@ -131,7 +133,7 @@ pub struct Filters {
 
 impl Filters {
     pub fn wants_chunks(&self) -> bool {
-        self.kind != Some(Kind::Category) && self.category.is_none()
+        matches!(self.kind, None | Some(Kind::Chunk)) && self.category.is_none()
     }
     pub fn wants_categories(&self) -> bool {
         self.kind != Some(Kind::Chunk) && self.project.is_none() && self.session_id.is_none()

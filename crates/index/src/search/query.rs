@@ -78,6 +78,13 @@ pub fn is_identifier_like(q: &str) -> bool {
 
 /// The clauses that apply `f`: to chunks when `chunk` is given, else to category documents
 /// (`category` their name field).
+fn push_must(out: &mut Vec<(Occur, Box<dyn Query>)>, q: Box<dyn Query>) {
+    out.push((
+        Occur::Must,
+        Box::new(ConstScoreQuery::new(q, 0.0)) as Box<dyn Query>,
+    ));
+}
+
 pub(super) fn filter_clauses(
     f: &Filters,
     chunk: Option<&crate::index::ChunkFields>,
@@ -127,6 +134,18 @@ pub(super) fn filter_clauses(
         )));
     }
     if let Some(field) = category {
+        // Notes share the category index; their documents carry a mark of their own.
+        let note = || {
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, crate::index::NOTE_MARK),
+                IndexRecordOption::Basic,
+            )) as Box<dyn Query>
+        };
+        match f.kind {
+            Some(super::Kind::Note) => push_must(&mut out, note()),
+            Some(super::Kind::Category) => out.push((Occur::MustNot, note())),
+            _ => {}
+        }
         for c in &f.hidden_categories {
             out.push((
                 Occur::MustNot,

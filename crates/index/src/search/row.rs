@@ -133,6 +133,33 @@ pub(super) fn shape(
                 let d = doc(gs, *addr)?;
                 let (text, truncated) = excerpt(&get_str(&d, f.text), &mut terms, req.max_chars);
                 let category = get_str(&d, f.category);
+                let explain = req.explain.then(|| match parts {
+                    Some(p) => self::explain(engine, req, *score, Some(p), false),
+                    None => Explain {
+                        bm25: *score,
+                        normalised: share(*score, best_category),
+                        formula: "bm25".into(),
+                        ..Explain::default()
+                    },
+                });
+                if let Some(path) = category.strip_prefix('/') {
+                    let (lines, heading) =
+                        crate::index::parse_note_key_path(&get_str(&d, f.key_path));
+                    out.push(SearchHit::Note {
+                        uri: memdir_api::uri::note(path),
+                        path: path.to_string(),
+                        heading,
+                        lines,
+                        content: text,
+                        score: *score,
+                        hash: get_str(&d, f.hash),
+                        updated_at: memdir_store::clock::rfc3339(get_i64(&d, f.ts)),
+                        updated_by: get_str(&d, f.updated_by),
+                        truncated: truncated.then_some(true),
+                        explain,
+                    });
+                    continue;
+                }
                 out.push(SearchHit::Category {
                     uri: memdir_api::uri::category(&category),
                     category,
@@ -144,15 +171,7 @@ pub(super) fn shape(
                     updated_by: get_str(&d, f.updated_by),
                     reviewed_at: None,
                     truncated: truncated.then_some(true),
-                    explain: req.explain.then(|| match parts {
-                        Some(p) => self::explain(engine, req, *score, Some(p), false),
-                        None => Explain {
-                            bm25: *score,
-                            normalised: share(*score, best_category),
-                            formula: "bm25".into(),
-                            ..Explain::default()
-                        },
-                    }),
+                    explain,
                 });
             }
         }

@@ -229,6 +229,7 @@ impl Categories<'_> {
                     .flatten()
                     .max();
                 }
+                SearchHit::Note { .. } => {}
             }
         }
     }

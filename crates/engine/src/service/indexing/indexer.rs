@@ -35,6 +35,7 @@ use memdir_index::index::{
 };
 use memdir_index::search;
 use memdir_store::model::{CategoryName, ChunkRecord};
+use memdir_store::note::NotePath;
 use memdir_store::{self as store, Layout, segment};
 
 /// A progress callback: (done, total).
@@ -307,7 +308,7 @@ impl IndexWrite for ChunkWrite<'_> {
                     let e = appends.entry(rel.to_string()).or_insert(from);
                     *e = (*e).min(from);
                 }
-                ChangeKind::Category => {}
+                ChangeKind::Category | ChangeKind::Note => {}
             }
         }
         // Sessions with more than one segment are numbered by rank over all segments, so any
@@ -468,7 +469,7 @@ impl DerivedIndex for CategoryIndex<'_> {
         "categories"
     }
     fn kinds(&self) -> &'static [ChangeKind] {
-        &[ChangeKind::Category]
+        &[ChangeKind::Category, ChangeKind::Note]
     }
     fn payload(&self) -> Result<Option<Payload>> {
         self.idx.categories.refresh()
@@ -504,6 +505,21 @@ impl DerivedIndex for CategoryIndex<'_> {
                 }
             }
         }
+        for l in memdir_store::note::list(layout)?.0 {
+            let Ok(p) = NotePath::new(&l.path) else {
+                continue;
+            };
+            if let Some(f) = memdir_store::note::read(layout, &p)?
+                && let Ok(t) = &f.text
+            {
+                let want = self.idx.note_docs(p.as_str(), t, &f.hash, "", "").len() as u64;
+                let key = memdir_index::index::note_key(p.as_str());
+                let got = count(&s, category_term(self.idx, &key))?;
+                if want != got {
+                    mismatches.push(json!({"path": p.rel().display().to_string(), "files": want, "index": got}));
+                }
+            }
+        }
         Ok(Counts {
             docs: s.num_docs(),
             mismatches,
@@ -512,6 +528,31 @@ impl DerivedIndex for CategoryIndex<'_> {
 }
 
 impl CategoryWrite<'_> {
+    /// Replaces a note's documents with what its file holds now.
+    fn index_note(&self, pass: &Pass<'_>, path: &str) -> Result<()> {
+        let (idx, gw) = (self.idx, &self.writer);
+        let key = memdir_index::index::note_key(path);
+        gw.delete_term(category_term(idx, &key));
+        let Ok(p) = NotePath::new(path) else {
+            return Ok(());
+        };
+        let layout = pass.memdir.layout();
+        if let Some(f) = memdir_store::note::read(layout, &p)?
+            && let Ok(text) = &f.text
+        {
+            let head = memdir_store::note::head(layout, &p)?
+                .filter(|h| h.hash.as_deref() == Some(f.hash.as_str()));
+            let (at, by) = match &head {
+                Some(h) => (h.ts.clone(), h.actor.clone()),
+                None => (String::new(), "external".to_string()),
+            };
+            for d in idx.note_docs(path, text, &f.hash, &at, &by) {
+                gw.add_document(d).map_err(index_err)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Replaces a category's documents with what its file holds now.
     fn index_category(&self, pass: &Pass<'_>, name: &str) -> Result<()> {
         let (idx, gw) = (self.idx, &self.writer);
@@ -541,6 +582,14 @@ impl IndexWrite for CategoryWrite<'_> {
         for name in names {
             self.index_category(pass, name)?;
         }
+        let notes: BTreeSet<&String> = changes
+            .iter()
+            .filter(|(g, k, _)| *g > absorbed && *k == ChangeKind::Note)
+            .map(|(_, _, key)| key)
+            .collect();
+        for path in notes {
+            self.index_note(pass, path)?;
+        }
         Ok(())
     }
 
@@ -551,6 +600,9 @@ impl IndexWrite for CategoryWrite<'_> {
                 .categories()
                 .sync_category(pass.inner, &name, None, Sync::Fast)?;
             self.index_category(pass, name.as_str())?;
+        }
+        for l in memdir_store::note::list(pass.memdir.layout())?.0 {
+            self.index_note(pass, &l.path)?;
         }
         Ok(())
     }
@@ -637,6 +689,7 @@ impl Indexing<'_> {
             ChangeKind::Append,
             ChangeKind::Segment,
             ChangeKind::Category,
+            ChangeKind::Note,
         ] {
             marks.push((k, shared.ledger.last_change_of(&[k])?));
         }
@@ -1021,6 +1074,7 @@ fn target_generation(ledger: &Ledger, marks: Option<&ChangeMarks>) -> Result<i64
             ChangeKind::Append,
             ChangeKind::Segment,
             ChangeKind::Category,
+            ChangeKind::Note,
         ]),
         None => ledger.generation()?,
     })
