@@ -20,6 +20,7 @@ mod import;
 mod mcp;
 mod mcp_framing;
 mod model;
+mod notes;
 mod ops;
 mod patches;
 mod redaction;

@@ -311,6 +311,7 @@ impl Notes<'_> {
         for (_, _, path, ..) in &ids {
             self.remove_empty_folders(path);
         }
+        store::failpoint::hit("ledger.before_update");
         self.record_durable(tx.inner, |l| {
             for (id, op, path, actor, ts) in &ids {
                 l.record_txn(id, op.as_str(), &format!("note:{path}"), actor, ts)?;

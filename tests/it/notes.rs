@@ -1,0 +1,410 @@
+//! Notes through the CLI: the Markdown files under `notes/`, every change a version, compare-
+//! and-swap, hand edits adopted, search by heading section, bad input refused, many writers at
+//! once and crashes mid-write losing nothing acknowledged.
+
+use serde_json::Value;
+
+use crate::util::TestEnv;
+
+fn history_of(env: &TestEnv, path: &str) -> Vec<Value> {
+    env.ok(&["note", "history", path])["versions"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn ops_of(env: &TestEnv, path: &str) -> Vec<String> {
+    history_of(env, path)
+        .iter()
+        .map(|v| v["op"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_note_is_a_plain_file_and_every_change_a_version() {
+    let env = TestEnv::new();
+    let w = env.ok(&[
+        "note",
+        "write",
+        "projects/orbital.md",
+        "--text",
+        "# Orbital\n\nDeploys go through staging-1.\n",
+    ]);
+    assert_eq!(w["version"], 1);
+    assert_eq!(w["op"], "write");
+    // The file is where a person looks for it, byte for byte.
+    assert_eq!(
+        env.read("notes/projects/orbital.md"),
+        "# Orbital\n\nDeploys go through staging-1.\n"
+    );
+    assert_eq!(
+        env.read("memdir.json").contains("\"format\": 3"),
+        true,
+        "the first note raises the store format"
+    );
+    let a = env.ok(&[
+        "note",
+        "append",
+        "projects/orbital.md",
+        "--text",
+        "- rollbacks take 5 minutes",
+    ]);
+    assert_eq!(a["line"], 4);
+    let e = env.ok(&[
+        "note",
+        "edit",
+        "projects/orbital.md",
+        "--old-str",
+        "staging-1",
+        "--new-str",
+        "staging-2",
+    ]);
+    assert_eq!(e["line"], 3);
+    let i = env.ok(&[
+        "note",
+        "edit",
+        "projects/orbital.md",
+        "--insert-line",
+        "1",
+        "--insert-text",
+        "Owner: Ada",
+    ]);
+    assert_eq!(i["version"], 4);
+    let r = env.ok(&["note", "read", "projects/orbital.md"]);
+    assert_eq!(
+        r["text"],
+        "# Orbital\nOwner: Ada\n\nDeploys go through staging-2.\n- rollbacks take 5 minutes\n"
+    );
+    assert_eq!(r["lines"], 5);
+    assert_eq!(r["version"], 4);
+    let part = env.ok(&["note", "read", "projects/orbital.md", "--view-range", "2,3"]);
+    assert_eq!(part["text"], "Owner: Ada\n\n");
+    assert_eq!(part["range"], serde_json::json!([2, 3]));
+    // Old versions stay readable, by number and by hash.
+    let v1 = env.ok(&["note", "read", "projects/orbital.md", "--version", "1"]);
+    assert_eq!(v1["text"], "# Orbital\n\nDeploys go through staging-1.\n");
+    assert_eq!(v1["current"], false);
+    let by_hash = env.ok(&[
+        "note",
+        "read",
+        "projects/orbital.md",
+        "--version",
+        &w["hash"].as_str().unwrap()[..12],
+    ]);
+    assert_eq!(by_hash["version"], 1);
+    assert_eq!(
+        ops_of(&env, "projects/orbital.md"),
+        ["edit", "edit", "append", "write"]
+    );
+    let d = env.ok(&["note", "diff", "projects/orbital.md", "--from", "2", "--to", "3"]);
+    assert!(d["diff"].as_str().unwrap().contains("-Deploys go through staging-1.\n+Deploys go through staging-2."));
+    // Restore writes the old text again as a new version; nothing is lost.
+    let rs = env.ok(&["note", "restore", "projects/orbital.md", "--version", "1"]);
+    assert_eq!(rs["version"], 5);
+    assert_eq!(
+        env.read("notes/projects/orbital.md"),
+        "# Orbital\n\nDeploys go through staging-1.\n"
+    );
+    // The same text again is no new version.
+    let same = env.ok(&[
+        "note",
+        "write",
+        "projects/orbital.md",
+        "--text",
+        "# Orbital\n\nDeploys go through staging-1.\n",
+    ]);
+    assert_eq!(same["unchanged"], true);
+    assert_eq!(history_of(&env, "projects/orbital.md").len(), 5);
+    // Rename: history follows, the old path keeps its own with a tombstone.
+    env.ok(&["note", "mv", "projects/orbital.md", "archive/orbital.md"]);
+    assert!(!env.path("notes/projects").exists(), "an emptied folder is removed");
+    assert_eq!(ops_of(&env, "archive/orbital.md"), ["rename"]);
+    assert_eq!(ops_of(&env, "projects/orbital.md")[0], "delete");
+    let gone = env.ok(&["note", "history", "projects/orbital.md"]);
+    assert_eq!(gone["exists"], false);
+    env.fail(&["note", "read", "projects/orbital.md"], 4);
+    // Delete leaves a tombstone; restore brings the text back.
+    env.ok(&["note", "rm", "archive/orbital.md"]);
+    assert!(!env.path("notes/archive/orbital.md").exists());
+    env.ok(&["note", "restore", "archive/orbital.md", "--version", "1"]);
+    assert_eq!(
+        env.read("notes/archive/orbital.md"),
+        "# Orbital\n\nDeploys go through staging-1.\n"
+    );
+    let ls = env.ok(&["note", "ls"]);
+    let paths: Vec<&str> = ls["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["archive/", "archive/orbital.md"]);
+    env.assert_clean();
+}
+
+#[test]
+fn a_stale_hash_loses_and_create_only_refuses_an_existing_note() {
+    let env = TestEnv::new();
+    let w1 = env.ok(&["note", "write", "a.md", "--text", "one\n", "--expected-hash", "absent"]);
+    let h1 = w1["hash"].as_str().unwrap().to_string();
+    let e = env.fail(&["note", "write", "a.md", "--text", "x\n", "--expected-hash", "absent"], 5);
+    assert_eq!(e["code"], "conflict");
+    assert_eq!(e["current_hash"], h1.as_str());
+    let w2 = env.ok(&["note", "write", "a.md", "--text", "two\n", "--expected-hash", &h1]);
+    let h2 = w2["hash"].as_str().unwrap().to_string();
+    // The hash from before the second write no longer holds, for every kind of change.
+    for args in [
+        vec!["note", "write", "a.md", "--text", "three\n"],
+        vec!["note", "append", "a.md", "--text", "three"],
+        vec!["note", "edit", "a.md", "--old-str", "two", "--new-str", "3"],
+        vec!["note", "rm", "a.md"],
+        vec!["note", "mv", "a.md", "b.md"],
+        vec!["note", "restore", "a.md", "--version", "1"],
+    ] {
+        let mut args = args.clone();
+        args.extend(["--expected-hash", &h1]);
+        let e = env.fail(&args, 5);
+        assert_eq!(e["current_hash"], h2.as_str(), "{args:?}");
+    }
+    assert_eq!(env.read("notes/a.md"), "two\n");
+    assert_eq!(history_of(&env, "a.md").len(), 2);
+    // An edit whose text is not there, or is there twice, changes nothing.
+    env.ok(&["note", "append", "a.md", "--text", "two"]);
+    let e = env.fail(&["note", "edit", "a.md", "--old-str", "two", "--new-str", "2"], 5);
+    assert_eq!(e["lines"], serde_json::json!([1, 2]));
+    let e = env.fail(&["note", "edit", "a.md", "--old-str", "nine", "--new-str", "9"], 4);
+    assert_eq!(e["field"], "old_str");
+    let e = env.fail(&["note", "edit", "a.md", "--insert-line", "7", "--insert-text", "x"], 3);
+    assert_eq!(e["field"], "insert_line");
+    assert_eq!(env.read("notes/a.md"), "two\ntwo\n");
+    assert_eq!(history_of(&env, "a.md").len(), 3);
+}
+
+#[test]
+fn hand_edits_are_adopted_before_a_change_and_never_overwritten_unseen() {
+    let env = TestEnv::new();
+    env.ok(&["note", "write", "MEMORY.md", "--text", "# Memory\n- a\n"]);
+    // A person edits the file in an editor.
+    env.write_file("notes/MEMORY.md", "# Memory\n- a\n- b (by hand)\n");
+    let r = env.ok(&["note", "read", "MEMORY.md"]);
+    assert_eq!(r["text"], "# Memory\n- a\n- b (by hand)\n");
+    assert_eq!(r["updated_by"], "external");
+    let hand_hash = r["hash"].as_str().unwrap().to_string();
+    // An agent's append applies to the hand-edited text, which becomes a version first.
+    env.ok(&["note", "append", "MEMORY.md", "--text", "- c", "--expected-hash", &hand_hash]);
+    assert_eq!(env.read("notes/MEMORY.md"), "# Memory\n- a\n- b (by hand)\n- c\n");
+    let h = history_of(&env, "MEMORY.md");
+    assert_eq!(h[1]["op"], "external");
+    assert_eq!(h[1]["actor"], "external");
+    let v2 = env.ok(&["note", "read", "MEMORY.md", "--version", "2"]);
+    assert_eq!(v2["text"], "# Memory\n- a\n- b (by hand)\n");
+    // A note created by hand is found, searched and adopted on its first change.
+    env.write_file("notes/ideas/wiki.md", "# Wiki\nuse mdbook for the handbook\n");
+    let found = env.ok(&["search", "mdbook handbook", "--kind", "note"]);
+    assert_eq!(found["results"][0]["path"], "ideas/wiki.md");
+    env.ok(&["note", "edit", "ideas/wiki.md", "--old-str", "mdbook", "--new-str", "zola"]);
+    assert_eq!(ops_of(&env, "ideas/wiki.md"), ["edit", "external"]);
+    // A note removed by hand is a tombstone once memdir next changes it.
+    std::fs::remove_file(env.path("notes/ideas/wiki.md")).unwrap();
+    env.ok(&["note", "write", "ideas/wiki.md", "--text", "again\n"]);
+    assert_eq!(ops_of(&env, "ideas/wiki.md"), ["write", "delete", "edit", "external"]);
+    assert_eq!(history_of(&env, "ideas/wiki.md")[1]["actor"], "external");
+}
+
+#[test]
+fn path_tricks_oversized_text_and_unreadable_files_are_refused_and_change_nothing() {
+    let env = TestEnv::new();
+    env.ok(&["note", "write", "Notes.md", "--text", "keep\n"]);
+    let before = env.snapshot();
+    for bad in [
+        "../escape.md",
+        "a/../../escape.md",
+        "/abs.md",
+        ".hidden.md",
+        "a/.git/config",
+        "a\\b.md",
+        "c:x.md",
+        "con.md",
+        "a//b.md",
+        "a/b/c/d/e/f/g/h/i.md",
+        "",
+    ] {
+        let e = env.fail(&["note", "write", bad, "--text", "x"], 3);
+        assert_eq!(e["field"], "path", "{bad:?}");
+    }
+    // A case twin would share a file on a case-insensitive file system.
+    let e = env.fail(&["note", "write", "notes.md", "--text", "x"], 5);
+    assert!(e["message"].as_str().unwrap().contains("Notes.md"), "{e}");
+    let big = env.path("../big.md");
+    std::fs::write(&big, "x".repeat(256 * 1024 + 1)).unwrap();
+    let e = env.fail(&["note", "write", "big.md", "--file", big.to_str().unwrap()], 9);
+    assert_eq!(e["code"], "too_large");
+    assert_eq!(env.snapshot(), before, "a refused write changed the store");
+    // A file that is not text is reported, never written over.
+    std::fs::write(env.path("notes/bin.md"), [0xff, 0xfe, 0x00, 0x41]).unwrap();
+    let e = env.fail(&["note", "read", "bin.md"], 7);
+    assert_eq!(e["code"], "corrupt");
+    env.fail(&["note", "write", "bin.md", "--text", "x"], 7);
+    assert_eq!(std::fs::read(env.path("notes/bin.md")).unwrap(), [0xff, 0xfe, 0x00, 0x41]);
+    // A link under notes/ is never followed.
+    #[cfg(unix)]
+    {
+        let outside = env.path("../outside.md");
+        std::fs::write(&outside, "outside\n").unwrap();
+        std::os::unix::fs::symlink(&outside, env.path("notes/link.md")).unwrap();
+        env.fail(&["note", "read", "link.md"], 7);
+        env.fail(&["note", "write", "link.md", "--text", "x"], 7);
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
+    }
+}
+
+#[test]
+fn notes_are_searched_by_heading_section_with_the_kind_filter() {
+    let env = TestEnv::new();
+    env.ok(&[
+        "note",
+        "write",
+        "runbook.md",
+        "--text",
+        "# Runbook\nintro\n## Deploys\nWe deploy on Tuesdays after the freeze.\n## Incidents\nPage the on-call.\n",
+    ]);
+    env.ok(&["write", "base", "--data", r#"{"deploys": "Tuesdays are deploy days"}"#]);
+    env.ok(&["ingest", "--session-id", "s1", "--text", "we talked about deploy days on Tuesdays"]);
+    let all = env.ok(&["search", "deploy Tuesdays", "--limit", "10"]);
+    let kinds: Vec<&str> = all["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["kind"].as_str().unwrap())
+        .collect();
+    for k in ["note", "category", "chunk"] {
+        assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
+    }
+    let notes = env.ok(&["search", "deploy Tuesdays", "--kind", "note"]);
+    let hit = &notes["results"][0];
+    assert_eq!(hit["kind"], "note");
+    assert_eq!(hit["path"], "runbook.md");
+    assert_eq!(hit["heading"], "Runbook > Deploys");
+    assert_eq!(hit["lines"], serde_json::json!([3, 4]));
+    assert_eq!(hit["uri"], "memdir://notes/runbook.md");
+    assert!(notes["results"].as_array().unwrap().iter().all(|h| h["kind"] == "note"));
+    let cats = env.ok(&["search", "deploy Tuesdays", "--kind", "category"]);
+    assert!(cats["results"].as_array().unwrap().iter().all(|h| h["kind"] == "category"));
+    let exact = env.ok(&["search", "\"Page the on-call\"", "--kind", "note"]);
+    assert_eq!(exact["results"][0]["heading"], "Runbook > Incidents");
+    // A change is searchable at once; a deleted note is not found.
+    env.ok(&["note", "edit", "runbook.md", "--old-str", "Tuesdays", "--new-str", "Wednesdays"]);
+    let after = env.ok(&["search", "Wednesdays", "--kind", "note"]);
+    assert_eq!(after["results"][0]["path"], "runbook.md");
+    env.ok(&["note", "rm", "runbook.md"]);
+    assert_eq!(env.ok(&["search", "Wednesdays", "--kind", "note"])["count"], 0);
+    // Reindex rebuilds note documents from the files; verify-store finds the index whole.
+    env.ok(&["note", "write", "b.md", "--text", "# B\nzebra crossing\n"]);
+    std::fs::remove_dir_all(env.path(".memdir/index")).unwrap();
+    env.ok(&["reindex"]);
+    assert_eq!(env.ok(&["search", "zebra", "--kind", "note"])["count"], 1);
+    let v = env.ok(&["verify-store"]);
+    assert_eq!(v["ok"], true, "{v}");
+}
+
+/// Eight processes append to and edit one note at once: every acknowledged change is there.
+#[test]
+fn eight_writers_on_one_note_lose_nothing_acknowledged() {
+    const WRITERS: usize = 8;
+    const EACH: usize = 6;
+    let env = TestEnv::new();
+    env.ok(&["note", "write", "shared.md", "--text", "# Shared\n"]);
+    std::thread::scope(|s| {
+        for w in 0..WRITERS {
+            let env = &env;
+            s.spawn(move || {
+                for i in 0..EACH {
+                    let mark = format!("w{w}-i{i}");
+                    let r = env.run(&["note", "append", "shared.md", "--text", &format!("{mark} pending")]);
+                    assert_eq!(r.code, 0, "append {mark}: {}", r.stderr);
+                    // Each writer then edits its own line, applied to the note as it is.
+                    let r = env.run(&[
+                        "note",
+                        "edit",
+                        "shared.md",
+                        "--old-str",
+                        &format!("{mark} pending"),
+                        "--new-str",
+                        &format!("{mark} done"),
+                    ]);
+                    assert_eq!(r.code, 0, "edit {mark}: {}", r.stderr);
+                }
+            });
+        }
+    });
+    let text = env.read("notes/shared.md");
+    for w in 0..WRITERS {
+        for i in 0..EACH {
+            assert!(text.contains(&format!("w{w}-i{i} done\n")), "w{w}-i{i} lost:\n{text}");
+        }
+    }
+    assert!(!text.contains("pending"), "{text}");
+    assert_eq!(text.lines().count(), 1 + WRITERS * EACH);
+    let total = env.ok(&["note", "history", "shared.md", "--limit", "1"])["total"].clone();
+    assert_eq!(total, 1 + 2 * WRITERS * EACH);
+}
+
+/// A crash at each step of a note write's commit leaves the old note or the new one, with a
+/// history that says which, and the next write goes on from it.
+#[test]
+fn a_crash_during_a_note_write_leaves_the_old_or_the_new_note() {
+    let env = TestEnv::new();
+    env.ok(&["note", "write", "n.md", "--text", "old\n"]);
+    for fp in [
+        "txn.after_stage",
+        "txn.after_manifest",
+        "txn.after_first_rename",
+        "txn.after_publish",
+        "ledger.before_update",
+    ] {
+        let r = env.run_env(
+            &["note", "write", "n.md", "--text", &format!("new {fp}\n")],
+            &[("MEMDIR_FAILPOINT", fp)],
+            b"",
+        );
+        assert_eq!(r.signal, Some(6), "{fp}: expected an abort: {}", r.run.stderr);
+        assert!(r.run.stdout.is_empty(), "{fp}: acknowledged");
+        // The next command recovers: the note and its newest version agree.
+        let now = env.ok(&["note", "read", "n.md"]);
+        let text = now["text"].as_str().unwrap().to_string();
+        assert!(text == "old\n" || text.starts_with("new "), "{fp}: {text:?}");
+        let head = &history_of(&env, "n.md")[0];
+        assert_eq!(head["hash"], now["hash"], "{fp}: the history's head is not the file");
+        assert_ne!(now["updated_by"], "external", "{fp}: a torn write looked like a hand edit");
+        assert!(env.staging_entries().is_empty(), "{fp}: staging left");
+        // Back to a known state for the next failpoint.
+        env.ok(&["note", "write", "n.md", "--text", "old\n"]);
+    }
+}
+
+/// `kill -9` at random instants while appends run: every append acknowledged is in the note.
+#[test]
+fn kill_nine_during_note_appends_loses_nothing_acknowledged() {
+    let env = TestEnv::new();
+    env.ok(&["note", "write", "log.md", "--text", "# Log\n"]);
+    let mut acknowledged = Vec::new();
+    let mut rng = crate::util::Rng(7);
+    for i in 0..40 {
+        let line = format!("entry {i}");
+        let mut child = env.spawn(&["note", "append", "log.md", "--text", &line]);
+        std::thread::sleep(std::time::Duration::from_millis(rng.below(12)));
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() && !out.stdout.is_empty() {
+            acknowledged.push(line);
+        }
+    }
+    // The next command recovers whatever was half done.
+    let text = env.ok(&["note", "read", "log.md"])["text"].as_str().unwrap().to_string();
+    for line in &acknowledged {
+        assert!(text.contains(&format!("{line}\n")), "{line} acknowledged but lost:\n{text}");
+    }
+    let head = &history_of(&env, "log.md")[0];
+    assert_eq!(head["hash"], env.ok(&["note", "read", "log.md"])["hash"]);
+    env.assert_clean();
+}
