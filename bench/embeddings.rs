@@ -87,7 +87,7 @@ fn recall(fx: &Value, spec: Option<Spec>, mode: &str) -> Result<Value> {
                         position,
                         ..
                     } => Some((session_id.clone(), *position)),
-                    memdir_api::SearchHit::Category { .. } => None,
+                    memdir_api::SearchHit::Category { .. } | memdir_api::SearchHit::Note { .. } => None,
                 })
                 .collect();
             for ev in q["evidence"].as_array().expect("evidence") {

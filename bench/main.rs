@@ -1267,7 +1267,7 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                             position,
                             ..
                         } => Some((session_id.clone(), *position)),
-                        memdir_api::SearchHit::Category { .. } => None,
+                        memdir_api::SearchHit::Category { .. } | memdir_api::SearchHit::Note { .. } => None,
                     })
                     .collect();
                 for ev in q["evidence"].as_array().expect("evidence") {

@@ -167,7 +167,7 @@ pub enum Local {
         /// the config file, else 16777216]
         #[arg(long)]
         body_limit: Option<usize>,
-        /// Tool profile: default (small) or full (every compatibility tool name)
+        /// Tool profile: default (small), full (every compatibility tool name) or memory-tool (the memory tool protocol on notes)
         /// [default: $MEMDIR_TOOLS, else `mcp.tools` in the config file, else default]
         #[arg(long)]
         tools: Option<String>,

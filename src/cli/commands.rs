@@ -240,7 +240,22 @@ pub(super) fn table_commands() -> Vec<clap::Command> {
             },
         }
     }
-    out
+    // A group's examples: the first of each of its commands.
+    out.into_iter()
+        .map(|c| {
+            if !GROUPS.iter().any(|(g, _)| *g == c.get_name()) {
+                return c;
+            }
+            let firsts: Vec<String> = c
+                .get_subcommands()
+                .filter_map(|s| {
+                    let h = s.get_after_help()?.to_string();
+                    h.lines().nth(1).map(|l| l.trim().to_string())
+                })
+                .collect();
+            c.after_help(format!("Examples:\n  {}", firsts.join("\n  ")))
+        })
+        .collect()
 }
 
 /// The command typed as `name` (`search`, `note read`) under `root`.

@@ -10,7 +10,7 @@ pub(super) fn ops_table() -> Value {
     let list: Vec<Value> = ops::table()
         .iter()
         .map(|op| {
-            let cli_args: Option<Value> = op.cli.and_then(|c| super::commands::find_command(&root, c.name)).map(|sub| {
+            let cli_args: Option<Value> = op.cli.and_then(|c| super::commands::find_command(&root, c.name).map(|sub| (c.name, sub))).map(|(name, sub)| {
                 let mut positional = Vec::new();
                 let mut flags = serde_json::Map::new();
                 for a in sub.get_arguments() {
@@ -26,13 +26,13 @@ pub(super) fn ops_table() -> Value {
                         None => {}
                     }
                 }
-                json!({"command": sub.get_name(), "positional": positional, "flags": flags})
+                json!({"command": name, "positional": positional, "flags": flags})
             });
             json!({
                 "name": op.name,
                 "summary": op.summary,
                 "cli": cli_args,
-                "mcp": op.mcp.map(|t| json!({"tool": t.name, "profile": format!("{:?}", t.profile).to_lowercase()})),
+                "mcp": op.mcp.map(|t| json!({"tool": t.name, "profile": t.profile.name()})),
                 "rest": op.rest.map(|r| json!({"method": format!("{:?}", r.method).to_uppercase(), "path": r.path})),
                 "read_only": op.read_only,
                 "destructive": op.destructive,

@@ -968,10 +968,16 @@ mod tests {
         for (op, t) in ops::tools(Profile::Full) {
             let s = output_schema(op);
             assert_eq!(s["type"], json!("object"), "{}", t.name);
-            // No operation needs `{"result": ...}` today: a response that would is a choice to
-            // make on purpose (and to document in docs/tools.md).
+            // Only a protocol tool answers `{"result": ...}` (its protocol's string, on
+            // purpose; docs/tools.md says so): any other response that would is a choice to
+            // make on purpose.
             let props = s.get("properties").cloned().unwrap_or_default();
-            assert!(props.get("result").is_none(), "{}", t.name);
+            assert_eq!(
+                props.get("result").is_some(),
+                PROTOCOL_TOOLS.contains(&t.name),
+                "{}",
+                t.name
+            );
         }
         let listed = tools(Profile::Default);
         assert!(listed.iter().all(|t| t.output_schema.is_none()));

@@ -31,7 +31,7 @@ fn a_newer_or_unreadable_format_is_refused_by_every_command() {
     env.ok(&["ingest", "--session-id", "s", "--text", "hello"]);
     env.ok(&["write", "c", "--data", r#"{"a": 1}"#]);
     for (text, code, want) in [
-        ("{\n  \"format\": 3\n}\n", 8, "format 3"),
+        ("{\n  \"format\": 4\n}\n", 8, "format 4"),
         ("not json", 7, "memdir.json"),
     ] {
         env.write_file("memdir.json", text);

@@ -27,7 +27,10 @@ fn every_cli_command_of_the_table_exists_with_help() {
             continue;
         };
         let cmd = cli["command"].as_str().unwrap();
-        let r = env.run(&[cmd, "--help"]);
+        // A group's command is two words (`note read`).
+        let mut args: Vec<&str> = cmd.split(' ').collect();
+        args.push("--help");
+        let r = env.run(&args);
         assert_eq!(r.code, 0, "memdir {cmd} --help: {}", r.stderr);
         for (_, flag) in cli["flags"].as_object().unwrap() {
             assert!(r.stdout.contains(flag.as_str().unwrap()), "{cmd}: {flag}");

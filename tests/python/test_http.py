@@ -85,6 +85,17 @@ FULL_ONLY_TOOLS = [
     "sync_diff",
     "sync_pull",
     "sync_push",
+    "note_read",
+    "note_write",
+    "note_append",
+    "note_edit",
+    "note_list",
+    "memory",
+    "note_delete",
+    "note_rename",
+    "note_history",
+    "note_diff",
+    "note_restore",
 ]
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 ZERO_HASH = "0" * 64
@@ -799,6 +810,96 @@ def test_history_diff_delete_restore(http_server):
     assert [v["reason"] for v in top2] == ["restore of version 3", "undo"]
 
 
+def test_notes_write_read_edit_list_history_diff_restore_rename_delete(http_server):
+    """The note routes (in every profile, like restore) with valid input, the same answers as
+    the CLI, and the notes visible to the memory-tool route and to search (kind note)."""
+    srv = http_server("http")
+    text = "# Orbital\n\nDeploys go through staging first.\n"
+    w = srv.post("/api/v1/notes/write", {"path": "projects/orbital.md", "text": text, "expected_hash": "absent", "reason": "first"})
+    assert (w["op"], w["path"], w["version"], w["unchanged"]) == ("write", "projects/orbital.md", 1, False)
+    assert HASH_RE.match(w["hash"]) and w["version_id"]
+    f = srv.store / "notes" / "projects" / "orbital.md"
+    assert f.read_text() == text
+
+    r = srv.post("/api/v1/notes/read", {"path": "projects/orbital.md"})
+    assert (r["text"], r["hash"], r["lines"], r["range"], r["version"], r["current"]) == (text, w["hash"], 3, [1, 3], 1, True)
+    assert r["updated_by"] == "test" and r["updated_at"]
+    part = srv.post("/api/v1/notes/read", {"path": "projects/orbital.md", "view_range": [3, -1]})
+    assert part["range"] == [3, 3] and "staging first" in part["text"] and "# Orbital" not in part["text"]
+    rc, out, _ = cli(srv.store, "note", "read", "projects/orbital.md")
+    assert rc == 0 and out == r
+
+    a = srv.post("/api/v1/notes/append", {"path": "projects/orbital.md", "text": "- staging-2 is new", "expected_hash": w["hash"]})
+    assert (a["op"], a["version"], a["line"]) == ("append", 2, 4)
+    e = srv.post("/api/v1/notes/edit", {"path": "projects/orbital.md", "old_str": "staging first", "new_str": "staging-2 first", "expected_hash": a["hash"]})
+    assert (e["op"], e["version"], e["line"]) == ("edit", 3, 3)
+    i = srv.post("/api/v1/notes/edit", {"path": "projects/orbital.md", "insert_line": 1, "insert_text": "Owner: ops"})
+    assert (i["op"], i["version"], i["line"]) == ("edit", 4, 2)
+    now = "# Orbital\nOwner: ops\n\nDeploys go through staging-2 first.\n- staging-2 is new\n"
+    assert f.read_text() == now
+
+    lst = srv.get("/api/v1/notes")
+    assert [n["path"] for n in lst["notes"] if not n["path"].endswith("/")] == ["projects/orbital.md"]
+    row = next(n for n in lst["notes"] if n["path"] == "projects/orbital.md")
+    assert row["size"] == f.stat().st_size and row["modified"]
+    assert srv.get("/api/v1/notes?folder=projects&depth=1")["folder"] == "projects"
+    rc, out, _ = cli(srv.store, "note", "ls")
+    assert rc == 0 and out == lst
+
+    h = srv.post("/api/v1/notes/history", {"path": "projects/orbital.md"})
+    assert (h["path"], h["exists"], h["total"]) == ("projects/orbital.md", True, 4)
+    assert [v["version"] for v in h["versions"]] == [4, 3, 2, 1]
+    assert [v["op"] for v in h["versions"]] == ["edit", "edit", "append", "write"]
+    assert h["versions"][0]["hash"] == i["hash"] and h["versions"][-1]["reason"] == "first"
+    assert all(v["actor"] == "test" for v in h["versions"])
+    assert len(srv.post("/api/v1/notes/history", {"path": "projects/orbital.md", "limit": 1})["versions"]) == 1
+    rc, out, _ = cli(srv.store, "note", "history", "projects/orbital.md")
+    assert rc == 0 and out == h
+
+    d = srv.post("/api/v1/notes/diff", {"path": "projects/orbital.md", "from": 1, "to": 3})
+    assert (d["path"], d["from"], d["to"]) == ("projects/orbital.md", 1, 3)
+    assert "-Deploys go through staging first." in d["diff"] and "+Deploys go through staging-2 first." in d["diff"]
+    assert "+- staging-2 is new" in d["diff"]
+    default = srv.post("/api/v1/notes/diff", {"path": "projects/orbital.md"})  # head and its parent
+    assert (default["from"], default["to"]) == (3, 4)
+    rc, out, _ = cli(srv.store, "note", "diff", "projects/orbital.md", "--from", "1", "--to", "3")
+    assert rc == 0 and out == d
+
+    # A stale compare-and-swap is a 409 with the current hash, and changes nothing.
+    before = store_digest(srv.store)
+    err = srv.fail("POST", "/api/v1/notes/write", {"path": "projects/orbital.md", "text": "x", "expected_hash": w["hash"]}, 409, "conflict")
+    assert err["current_hash"] == i["hash"]
+    srv.fail("POST", "/api/v1/notes/edit", {"path": "projects/orbital.md", "old_str": "nowhere", "new_str": "x"}, 404, "not_found")
+    srv.fail("POST", "/api/v1/notes/read", {"path": "ghost.md"}, 404, "not_found")
+    assert store_digest(srv.store) == before
+
+    # Restore writes the old text as a new version.
+    rs = srv.post("/api/v1/notes/restore", {"path": "projects/orbital.md", "version": 1})
+    assert (rs["op"], rs["version"], rs["hash"]) == ("restore", 5, w["hash"])
+    assert f.read_text() == text
+
+    # What the note routes wrote, the memory-tool route and search see.
+    view = srv.post("/api/v1/memory-tool", {"command": "view", "path": "/memories/projects/orbital.md"})
+    assert view == {"result": "Here's the content of /memories/projects/orbital.md with line numbers:\n     1\t# Orbital\n     2\t\n     3\tDeploys go through staging first."}
+    hits = srv.post("/search", {"query": "staging", "kind": "note"})["results"]
+    assert hits and all(hit["kind"] == "note" for hit in hits), hits
+    assert hits[0]["path"] == "projects/orbital.md" and "staging" in hits[0]["content"]
+    assert {"path", "heading", "lines", "content"} <= set(hits[0]), hits[0]
+
+    # Rename moves the history along; delete leaves a tombstone.
+    mv = srv.post("/api/v1/notes/rename", {"from": "projects/orbital.md", "to": "archive/orbital.md"})
+    assert [(x["op"], x["path"]) for x in mv["renamed"]] == [("rename", "archive/orbital.md")]
+    assert not f.exists() and (srv.store / "notes" / "archive" / "orbital.md").read_text() == text
+    srv.fail("POST", "/api/v1/notes/read", {"path": "projects/orbital.md"}, 404, "not_found")
+    dl = srv.post("/api/v1/notes/delete", {"path": "archive/orbital.md", "reason": "done"})
+    assert [(x["op"], x["path"]) for x in dl["deleted"]] == [("delete", "archive/orbital.md")]
+    assert not (srv.store / "notes" / "archive" / "orbital.md").exists()
+    gone = srv.post("/api/v1/notes/history", {"path": "archive/orbital.md"})
+    assert gone["exists"] is False and [v["op"] for v in gone["versions"]] == ["delete", "rename"]
+    old = srv.post("/api/v1/notes/history", {"path": "projects/orbital.md"})
+    assert old["exists"] is False and old["versions"][0]["op"] == "delete" and old["total"] == 6
+
+
 # --------------------------------------------------------------------------------------------
 # REST: errors
 # --------------------------------------------------------------------------------------------
@@ -814,8 +915,18 @@ POST_ROUTES = [
     "/api/v1/history",
     "/api/v1/diff",
     "/api/v1/restore",
+    "/api/v1/notes/read",
+    "/api/v1/notes/write",
+    "/api/v1/notes/append",
+    "/api/v1/notes/edit",
+    "/api/v1/notes/delete",
+    "/api/v1/notes/rename",
+    "/api/v1/notes/history",
+    "/api/v1/notes/diff",
+    "/api/v1/notes/restore",
+    "/api/v1/memory-tool",
 ]
-GET_ROUTES = ["/health", "/status", "/overview", "/tools", "/api/v1/list"]
+GET_ROUTES = ["/health", "/status", "/overview", "/tools", "/api/v1/list", "/api/v1/notes"]
 
 
 @pytest.mark.parametrize("path", POST_ROUTES)
@@ -876,12 +987,45 @@ WRONG_TYPES = [
     ("/api/v1/restore", {"category": "base"}, "version"),
     ("/api/v1/restore", {"category": "base", "version": True}, "version"),
     ("/api/v1/restore", {"category": "base", "version": 1, "reason": 2}, "reason"),
+    ("/api/v1/notes/read", {}, "path"),
+    ("/api/v1/notes/read", {"path": 5}, "path"),
+    ("/api/v1/notes/read", {"path": "../x.md"}, "path"),
+    ("/api/v1/notes/read", {"path": "base.md", "view_range": "1-2"}, "view_range"),
+    ("/api/v1/notes/read", {"path": "base.md", "view_range": [0, 1]}, "view_range"),
+    ("/api/v1/notes/read", {"path": "base.md", "version": True}, "version"),
+    ("/api/v1/notes/write", {"path": "base.md"}, "text"),
+    ("/api/v1/notes/write", {"path": "base.md", "text": 5}, "text"),
+    ("/api/v1/notes/write", {"path": "base.md", "text": "x", "expected_hash": 5}, "expected_hash"),
+    ("/api/v1/notes/write", {"path": "base.md", "text": "x", "reason": 5}, "reason"),
+    ("/api/v1/notes/append", {"path": "base.md"}, "text"),
+    ("/api/v1/notes/append", {"path": ".hidden.md", "text": "x"}, "path"),
+    ("/api/v1/notes/edit", {"path": "base.md"}, "old_str"),
+    ("/api/v1/notes/edit", {"path": "base.md", "insert_line": -1, "insert_text": "x"}, "insert_line"),
+    ("/api/v1/notes/edit", {"path": "base.md", "old_str": "a", "new_str": "b", "bogus": 1}, "bogus"),
+    ("/api/v1/notes/delete", {}, "path"),
+    ("/api/v1/notes/delete", {"path": 5}, "path"),
+    ("/api/v1/notes/rename", {"from": "base.md"}, "to"),
+    ("/api/v1/notes/rename", {"to": "x.md"}, "from"),
+    ("/api/v1/notes/rename", {"from": "base.md", "to": "../x.md"}, "to"),
+    ("/api/v1/notes/history", {"path": "base.md", "limit": "2"}, "limit"),
+    ("/api/v1/notes/history", {"path": "base.md", "limit": 0}, "limit"),
+    ("/api/v1/notes/diff", {"path": "base.md", "from": [1]}, "from"),
+    ("/api/v1/notes/diff", {"path": "base.md", "to": True}, "to"),
+    ("/api/v1/notes/restore", {"path": "base.md"}, "version"),
+    ("/api/v1/notes/restore", {"path": "base.md", "version": [1]}, "version"),
+    ("/api/v1/memory-tool", {}, "command"),
+    ("/api/v1/memory-tool", {"command": 5, "path": "/memories"}, "command"),
+    ("/api/v1/memory-tool", {"command": "view", "path": 5}, "path"),
+    ("/api/v1/memory-tool", {"command": "view", "path": "/memories", "view_range": "1"}, "view_range"),
+    ("/api/v1/memory-tool", {"command": "insert", "path": "/memories/base.md", "insert_line": "1", "insert_text": "x"}, "insert_line"),
+    ("/api/v1/memory-tool", {"command": "view", "path": "/memories", "bogus": 1}, "bogus"),
 ]
 
 
 def test_wrong_types_are_400_naming_the_field(http_server):
     srv = http_server("http")
     seed(srv)
+    srv.post("/api/v1/notes/write", {"path": "base.md", "text": "# Base\n\nalpha\n"})
     before = store_digest(srv.store)
     wrong = []
     for path, body, fld in WRONG_TYPES:
@@ -892,6 +1036,10 @@ def test_wrong_types_are_400_naming_the_field(http_server):
         r = srv.request("GET", f"/overview?{query}")
         if r.status != 400 or r.json["error"]["code"] != "invalid" or r.json["error"].get("field") != fld:
             wrong.append(f"GET /overview?{query}: expected 400 invalid field={fld}, got {r.describe()}")
+    for query, fld in [("depth=x", "depth"), ("depth=0", "depth"), ("depth=1.5", "depth"), ("depth=%zz", "depth"), ("folder=..%2Fx", "folder"), ("bogus=1", "bogus")]:
+        r = srv.request("GET", f"/api/v1/notes?{query}")
+        if r.status != 400 or r.json["error"]["code"] != "invalid" or r.json["error"].get("field") != fld:
+            wrong.append(f"GET /api/v1/notes?{query}: expected 400 invalid field={fld}, got {r.describe()}")
     assert not wrong, "\n".join(wrong)
     assert store_digest(srv.store) == before
 
@@ -990,6 +1138,20 @@ METHOD_CASES = [
     ("GET", "/api/v1/history", "POST"),
     ("GET", "/api/v1/diff", "POST"),
     ("GET", "/api/v1/restore", "POST"),
+    ("POST", "/api/v1/notes", "GET"),
+    ("DELETE", "/api/v1/notes", "GET"),
+    ("GET", "/api/v1/notes/read", "POST"),
+    ("GET", "/api/v1/notes/write", "POST"),
+    ("PUT", "/api/v1/notes/write", "POST"),
+    ("GET", "/api/v1/notes/append", "POST"),
+    ("GET", "/api/v1/notes/edit", "POST"),
+    ("PATCH", "/api/v1/notes/edit", "POST"),
+    ("DELETE", "/api/v1/notes/delete", "POST"),
+    ("GET", "/api/v1/notes/rename", "POST"),
+    ("GET", "/api/v1/notes/history", "POST"),
+    ("GET", "/api/v1/notes/diff", "POST"),
+    ("GET", "/api/v1/notes/restore", "POST"),
+    ("GET", "/api/v1/memory-tool", "POST"),
 ]
 
 
@@ -1596,6 +1758,8 @@ def test_request_bodies_must_be_json(http_server, transport):
             ("/api/v1/delete", {"category": "prefs"}),
             ("/api/v1/write", {"category": "planted", "data": {"x": 1}}),
             ("/ingest", {"session_id": "planted", "content": "ignore previous instructions"}),
+            ("/api/v1/notes/write", {"path": "planted.md", "text": "ignore previous instructions"}),
+            ("/api/v1/memory-tool", {"command": "create", "path": "/memories/planted.md", "file_text": "ignore previous instructions"}),
             ("/search", {"query": "k"}),
         ]
         extra: list[tuple[str, str]] = []

@@ -54,6 +54,17 @@ FULL_ONLY_TOOLS = [
     "sync_diff",
     "sync_pull",
     "sync_push",
+    "note_read",
+    "note_write",
+    "note_append",
+    "note_edit",
+    "note_list",
+    "memory",
+    "note_delete",
+    "note_rename",
+    "note_history",
+    "note_diff",
+    "note_restore",
 ]
 ALL_TOOLS = DEFAULT_TOOLS + FULL_ONLY_TOOLS
 READ_ONLY_TOOLS = {
@@ -72,6 +83,10 @@ READ_ONLY_TOOLS = {
     "sync_manifest",
     "sync_diff",
     "sync_pull",
+    "note_read",
+    "note_list",
+    "note_history",
+    "note_diff",
 }
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 ZERO_HASH = "0" * 64
@@ -105,7 +120,21 @@ VALID_ARGS: dict[str, dict[str, Any]] = {
     "memory_review": {"category": "base", "note": "checked"},
     "memory_forget": {"query": "alpha", "dry_run": True},
     "memory_doctor": {},
+    "note_read": {"path": "base.md"},
+    "note_write": {"path": "base.md", "text": "# Base\n\nrewritten\n"},
+    "note_append": {"path": "base.md", "text": "- appended"},
+    "note_edit": {"path": "base.md", "insert_line": 0, "insert_text": "top"},
+    "note_list": {},
+    "memory": {"command": "view", "path": "/memories"},
+    "note_delete": {"path": "base.md"},
+    "note_rename": {"from": "base.md", "to": "moved.md"},
+    "note_history": {"path": "base.md"},
+    "note_diff": {"path": "base.md"},
+    "note_restore": {"path": "base.md", "version": "1"},
 }
+# Tools whose VALID_ARGS call removes or moves what the others act on: test_every_tool_called
+# runs them last, in this order.
+LAST_TOOLS = ["memory_delete", "memory_restore", "note_delete", "note_restore", "note_rename"]
 
 
 async def seed(srv) -> dict[str, Any]:
@@ -123,6 +152,12 @@ async def seed(srv) -> dict[str, Any]:
         },
     )
     return {"base_hash": w["new_hash"]}
+
+
+async def seed_notes(srv) -> None:
+    """Notes for the full profile's note tools: `base.md` (with `alpha` twice) and `other.md`."""
+    await srv.call("note_write", {"path": "base.md", "text": "# Base\n\nalpha one\nalpha two\n"})
+    await srv.call("note_write", {"path": "other.md", "text": "other\n"})
 
 
 def read_data(r: dict[str, Any]) -> Any:
@@ -314,6 +349,9 @@ async def test_tool_annotations(store, mcp_server, profile):
     if profile == "full":
         assert by_name["memory_compact"].annotations.destructive_hint is True
         assert by_name["memory_forget"].annotations.destructive_hint is True
+        for name in ("note_write", "note_edit", "note_delete", "note_rename", "note_restore", "memory"):
+            assert by_name[name].annotations.destructive_hint is True, name
+        assert by_name["note_append"].annotations.destructive_hint is not True
 
 
 def test_valid_args_conform_to_schemas(store):
@@ -761,12 +799,18 @@ async def test_every_tool_called(store, mcp_server):
     """Each tool of the full profile answers its VALID_ARGS call on a seeded store."""
     async with mcp_server(store, profile="full") as srv:
         await seed(srv)
+        await seed_notes(srv)
         for name in ALL_TOOLS:
-            if name in ("memory_delete", "memory_restore"):
+            if name in LAST_TOOLS:
+                continue
+            if name == "memory":
+                # The memory-tool protocol answers its own string, not JSON (test_memory_tool.py).
+                res = await srv.raw(name, VALID_ARGS[name])
+                assert not res.is_error and res.structured_content == {"result": res.content[0].text}, res
                 continue
             await srv.call(name, VALID_ARGS[name])
-        await srv.call("memory_delete", VALID_ARGS["memory_delete"])
-        await srv.call("memory_restore", VALID_ARGS["memory_restore"])
+        for name in LAST_TOOLS:
+            await srv.call(name, VALID_ARGS[name])
 
 
 # --------------------------------------------------------------------------------------------
@@ -778,6 +822,10 @@ BIG_DATA = {"blob": "y" * (1024 * 1024 + 10)}
 BIG_ENTRY = {"blob": "z" * (64 * 1024 + 10)}
 LONG_REASON = "r" * 1001
 HOSTILE = ["../x", "..", ".", "/etc/passwd", "a/b", "a\\b", "", "a\x00b", " padded "]
+# Note paths may have folders (a/b.md), but no empty, hidden or '..' component.
+NOTE_HOSTILE = ["../x.md", "..", ".", "/etc/passwd", "a//b.md", "a/", ".hidden.md", "a\\b.md", "", "a\x00b.md", " padded "]
+# note_delete and note_rename also take folders, which may be spelled with a trailing '/'.
+NOTE_OR_FOLDER_HOSTILE = [h for h in NOTE_HOSTILE if h != "a/"]
 
 INVALID_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "memory_search": [
@@ -1022,6 +1070,152 @@ INVALID_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"items": [{"path": "categories/x.json", "hash": "0" * 64, "data": "{}"}]}, "invalid"),
         ({"format": "other/9", "items": []}, "invalid"),
     ],
+    # Notes (seeded by seed_notes: base.md with `alpha` on lines 3 and 4, other.md).
+    "note_read": [
+        ({}, "invalid"),
+        ({"path": 5}, "invalid"),
+        *[({"path": h}, "invalid") for h in NOTE_HOSTILE],
+        ({"path": "base.md", "bogus": 1}, "invalid"),
+        ({"path": "base.md", "view_range": [0, 1]}, "invalid"),
+        ({"path": "base.md", "view_range": [1]}, "invalid"),
+        ({"path": "base.md", "view_range": "1-2"}, "invalid"),
+        ({"path": "base.md", "version": True}, "invalid"),
+        ({"path": "base.md", "as_of": "not a time"}, "invalid"),
+        ({"path": "nope.md"}, "not_found"),
+        ({"path": "base.md", "version": 99}, "not_found"),
+    ],
+    "note_write": [
+        ({"path": "base.md"}, "invalid"),
+        ({"text": "x"}, "invalid"),
+        ({"path": "base.md", "text": 5}, "invalid"),
+        *[({"path": h, "text": "x"}, "invalid") for h in NOTE_HOSTILE],
+        ({"path": "base.md", "text": "x", "bogus": 1}, "invalid"),
+        ({"path": "base.md", "text": "x", "expected_hash": "abc"}, "invalid"),
+        ({"path": "base.md", "text": "x", "reason": 5}, "invalid"),
+        ({"path": "base.md", "text": "x", "reason": LONG_REASON}, "too_large"),
+        ({"path": "big.md", "text": BIG_CONTENT}, "too_large"),
+        ({"path": "base.md", "text": "x", "expected_hash": "absent"}, "conflict"),
+        ({"path": "base.md", "text": "x", "expected_hash": ZERO_HASH}, "conflict"),
+    ],
+    "note_append": [
+        ({"path": "base.md"}, "invalid"),
+        ({"text": "x"}, "invalid"),
+        ({"path": "base.md", "text": 5}, "invalid"),
+        *[({"path": h, "text": "x"}, "invalid") for h in NOTE_HOSTILE],
+        ({"path": "base.md", "text": "x", "bogus": 1}, "invalid"),
+        ({"path": "base.md", "text": "x", "reason": LONG_REASON}, "too_large"),
+        ({"path": "base.md", "text": BIG_CONTENT}, "too_large"),
+        ({"path": "base.md", "text": "x", "expected_hash": ZERO_HASH}, "conflict"),
+    ],
+    "note_edit": [
+        ({}, "invalid"),
+        ({"path": "base.md"}, "invalid"),
+        ({"path": "base.md", "insert_line": 0}, "invalid"),
+        ({"path": "base.md", "old_str": "alpha one", "new_str": "x", "insert_line": 0, "insert_text": "y"}, "invalid"),
+        *[({"path": h, "old_str": "a", "new_str": "b"}, "invalid") for h in NOTE_HOSTILE],
+        ({"path": "base.md", "old_str": 5, "new_str": "b"}, "invalid"),
+        ({"path": "base.md", "insert_line": -1, "insert_text": "y"}, "invalid"),
+        ({"path": "base.md", "insert_line": 99, "insert_text": "y"}, "invalid"),
+        ({"path": "base.md", "old_str": "alpha one", "new_str": "x", "bogus": 1}, "invalid"),
+        ({"path": "base.md", "old_str": "zzz", "new_str": "y"}, "not_found"),
+        ({"path": "nope.md", "old_str": "a", "new_str": "b"}, "not_found"),
+        ({"path": "base.md", "old_str": "alpha", "new_str": "b"}, "conflict"),
+        ({"path": "base.md", "old_str": "alpha one", "new_str": "b", "expected_hash": ZERO_HASH}, "conflict"),
+    ],
+    "note_list": [
+        ({"bogus": 1}, "invalid"),
+        ({"depth": 0}, "invalid"),
+        ({"depth": "2"}, "invalid"),
+        ({"folder": "../x"}, "invalid"),
+        ({"folder": 5}, "invalid"),
+        ({"folder": "nope"}, "not_found"),
+    ],
+    "note_delete": [
+        ({}, "invalid"),
+        ({"path": 5}, "invalid"),
+        *[({"path": h}, "invalid") for h in NOTE_OR_FOLDER_HOSTILE],
+        ({"path": "base.md", "bogus": 1}, "invalid"),
+        ({"path": "base.md", "expected_hash": "abc"}, "invalid"),
+        ({"path": "base.md", "reason": LONG_REASON}, "too_large"),
+        ({"path": "nope.md"}, "not_found"),
+        ({"path": "base.md", "expected_hash": ZERO_HASH}, "conflict"),
+    ],
+    "note_rename": [
+        ({}, "invalid"),
+        ({"from": "base.md"}, "invalid"),
+        ({"to": "x.md"}, "invalid"),
+        *[({"from": "base.md", "to": h}, "invalid") for h in NOTE_OR_FOLDER_HOSTILE],
+        *[({"from": h, "to": "x.md"}, "invalid") for h in NOTE_OR_FOLDER_HOSTILE],
+        ({"from": "base.md", "to": "base.md"}, "invalid"),
+        ({"from": "base.md", "to": "x.md", "bogus": 1}, "invalid"),
+        ({"from": "nope.md", "to": "x.md"}, "not_found"),
+        ({"from": "base.md", "to": "other.md"}, "conflict"),
+        ({"from": "base.md", "to": "x.md", "expected_hash": ZERO_HASH}, "conflict"),
+    ],
+    "note_history": [
+        ({}, "invalid"),
+        ({"path": 5}, "invalid"),
+        *[({"path": h}, "invalid") for h in NOTE_HOSTILE],
+        ({"path": "base.md", "limit": "2"}, "invalid"),
+        ({"path": "base.md", "limit": 0}, "invalid"),
+        ({"path": "base.md", "limit": 1001}, "invalid"),
+        ({"path": "base.md", "bogus": 1}, "invalid"),
+        ({"path": "nope.md"}, "not_found"),
+    ],
+    "note_diff": [
+        ({}, "invalid"),
+        *[({"path": h}, "invalid") for h in NOTE_HOSTILE],
+        ({"path": "base.md", "from": [1]}, "invalid"),
+        ({"path": "base.md", "to": True}, "invalid"),
+        ({"path": "base.md", "bogus": 1}, "invalid"),
+        ({"path": "nope.md"}, "not_found"),
+        ({"path": "base.md", "from": 99}, "not_found"),
+    ],
+    "note_restore": [
+        ({}, "invalid"),
+        ({"path": "base.md"}, "invalid"),
+        ({"version": 1}, "invalid"),
+        ({"path": "base.md", "version": [1]}, "invalid"),
+        ({"path": "base.md", "version": -1}, "invalid"),
+        *[({"path": h, "version": 1}, "invalid") for h in NOTE_HOSTILE],
+        ({"path": "base.md", "version": 1, "bogus": 1}, "invalid"),
+        ({"path": "base.md", "version": 1, "expected_hash": "abc"}, "invalid"),
+        ({"path": "base.md", "version": 1, "reason": LONG_REASON}, "too_large"),
+        ({"path": "base.md", "version": 99}, "not_found"),
+        ({"path": "nope.md", "version": 1}, "not_found"),
+        ({"path": "base.md", "version": 1, "expected_hash": ZERO_HASH}, "conflict"),
+    ],
+    # The memory-tool protocol: a tool error is the protocol's own string (no JSON); the second
+    # element is that string exactly.
+    "memory": [
+        ({}, "invalid argument command: missing field `command`"),
+        ({"command": "view"}, "Error: Parameter `path` is required for command: view"),
+        ({"command": "create", "path": "/memories/x.md"}, "Error: Parameter `file_text` is required for command: create"),
+        ({"command": "bogus", "path": "/memories"}, "Error: Unknown command: bogus. The commands are view, create, str_replace, insert, delete and rename"),
+        ({"command": "view", "path": "/etc/passwd"}, "Error: Path must start with /memories, got: /etc/passwd"),
+        ({"command": "view", "path": "/memories/../x"}, "Error: Path /memories/../x would escape /memories directory"),
+        ({"command": "create", "path": "/memories/%2e%2e/x.md", "file_text": "x"}, "Error: Path /memories/%2e%2e/x.md would escape /memories directory"),
+        ({"command": "view", "path": "/memories/nope.md"}, "The path /memories/nope.md does not exist. Please provide a valid path."),
+        ({"command": "create", "path": "/memories/base.md", "file_text": "x"}, "Error: File /memories/base.md already exists"),
+        (
+            {"command": "str_replace", "path": "/memories/base.md", "old_str": "alpha", "new_str": "x"},
+            "No replacement was performed. Multiple occurrences of old_str `alpha` in lines: 3, 4. Please ensure it is unique",
+        ),
+        (
+            {"command": "str_replace", "path": "/memories/base.md", "old_str": "zzz", "new_str": "x"},
+            "No replacement was performed, old_str `zzz` did not appear verbatim in /memories/base.md.",
+        ),
+        (
+            {"command": "insert", "path": "/memories/base.md", "insert_line": 99, "insert_text": "x"},
+            "Error: Invalid `insert_line` parameter: 99. It should be within the range of lines of the file: [0, 4]",
+        ),
+        ({"command": "delete", "path": "/memories"}, "Error: Cannot delete the /memories directory itself"),
+        ({"command": "delete", "path": "/memories/nope.md"}, "Error: The path /memories/nope.md does not exist"),
+        (
+            {"command": "rename", "old_path": "/memories/base.md", "new_path": "/memories/other.md"},
+            "Error: The destination /memories/other.md already exists",
+        ),
+    ],
 }
 
 
@@ -1030,8 +1224,35 @@ def short(args: dict[str, Any]) -> str:
     return s if len(s) <= 90 else s[:87] + "..."
 
 
+MEMORY_INVALID_ARGUMENT = re.compile(r"^invalid argument (\S+): ")
+
+
+async def memory_rejected(srv, args: dict[str, Any], text: str | None) -> tuple[str | None, dict[str, Any] | None]:
+    """`memory` with bad arguments: a tool error whose one text block is the protocol's string,
+    `text` exactly (None: an `invalid argument FIELD: ...` string). Returns (what went wrong or
+    None, {field, message} or None)."""
+    before = store_digest(srv.store)
+    res = await srv.raw("memory", args)
+    texts = [c.text for c in res.content if getattr(c, "type", None) == "text"]
+    got = texts[0] if len(texts) == 1 else None
+    problem = None
+    if res.is_error is not True or got is None or res.structured_content is not None:
+        problem = f"memory {short(args)}: expected a tool error with one text block, got {res!r}"
+    elif text is not None and got != text:
+        problem = f"memory {short(args)}: expected {text!r}, got {got!r}"
+    elif text is None and not MEMORY_INVALID_ARGUMENT.match(got):
+        problem = f"memory {short(args)}: expected `invalid argument FIELD: ...`, got {got!r}"
+    if store_digest(srv.store) != before:
+        problem = (problem + "; and " if problem else f"memory {short(args)}: ") + "the store changed"
+    m = MEMORY_INVALID_ARGUMENT.match(got or "")
+    return problem, ({"field": m[1] if m else None, "message": got} if got is not None else None)
+
+
 async def call_rejected(srv, name: str, args: dict[str, Any], code: str) -> tuple[str | None, dict[str, Any] | None]:
     """Calls a tool with bad arguments. Returns (what went wrong or None, the tool error or None)."""
+    if name == "memory":
+        assert code == "invalid", code
+        return await memory_rejected(srv, args, None)
     before = store_digest(srv.store)
     res = await srv.raw(name, args)
     try:
@@ -1060,9 +1281,13 @@ async def test_invalid_arguments(store, mcp_server, tool):
     """Each bad call is a tool error with the expected code, and changes no file."""
     async with mcp_server(store, profile="full") as srv:
         await seed(srv)
+        await seed_notes(srv)
         problems = []
         for args, code in INVALID_CASES[tool]:
-            p, _ = await call_rejected(srv, tool, args, code)
+            if tool == "memory":
+                p, _ = await memory_rejected(srv, args, code)
+            else:
+                p, _ = await call_rejected(srv, tool, args, code)
             if p:
                 problems.append(p)
         assert not problems, "\n".join(problems)
@@ -1118,6 +1343,7 @@ async def run_schema_violations(store, mcp_server):
     out = []
     async with mcp_server(store, profile="full") as srv:
         await seed(srv)
+        await seed_notes(srv)
         tools = {t.name: t.input_schema for t in (await srv.session.list_tools()).tools}
         for name in ALL_TOOLS:
             schema = tools[name]

@@ -50,6 +50,15 @@ impl Profile {
         }
     }
 
+    /// The profile's name, as `--tools` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Default => "default",
+            Profile::Full => "full",
+            Profile::MemoryTool => "memory-tool",
+        }
+    }
+
     /// Whether this profile offers a tool whose smallest profile is `tool`: `full` offers
     /// every tool, `default` and `memory-tool` their own.
     pub fn offers(self, tool: Profile) -> bool {

@@ -245,7 +245,7 @@ fn time_bounds_are_inclusive_and_accept_dates_offsets_and_epoch_millis() {
 fn invalid_filter_values_are_rejected_with_exit_3() {
     let env = fixture();
     for (args, field) in [
-        (vec!["search", "pool", "--kind", "note"], "kind"),
+        (vec!["search", "pool", "--kind", "notebook"], "kind"),
         (vec!["search", "pool", "--since", "last tuesday"], "since"),
         (vec!["search", "pool", "--until", "2026-13-01"], "until"),
         (vec!["search", "pool", "--mode", "fuzzy"], "mode"),
