@@ -209,6 +209,13 @@ fn hand_edits_are_adopted_before_a_change_and_never_overwritten_unseen() {
     env.ok(&["note", "write", "ideas/wiki.md", "--text", "again\n"]);
     assert_eq!(ops_of(&env, "ideas/wiki.md"), ["write", "delete", "edit", "external"]);
     assert_eq!(history_of(&env, "ideas/wiki.md")[1]["actor"], "external");
+    // verify-store sees the store as found; the next command adopts the edit.
+    env.write_file("notes/ideas/wiki.md", "edited again\n");
+    let v = env.run(&["verify-store"]).json();
+    assert_eq!(v["problems"][0]["kind"], "unadopted_change", "{v}");
+    env.ok(&["status"]);
+    assert_eq!(env.ok(&["verify-store"])["ok"], true);
+    assert_eq!(history_of(&env, "ideas/wiki.md")[0]["op"], "external");
 }
 
 #[test]

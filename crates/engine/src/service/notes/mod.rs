@@ -902,8 +902,9 @@ impl Notes<'_> {
             .into_owned()
     }
 
-    /// Notes whose files changed since memdir last saw them (by size and mtime), told to the
-    /// index through the change feed; a store without notes costs one `stat`.
+    /// Notes whose files changed since memdir last saw them (by size and mtime): adopted as
+    /// versions and told to the index through the change feed; a store without notes costs
+    /// one `stat`.
     pub(crate) fn scan(&self, inner: &Inner) -> Result<usize> {
         let layout = self.layout();
         if !fsx_is_dir(&layout.root.join(note::NOTES_DIR)) && inner.ledger.note_stats()?.is_empty() {
@@ -921,6 +922,24 @@ impl Notes<'_> {
         changed.extend(seen.into_keys().map(|p| (p, None)));
         if changed.is_empty() {
             return Ok(0);
+        }
+        // A note changed, created or removed by hand becomes a version of its own now, as a
+        // category's does (a store served read-only adopts nothing).
+        let mut lock = None;
+        for (p, _) in &changed {
+            let Ok(path) = NotePath::new(p) else {
+                continue;
+            };
+            let cur = self.current(&path)?;
+            let readable = cur.file.as_ref().is_none_or(|f| f.text.is_ok());
+            if cur.consistent() || !readable || self.read_only().is_some() {
+                continue;
+            }
+            if lock.is_none() {
+                lock = Some(self.lock_and_recover()?);
+            }
+            let lock = lock.as_ref().expect("invariant: taken just above");
+            self.adopt(&WriteTxn { inner, lock }, cur)?;
         }
         inner.ledger.atomically(|l| {
             for (p, stat) in &changed {

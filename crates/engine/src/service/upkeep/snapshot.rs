@@ -64,7 +64,7 @@ fn allowed(rel: &str) -> bool {
         && p.components().all(|c| matches!(c, Component::Normal(_)));
     let top = rel.split('/').next().unwrap_or("");
     plain
-        && (matches!(top, "categories" | "history" | "sessions" | "conflicts") && rel.contains('/')
+        && (matches!(top, "categories" | "history" | "sessions" | "conflicts" | "notes" | "note-history") && rel.contains('/')
             || matches!(rel, "memdir.json" | ".gitignore" | ".gitattributes"))
 }
 
@@ -105,7 +105,7 @@ fn truth_files(root: &Path) -> Result<Truth> {
         }
         let place = matches!(
             rel.as_str(),
-            "categories" | "history" | "sessions" | "conflicts"
+            "categories" | "history" | "sessions" | "conflicts" | "notes" | "note-history"
         );
         if !t.is_file() && (allowed(&rel) || place) {
             out.skipped.push(rel);

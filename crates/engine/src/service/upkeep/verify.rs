@@ -64,6 +64,7 @@ impl Upkeep<'_> {
         }
         let n_history = check_categories(layout, &names, ledger.as_ref(), now, &mut p)?;
         let (n_segments, n_chunks) = check_sessions(layout, ledger.as_ref(), now, &mut p)?;
+        let (n_notes, n_note_versions) = check_notes(layout, now, &mut p)?;
         check_special_files(layout, &mut p);
         let mut report = json!({
             "ok": p.0.is_empty(),
@@ -72,6 +73,7 @@ impl Upkeep<'_> {
             "checked": {
                 "categories": names.len(), "history_entries": n_history,
                 "segments": n_segments, "chunks": n_chunks, "ledger": ledger.is_some(),
+                "notes": n_notes, "note_versions": n_note_versions,
             },
             "files_hash": files_fingerprint(layout)?,
             "conflicts": self.replication().open_conflicts()?,
@@ -231,6 +233,78 @@ fn check_category_file(
         }
     }
     Ok(())
+}
+
+/// Checks every note that has a file or a history: each version (text and hash agree, a
+/// tombstone has no text), and the file against its newest version. Returns how many notes
+/// have a file and how many versions there are.
+fn check_notes(layout: &Layout, now: i64, p: &mut Problems) -> Result<(usize, usize)> {
+    use memdir_store::note::{self, NotePath};
+    let (found, strays) = note::list(layout)?;
+    for s in strays {
+        p.add(
+            "stray_file",
+            s,
+            "not a valid note path (or a link or special file); memdir ignores it",
+        );
+    }
+    let mut paths: Vec<NotePath> = found
+        .iter()
+        .filter_map(|l| NotePath::new(&l.path).ok())
+        .collect();
+    paths.extend(note::history_paths(layout)?);
+    paths.sort();
+    paths.dedup();
+    let mut versions = 0;
+    for path in &paths {
+        let mut head = None;
+        for h in note::history(layout, path)? {
+            versions += 1;
+            if let Some(stamp) = h.id.get(..24).and_then(Hlc::parse)
+                && !stamp.admissible(now)
+            {
+                p.add("future_stamp", &h.path, format!("stamp {stamp} is more than a day ahead of this machine's clock"));
+            }
+            match h.entry {
+                Ok(e) => {
+                    let text = note::entry_text(&e);
+                    if e.is_tombstone() != text.is_none() && e.forgotten.is_none() {
+                        p.add("history", &h.path, "a delete tombstone must have no text, and only a tombstone may");
+                    }
+                    if let Some(t) = text
+                        && e.hash.as_deref() != Some(content_hash(t.as_bytes()).as_str())
+                    {
+                        p.add("history", &h.path, "the version's text does not give its hash");
+                    }
+                    head = Some(e);
+                }
+                Err(why) => p.add("history", &h.path, format!("malformed history entry: {why}")),
+            }
+        }
+        let rel = path.rel();
+        match (note::read(layout, path)?, head) {
+            (Some(f), _) if f.text.is_err() => {
+                p.add("malformed", &rel, f.text.err().unwrap_or_default());
+            }
+            (Some(f), Some(h)) if h.hash.as_deref() != Some(f.hash.as_str()) => p.add(
+                "unadopted_change",
+                &rel,
+                "the note differs from its newest version (its next change adopts it as an external version)",
+            ),
+            (Some(_), None) => p.add(
+                "unadopted_change",
+                &rel,
+                "the note has no history yet (its first change adopts it)",
+            ),
+            (None, Some(h)) if !h.is_tombstone() => p.add(
+                "unadopted_change",
+                &rel,
+                "the note is missing but its history has no delete tombstone",
+            ),
+            _ => {}
+        }
+    }
+    Ok((found.len(), versions))
 }
 
 /// Checks every session directory: its seals, and each of its segments. Returns how many
