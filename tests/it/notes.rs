@@ -415,3 +415,28 @@ fn kill_nine_during_note_appends_loses_nothing_acknowledged() {
     assert_eq!(head["hash"], env.ok(&["note", "read", "log.md"])["hash"]);
     env.assert_clean();
 }
+
+#[test]
+fn an_old_version_of_a_note_can_be_forgotten_but_not_the_current_one() {
+    let env = TestEnv::new();
+    env.ok(&["note", "write", "s.md", "--text", "password hint: blue falcon\n"]);
+    env.ok(&["note", "write", "s.md", "--text", "nothing secret\n"]);
+    let e = env.fail(&["forget", "--note", "s.md", "--version", "2", "--yes"], 5);
+    assert_eq!(e["code"], "conflict");
+    let dry = env.ok(&["forget", "--note", "s.md", "--version", "1", "--dry-run"]);
+    assert_eq!(dry["count"], 1);
+    let f = env.ok(&["forget", "--note", "s.md", "--version", "1", "--yes"]);
+    assert_eq!(f["versions"][0]["category"], "notes/s.md");
+    let again = env.ok(&["forget", "--note", "s.md", "--version", "1", "--yes"]);
+    assert_eq!(again["count"], 0);
+    let e = env.fail(&["note", "read", "s.md", "--version", "1"], 4);
+    assert!(e["message"].as_str().unwrap().contains("no text"), "{e}");
+    // No truth file holds the forgotten text any more; the history keeps its place.
+    for f in crate::util::truth_files(&env.path("")) {
+        let bytes = std::fs::read(env.path(&f)).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("blue falcon"), "{f}");
+    }
+    assert_eq!(history_of(&env, "s.md").len(), 2);
+    assert_eq!(env.ok(&["verify-store"])["ok"], true);
+    env.fail(&["forget", "--note", "../x", "--version", "1", "--yes"], 3);
+}

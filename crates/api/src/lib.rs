@@ -1872,7 +1872,11 @@ pub struct ForgetRequest {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
-    /// With category: the version (number or history id); not the current one.
+    /// A note whose old version to forget (with version).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// With category or note: the version (number or history id); not the current one.
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<VersionRef>,

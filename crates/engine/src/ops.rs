@@ -670,9 +670,10 @@ fn upkeep() -> Vec<Op> {
             rest: post("/api/v1/forget", "forget", &["sessions", "categories"], &[400, 404, 409, 413, 500, 503]),
             flags: (false, true, true),
             examples: || vec![("dry_run", json!({"query": "connection pool", "dry_run": true}))],
-            need: |r| match &r.category {
-                Some(c) => Need::Destroy { what: "forget versions", category: Some(c) },
-                None => Need::Privileged("forget session memory"),
+            need: |r| match (&r.category, &r.note) {
+                (Some(c), _) => Need::Destroy { what: "forget versions", category: Some(c) },
+                (None, Some(_)) => Need::Privileged("forget note versions"),
+                (None, None) => Need::Privileged("forget session memory"),
             },
             typed: typed!(ForgetRequest, ForgetResponse, |m, r| m.upkeep().forget(&r)),
         },

@@ -894,6 +894,81 @@ impl Notes<'_> {
         })
     }
 
+    /// Forgets an old version's text (`forget --note --version`): its history file keeps its
+    /// place, hash and the time it was forgotten, and no text. The current version cannot be
+    /// forgotten (write or delete the note first).
+    pub(crate) fn forget_version(
+        &self,
+        path: &NotePath,
+        v: &VersionRef,
+        dry_run: bool,
+    ) -> Result<ForgetResponse> {
+        let check = || -> Result<HistoryEntry> {
+            let e = self.find_version(path, v)?;
+            if e.is_tombstone() {
+                return Err(Error::invalid(
+                    "version",
+                    format!("version {} is a delete tombstone: it holds no text", e.ordinal()),
+                ));
+            }
+            let cur = self.current(path)?;
+            if cur.head.as_ref().map(|h| &h.id) == Some(&e.id) && cur.file.is_some() {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "version {} is the current text of note {:?}: write a new version or delete the note first, then forget this one",
+                        e.ordinal(),
+                        path.as_str()
+                    ),
+                )
+                .field("version"));
+            }
+            Ok(e)
+        };
+        let row = |e: &HistoryEntry| ForgottenVersion {
+            category: format!("notes/{path}"),
+            version: e.ordinal(),
+            id: e.id.clone(),
+        };
+        let versions = if dry_run {
+            let e = check()?;
+            if e.forgotten.is_some() { Vec::new() } else { vec![row(&e)] }
+        } else {
+            self.with_write(|tx| {
+                let mut e = check()?;
+                if e.forgotten.is_some() {
+                    return Ok(Vec::new());
+                }
+                let at = clock::rfc3339(clock::now_ms());
+                e.content = Value::Null;
+                e.forgotten = Some(at.clone());
+                let txid = format!("{}_forget", self.tick(tx.inner, clock::now_ms())?);
+                let layout = self.layout();
+                txn::commit_replacing(
+                    &layout.root,
+                    &layout.staging(),
+                    &txid,
+                    &[txn::FileWrite {
+                        rel: path.history_rel().join(format!("{}.json", e.id)),
+                        bytes: Some(store::history::whole_bytes(&e)),
+                        hash: None,
+                    }],
+                    txn::Replaced::FreeNow,
+                )?;
+                self.record_durable(tx.inner, |l| {
+                    l.record_txn(&txid, "forget", &format!("note:{path}@{}", e.ordinal()), &self.actor(), &at)
+                });
+                Ok(vec![row(&e)])
+            })?
+        };
+        Ok(ForgetResponse {
+            dry_run,
+            count: versions.len(),
+            chunks: Vec::new(),
+            versions,
+        })
+    }
+
     /// `text` with what the store's redaction rules drop or replace.
     fn redacted(&self, text: &str) -> String {
         self.settings()

@@ -37,6 +37,7 @@ enum Target {
     /// Chunks by session: `None` means every chunk of the session.
     Chunks(BTreeMap<String, Option<BTreeSet<String>>>),
     Version(CategoryName, memdir_api::VersionRef),
+    NoteVersion(memdir_store::note::NotePath, memdir_api::VersionRef),
 }
 
 /// The tombstone that replaces a chunk's line.
@@ -127,6 +128,7 @@ impl Upkeep<'_> {
         let out = match target {
             Target::Chunks(sessions) => self.forget_chunks(&sessions, req.dry_run)?,
             Target::Version(name, v) => self.forget_version(&name, &v, req.dry_run)?,
+            Target::NoteVersion(path, v) => (**self).notes().forget_version(&path, &v, req.dry_run)?,
         };
         if !req.dry_run {
             // A category write leaves the large file it replaced for the reaper to free
@@ -141,10 +143,11 @@ impl Upkeep<'_> {
     /// Checks that the request names exactly one kind of target and resolves a query to the
     /// chunks it hits.
     fn forget_target(&self, req: &ForgetRequest) -> Result<Target> {
-        let usage = "forget takes one of: session_id (with chunk_ids, or alone for the whole session), query (with project and limit), or category with version";
+        let usage = "forget takes one of: session_id (with chunk_ids, or alone for the whole session), query (with project and limit), or category (or note) with version";
         let chunk_mode = req.session_id.is_some() || req.chunk_ids.is_some();
         let query_mode = req.query.is_some() || req.project.is_some() || req.limit.is_some();
-        let version_mode = req.category.is_some() || req.version.is_some();
+        let version_mode =
+            req.category.is_some() || req.note.is_some() || req.version.is_some();
         if [chunk_mode, query_mode, version_mode]
             .iter()
             .filter(|m| **m)
@@ -152,6 +155,16 @@ impl Upkeep<'_> {
             != 1
         {
             return Err(Error::invalid("arguments", usage));
+        }
+        if version_mode && req.note.is_some() {
+            let (None, Some(n), Some(v)) = (&req.category, &req.note, &req.version) else {
+                return Err(Error::invalid(
+                    if req.category.is_some() { "note" } else { "version" },
+                    "a note's version is forgotten by note and version together (not with category)",
+                ));
+            };
+            let path = memdir_store::note::NotePath::new(n).map_err(|e| e.field("note"))?;
+            return Ok(Target::NoteVersion(path, v.clone()));
         }
         if version_mode {
             let (Some(c), Some(v)) = (&req.category, &req.version) else {
