@@ -440,3 +440,77 @@ fn an_old_version_of_a_note_can_be_forgotten_but_not_the_current_one() {
     assert_eq!(env.ok(&["verify-store"])["ok"], true);
     env.fail(&["forget", "--note", "../x", "--version", "1", "--yes"], 3);
 }
+
+#[test]
+fn the_clients_memory_files_come_in_as_notes_once() {
+    let env = TestEnv::new();
+    let home = env.path("../home");
+    let claude = home.join(".claude");
+    let mem = claude.join("projects/-home-me-app/memory");
+    std::fs::create_dir_all(mem.join("topics")).unwrap();
+    std::fs::write(mem.join("MEMORY.md"), "# App memory\n- uses pnpm\n").unwrap();
+    std::fs::write(mem.join("topics/testing.md"), "# Testing\nrun vitest\n").unwrap();
+    std::fs::write(claude.join("CLAUDE.md"), "# Me\nI prefer short answers\n").unwrap();
+    // A transcript beside the memory is a session, not a note.
+    std::fs::write(claude.join("projects/-home-me-app/abc.jsonl"), "{}\n").unwrap();
+    let claude_dir = claude.to_str().unwrap();
+    let r = env.ok(&["import", "claude-memory", claude_dir]);
+    assert_eq!(r["notes"], 3, "{r}");
+    assert_eq!(
+        env.read("notes/imports/claude-code/-home-me-app/MEMORY.md"),
+        "# App memory\n- uses pnpm\n"
+    );
+    assert!(env.path("notes/imports/claude-code/-home-me-app/topics/testing.md").exists());
+    assert!(env.path("notes/imports/claude-code/CLAUDE.md").exists());
+    // A second run adds nothing; a changed file adds one version.
+    let again = env.ok(&["import", "claude-memory", claude_dir]);
+    assert_eq!(again["notes"], 0);
+    std::fs::write(mem.join("MEMORY.md"), "# App memory\n- uses pnpm\n- node 22\n").unwrap();
+    let third = env.ok(&["import", "claude-memory", claude_dir]);
+    assert_eq!(third["notes"], 1);
+    assert_eq!(history_of(&env, "imports/claude-code/-home-me-app/MEMORY.md").len(), 2);
+    // The version keeps the file's time, not the import's.
+    let mtime = std::fs::metadata(mem.join("MEMORY.md")).unwrap().modified().unwrap();
+    let secs = mtime.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let ts = history_of(&env, "imports/claude-code/-home-me-app/MEMORY.md")[0]["timestamp"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let got = chrono_like_secs(&ts);
+    assert!((got - secs).abs() <= 1, "{ts} vs {secs}");
+    // Codex's memories and a project's Cursor rules.
+    let codex = home.join(".codex");
+    std::fs::create_dir_all(codex.join("memories")).unwrap();
+    std::fs::write(codex.join("memories/build.md"), "cargo build --release\n").unwrap();
+    std::fs::write(codex.join("AGENTS.md"), "# Agents\nbe brief\n").unwrap();
+    let c = env.ok(&["import", "codex-memories", codex.to_str().unwrap()]);
+    assert_eq!(c["notes"], 2, "{c}");
+    assert!(env.path("notes/imports/codex/memories/build.md").exists());
+    let proj = env.path("../orbital");
+    std::fs::create_dir_all(proj.join(".cursor/rules")).unwrap();
+    std::fs::write(proj.join(".cursor/rules/style.mdc"), "---\nglobs: *.rs\n---\nuse rustfmt\n").unwrap();
+    std::fs::write(proj.join(".cursorrules"), "be terse\n").unwrap();
+    let cr = env.ok(&["import", "cursor-rules", proj.to_str().unwrap()]);
+    assert_eq!(cr["notes"], 2, "{cr}");
+    assert_eq!(env.read("notes/imports/cursor/orbital/style.mdc"), "---\nglobs: *.rs\n---\nuse rustfmt\n");
+    assert!(env.path("notes/imports/cursor/orbital/cursorrules").exists());
+    // Imported notes are searched like any other.
+    let hit = env.ok(&["search", "vitest", "--kind", "note"]);
+    assert_eq!(hit["results"][0]["path"], "imports/claude-code/-home-me-app/topics/testing.md");
+}
+
+/// Seconds since the epoch of an RFC 3339 UTC time (`2026-12-03T15:30:40.596Z`).
+fn chrono_like_secs(ts: &str) -> i64 {
+    let (date, time) = ts.split_once('T').unwrap();
+    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
+    let t: Vec<f64> = time.trim_end_matches('Z').split(':').map(|x| x.parse().unwrap()).collect();
+    // Days from civil (Howard Hinnant's algorithm).
+    let (y, m, dd) = (if d[1] <= 2 { d[0] - 1 } else { d[0] }, d[1], d[2]);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + dd - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + t[0] as i64 * 3600 + t[1] as i64 * 60 + t[2] as i64
+}

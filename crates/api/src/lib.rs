@@ -1830,7 +1830,7 @@ pub const CATEGORY_IMPORT_FORMATS: &[&str] = &["mcp-memory-rs", "mcp-memory-json
 #[serde(deny_unknown_fields)]
 pub struct ImportRequest {
     /// The source: jsonl (memdir chunk lines), claude-code, codex, opencode, local-memory,
-    /// mcp-memory-rs or mcp-memory-jsonl.
+    /// mcp-memory-rs, mcp-memory-jsonl; as notes: claude-memory, codex-memories, cursor-rules.
     pub format: String,
     /// A file or directory of the source [default: where the tool keeps its data; jsonl:
     /// required, "-" for stdin; mcp-memory-jsonl: $MEMORY_FILE_PATH, else required].
@@ -1907,6 +1907,9 @@ pub struct ImportResponse {
     pub existing: usize,
     /// Categories written.
     pub categories: usize,
+    /// Notes written (claude-memory, codex-memories, cursor-rules).
+    #[serde(default)]
+    pub notes: usize,
     /// Records left out, by reason (tool calls, thinking, harness text, malformed lines, ...).
     pub skipped: BTreeMap<String, u64>,
     /// Records kept but marked, by reason (e.g. a graph relation to a missing entity, kept with

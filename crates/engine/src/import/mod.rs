@@ -18,6 +18,7 @@ pub mod jsonl;
 pub mod local_memory;
 pub mod mcp_jsonl;
 pub mod mcp_rs;
+pub mod notes;
 pub mod opencode;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -51,6 +52,9 @@ pub const FORMATS: &[&str] = &[
     "local-memory",
     "mcp-memory-rs",
     "mcp-memory-jsonl",
+    "claude-memory",
+    "codex-memories",
+    "cursor-rules",
 ];
 
 /// The formats that write categories rather than sessions (access control asks more of them).
@@ -59,7 +63,9 @@ pub use memdir_api::CATEGORY_IMPORT_FORMATS as CATEGORY_FORMATS;
 /// The environment variable that names each format's data, where it has one.
 const DEFAULT_VARS: &[(&str, &str)] = &[
     ("claude-code", "CLAUDE_CONFIG_DIR"),
+    ("claude-memory", "CLAUDE_CONFIG_DIR"),
     ("codex", "CODEX_HOME"),
+    ("codex-memories", "CODEX_HOME"),
     ("local-memory", "MEMORY_DB_PATH"),
     ("mcp-memory-rs", "MCP_MEMORY_DIR"),
     ("mcp-memory-jsonl", "MEMORY_FILE_PATH"),
@@ -69,7 +75,7 @@ const DEFAULT_VARS: &[(&str, &str)] = &[
 pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     match format {
-        "claude-code" => env("CLAUDE_CONFIG_DIR")
+        "claude-code" | "claude-memory" => env("CLAUDE_CONFIG_DIR")
             .and_then(|d| {
                 d.split(',')
                     .map(str::trim)
@@ -77,11 +83,13 @@ pub fn default_path(format: &str, env: &dyn Fn(&str) -> Option<String>) -> Optio
                     .map(PathBuf::from)
             })
             .or_else(|| home.map(|h| h.join(".claude"))),
-        "codex" => env("CODEX_HOME")
+        "codex" | "codex-memories" => env("CODEX_HOME")
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .or_else(|| home.map(|h| h.join(".codex"))),
         "opencode" => memdir_store::env::data_home(env).map(|d| d.join("opencode")),
+        // A project's rules: the directory the command runs in.
+        "cursor-rules" => std::env::current_dir().ok(),
         "local-memory" => env("MEMORY_DB_PATH")
             .filter(|d| !d.is_empty())
             .map(|d| expand_home(&d, home.as_deref()))
@@ -116,6 +124,7 @@ pub struct Report {
     pub chunks: usize,
     pub existing: usize,
     pub categories: usize,
+    pub notes: usize,
     pub skipped: BTreeMap<String, u64>,
     pub flagged: BTreeMap<String, u64>,
     pub bad_lines: Vec<String>,
@@ -257,6 +266,28 @@ impl<'a> Sink<'a> {
         Ok(written)
     }
 
+    /// Saves `text` as the note at `path` (with `ts`, the source file's time, as its version's
+    /// time) unless the note holds it already; counts it in `notes` when it is (or, in a dry
+    /// run, would be) written.
+    pub fn note(
+        &mut self,
+        path: &memdir_store::note::NotePath,
+        text: &str,
+        ts: &str,
+        reason: &str,
+    ) -> Result<bool> {
+        let written = self
+            .memdir
+            .notes()
+            .import_text(path, text, ts, reason, self.dry_run)?;
+        if written {
+            self.report.notes += 1;
+        } else {
+            self.report.skip("note_already_imported");
+        }
+        Ok(written)
+    }
+
     /// Adds to the size of the whole source, in the unit `advance` counts.
     pub fn add_total(&mut self, total: u64) {
         self.total += total;
@@ -332,6 +363,7 @@ pub fn run(
         "local-memory" => local_memory::import(&path, &mut sink)?,
         "mcp-memory-rs" => mcp_rs::import(&path, &mut sink)?,
         "mcp-memory-jsonl" => mcp_jsonl::import(&path, &mut sink)?,
+        f if notes::FORMATS.contains(&f) => notes::import(f, &path, &mut sink)?,
         _ => unreachable!("checked above"),
     }
     sink.flush()?;
@@ -346,6 +378,7 @@ pub fn run(
         chunks: r.chunks,
         existing: r.existing,
         categories: r.categories,
+        notes: r.notes,
         skipped: r.skipped,
         flagged: r.flagged,
         bad_lines: r.bad_lines,

@@ -57,6 +57,8 @@ struct Change<'a> {
     text: Option<String>,
     actor: String,
     reason: Option<String>,
+    /// The version's time when it is not now (an import keeps its source file's).
+    ts: Option<String>,
 }
 
 /// A refusal: the note is not what the caller expected.
@@ -207,6 +209,7 @@ impl Notes<'_> {
                 text,
                 actor: "external".into(),
                 reason: Some("changed outside memdir".into()),
+                ts: None,
             }],
             false,
         )?;
@@ -259,7 +262,7 @@ impl Notes<'_> {
             *vv.entry(replica.clone()).or_insert(0) += 1;
             let bytes = c.text.as_ref().map(|t| t.as_bytes().to_vec());
             let hash = bytes.as_deref().map(content_hash);
-            let ts = clock::rfc3339(now);
+            let ts = c.ts.clone().unwrap_or_else(|| clock::rfc3339(now));
             let entry = HistoryEntry {
                 id: id.clone(),
                 parents: c.base.head.iter().map(|h| h.id.clone()).collect(),
@@ -523,6 +526,7 @@ impl Notes<'_> {
                 text: Some(text),
                 actor,
                 reason,
+                ts: None,
             }],
             true,
         )?;
@@ -617,6 +621,7 @@ impl Notes<'_> {
                     text: None,
                     actor: actor.clone(),
                     reason: reason.clone(),
+                    ts: None,
                 })
                 .collect();
             let deleted = if paths.is_empty() {
@@ -692,6 +697,7 @@ impl Notes<'_> {
                     text: Some(t.clone()),
                     actor: actor.clone(),
                     reason: Some(reason.clone().unwrap_or_else(|| format!("renamed from {}", olds[i].path))),
+                    ts: None,
                 });
                 changes.push(Change {
                     base: &olds[i],
@@ -699,6 +705,7 @@ impl Notes<'_> {
                     text: None,
                     actor: actor.clone(),
                     reason: Some(format!("renamed to {}", new_cur.path)),
+                    ts: None,
                 });
             }
             let done = self.commit(tx, changes, true)?;
@@ -966,6 +973,48 @@ impl Notes<'_> {
             count: versions.len(),
             chunks: Vec::new(),
             versions,
+        })
+    }
+
+    /// An imported file's text as the note at `path`, a new version (with the source's time
+    /// `ts`) unless the note holds it already. Returns whether it is (or would be) written.
+    pub(crate) fn import_text(
+        &self,
+        path: &NotePath,
+        text: &str,
+        ts: &str,
+        reason: &str,
+        dry_run: bool,
+    ) -> Result<bool> {
+        let text = self.redacted(text);
+        check_size(&text)?;
+        if dry_run {
+            return Ok(self.current(path)?.text() != Some(text.as_str()));
+        }
+        self.with_write(|tx| {
+            let cur = self.for_change(tx, path)?;
+            if cur.text() == Some(text.as_str()) {
+                return Ok(false);
+            }
+            if let Some(NoteFile { text: Err(why), .. }) = &cur.file {
+                return Err(unreadable(path, why));
+            }
+            if cur.file.is_none() {
+                self.check_new_path(path)?;
+            }
+            self.commit(
+                tx,
+                vec![Change {
+                    base: &cur,
+                    op: VersionOp::Write,
+                    text: Some(text),
+                    actor: self.actor(),
+                    reason: Some(reason.to_string()),
+                    ts: Some(ts.to_string()),
+                }],
+                true,
+            )?;
+            Ok(true)
         })
     }
 
