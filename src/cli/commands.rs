@@ -265,10 +265,13 @@ pub(super) fn find_command<'a>(root: &'a clap::Command, name: &str) -> Option<&'
 }
 
 /// The groups of two-word commands, and what each holds.
-const GROUPS: &[(&str, &str)] = &[(
-    "note",
-    "Notes: the Markdown files under notes/, versioned and searched.",
-)];
+const GROUPS: &[(&str, &str)] = &[
+    (
+        "note",
+        "Notes: the Markdown files under notes/, versioned and searched.",
+    ),
+    ("notes", "All the notes at once: export them as plain files."),
+];
 
 /// Each command of the table, with the group it belongs to (`note` for `note read`).
 fn commands_of_table() -> Vec<(Option<&'static str>, clap::Command)> {

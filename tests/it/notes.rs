@@ -514,3 +514,39 @@ fn chrono_like_secs(ts: &str) -> i64 {
     let days = era * 146_097 + doe - 719_468;
     days * 86_400 + t[0] as i64 * 3600 + t[1] as i64 * 60 + t[2] as i64
 }
+
+#[test]
+fn an_export_never_overwrites_a_file_changed_since() {
+    let env = TestEnv::new();
+    env.ok(&["note", "write", "team/a.md", "--text", "a1\n"]);
+    env.ok(&["note", "write", "team/b.md", "--text", "b1\n"]);
+    env.ok(&["note", "write", "other.md", "--text", "o\n"]);
+    let out = env.path("../client-memory");
+    let dir = out.to_str().unwrap();
+    let e = env.ok(&["notes", "export", dir, "--folder", "team"]);
+    assert_eq!(e["written"], serde_json::json!(["team/a.md", "team/b.md"]));
+    assert_eq!(std::fs::read_to_string(out.join("a.md")).unwrap(), "a1\n");
+    assert!(!out.join("other.md").exists());
+    // The client edits one file; the store changes both notes.
+    std::fs::write(out.join("b.md"), "b edited by the client\n").unwrap();
+    env.ok(&["note", "write", "team/a.md", "--text", "a2\n"]);
+    env.ok(&["note", "write", "team/b.md", "--text", "b2\n"]);
+    let dry = env.ok(&["notes", "export", dir, "--folder", "team", "--dry-run"]);
+    assert_eq!(dry["written"], serde_json::json!(["team/a.md"]));
+    assert_eq!(std::fs::read_to_string(out.join("a.md")).unwrap(), "a1\n", "a dry run wrote");
+    let e = env.ok(&["notes", "export", dir, "--folder", "team"]);
+    assert_eq!(e["written"], serde_json::json!(["team/a.md"]));
+    assert_eq!(e["conflicts"][0]["path"], "team/b.md");
+    assert_eq!(std::fs::read_to_string(out.join("a.md")).unwrap(), "a2\n");
+    assert_eq!(std::fs::read_to_string(out.join("b.md")).unwrap(), "b edited by the client\n");
+    // Again: nothing to do but the same conflict.
+    let e = env.ok(&["notes", "export", dir, "--folder", "team"]);
+    assert_eq!(e["unchanged"], 1);
+    assert_eq!(e["conflicts"].as_array().unwrap().len(), 1);
+    // A file no export wrote is not overwritten either; the store itself is refused.
+    env.ok(&["note", "write", "team/c.md", "--text", "c\n"]);
+    std::fs::write(out.join("c.md"), "the client's own c\n").unwrap();
+    let e = env.ok(&["notes", "export", dir, "--folder", "team"]);
+    assert!(e["conflicts"].to_string().contains("no export wrote"), "{e}");
+    env.fail(&["notes", "export", env.path("notes").to_str().unwrap()], 3);
+}

@@ -346,3 +346,44 @@ pub struct MemoryToolResponse {
     /// The result, as the memory tool protocol words it.
     pub result: String,
 }
+
+/// Parameters of `memdir notes export`: notes written out as plain files.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct NotesExportRequest {
+    /// The directory to write the notes into (created when missing).
+    #[arg(value_name = "DIR")]
+    pub directory: String,
+    /// Only the notes under this folder, written relative to it.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    /// Only say what would be written.
+    #[arg(long)]
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// A file an export did not write, and why.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ExportConflict {
+    /// The note's path.
+    pub path: String,
+    /// Why it was left as it is.
+    pub reason: String,
+}
+
+/// `notes export`: what was written.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct NotesExportResponse {
+    /// The directory written to.
+    pub dir: String,
+    /// Notes written (with dry_run: that would be).
+    pub written: Vec<String>,
+    /// Notes whose file already held their text.
+    pub unchanged: usize,
+    /// Files left alone: changed there since the last export, or not written by one.
+    pub conflicts: Vec<ExportConflict>,
+    /// Nothing was written.
+    pub dry_run: bool,
+}

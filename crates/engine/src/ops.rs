@@ -1082,6 +1082,18 @@ fn note_versions() -> Vec<Op> {
             need: |r| Need::Notes { write: true, paths: vec![&r.path] },
             typed: typed!(NoteRestoreRequest, NoteWriteResponse, |m, r| m.notes().restore(&r)),
         },
+        op! {
+            name: "notes_export",
+            summary: "Write notes out as plain files",
+            description: "Write the notes (or a folder's) into a directory as plain files, for a client that reads its memory there. A file changed there since the last export is never overwritten: it is reported as a conflict.",
+            cli: Some("notes export"),
+            mcp: None,
+            rest: None,
+            flags: (false, false, true),
+            examples: || vec![("example", json!({"directory": "/home/me/.claude/projects/-home-me-app/memory", "folder": "imports/claude-code/-home-me-app"}))],
+            need: |r| Need::Notes { write: false, paths: vec![r.folder.as_deref().unwrap_or("")] },
+            typed: typed!(NotesExportRequest, NotesExportResponse, |m, r| m.notes().export(&r)),
+        },
     ]
 }
 

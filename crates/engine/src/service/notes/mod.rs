@@ -8,6 +8,7 @@
 //! by their size and mtime. The text operations are in [`text`], the memory-tool protocol on
 //! top of these operations in [`memory_tool`].
 
+mod export;
 pub mod memory_tool;
 pub mod text;
 
