@@ -190,6 +190,8 @@ pub fn read(layout: &Layout, path: &NotePath) -> Result<Option<NoteFile>, IoErro
     let full = layout.root.join(path.rel());
     match fsx::check_no_links(&layout.root, &full) {
         Ok(()) => {}
+        // A file where a folder of the path would be: no note there.
+        Err(e) if e.source.kind() == std::io::ErrorKind::NotADirectory => return Ok(None),
         Err(e) => {
             return Ok(Some(NoteFile {
                 bytes: Vec::new(),
@@ -206,7 +208,14 @@ pub fn read(layout: &Layout, path: &NotePath) -> Result<Option<NoteFile>, IoErro
             Ok(Some(NoteFile { bytes, hash, text }))
         }
         Ok(None) => Ok(None),
-        Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e)
+            if matches!(
+                e.source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(None)
+        }
         Err(e) => Ok(Some(NoteFile {
             bytes: Vec::new(),
             hash: content_hash(b""),

@@ -155,14 +155,17 @@ impl Notes<'_> {
         };
         let entries = note::list_folder(layout, &folder, usize::MAX)?;
         let depth_of = |p: &str| p.split('/').count() - folder.split('/').filter(|s| !s.is_empty()).count();
+        let hidden = |p: &str| p.split('/').any(|c| c == "node_modules");
         let total = |prefix: &str| -> u64 {
             entries
                 .iter()
-                .filter(|e| !e.dir && (prefix.is_empty() || e.path.starts_with(&format!("{prefix}/"))))
+                .filter(|e| !e.dir && !hidden(&e.path))
+                .filter(|e| prefix.is_empty() || e.path.starts_with(&format!("{prefix}/")))
                 .map(|e| e.len)
                 .sum()
         };
         let base = path.trim_end_matches('/');
+        let path = base;
         let mut shown: Vec<&note::Listed> = entries.iter().filter(|e| depth_of(&e.path) <= 2).collect();
         // Tree order: a folder's entries right after it, each level by name.
         shown.sort_by(|a, b| a.path.split('/').cmp(b.path.split('/')));
@@ -171,7 +174,7 @@ impl Notes<'_> {
             format!("{}\t{base}", size(total(&folder))),
         ];
         for e in shown {
-            if e.path.split('/').any(|c| c == "node_modules") {
+            if hidden(&e.path) {
                 continue;
             }
             let rel = if folder.is_empty() { e.path.as_str() } else { &e.path[folder.len() + 1..] };

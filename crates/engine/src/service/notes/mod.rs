@@ -18,7 +18,7 @@ use crate::ledger::ChangeKind;
 use crate::service::{Inner, Notes, WriteTxn, check_limit, check_reason};
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;
-use memdir_store::model::{Expect, HistoryEntry, VersionOp, content_hash};
+use memdir_store::model::{HistoryEntry, VersionOp, content_hash};
 use memdir_store::note::{self, NoteFile, NotePath};
 use memdir_store::{self as store, clock, codec, txn};
 
@@ -124,6 +124,19 @@ fn check_expect(cur: &Current, expect: &Expect) -> Result<()> {
         },
     }
 }
+
+/// The `expected_hash` of a note change, with a hint in the words of notes.
+fn expect(h: Option<&str>) -> Result<Expect> {
+    Expect::parse(h).map_err(|mut e| {
+        e.hints = vec![
+            "pass the hash {op:note_read} returned, or \"absent\" to create only if the note does not exist"
+                .into(),
+        ];
+        e
+    })
+}
+
+use memdir_store::model::Expect;
 
 fn check_size(text: &str) -> Result<()> {
     if text.len() > note::MAX_NOTE_BYTES {
@@ -425,7 +438,7 @@ impl Notes<'_> {
     /// Writes a note's whole text.
     pub fn write(&self, req: &NoteWriteRequest) -> Result<NoteWriteResponse> {
         let path = NotePath::new(&req.path)?;
-        let expect = Expect::parse(req.expected_hash.as_deref())?;
+        let expect = expect(req.expected_hash.as_deref())?;
         let reason = check_reason(req.reason.as_deref())?;
         let text = self.redacted(&req.text);
         check_size(&text)?;
@@ -439,7 +452,7 @@ impl Notes<'_> {
     /// Adds text at the end of a note (created when absent).
     pub fn append(&self, req: &NoteAppendRequest) -> Result<NoteWriteResponse> {
         let path = NotePath::new(&req.path)?;
-        let expect = Expect::parse(req.expected_hash.as_deref())?;
+        let expect = expect(req.expected_hash.as_deref())?;
         let reason = check_reason(req.reason.as_deref())?;
         let more = self.redacted(&req.text);
         if more.is_empty() {
@@ -461,8 +474,11 @@ impl Notes<'_> {
     /// Replaces one occurrence of a string in a note, or inserts text after a line.
     pub fn edit(&self, req: &NoteEditRequest) -> Result<NoteWriteResponse> {
         let path = NotePath::new(&req.path)?;
-        let expect = Expect::parse(req.expected_hash.as_deref())?;
+        let expect = expect(req.expected_hash.as_deref())?;
         let reason = check_reason(req.reason.as_deref())?;
+        if req.old_str.as_deref() == Some("") {
+            return Err(Error::invalid("old_str", "old_str is empty: give the text to replace"));
+        }
         let edit = match (&req.old_str, req.insert_line, &req.insert_text) {
             (Some(old), None, None) => Edit::Replace(old.clone(), self.redacted(req.new_str.as_deref().unwrap_or(""))),
             (None, Some(line), Some(t)) if req.new_str.is_none() => Edit::Insert(line, self.redacted(t)),
@@ -551,7 +567,7 @@ impl Notes<'_> {
         }
         let mut prefix = layout.root.join(note::NOTES_DIR);
         let parts: Vec<&str> = path.parts().collect();
-        for part in &parts[..parts.len() - 1] {
+        for (i, part) in parts[..parts.len() - 1].iter().enumerate() {
             prefix.push(part);
             if let Ok(m) = std::fs::symlink_metadata(&prefix)
                 && !m.is_dir()
@@ -559,9 +575,9 @@ impl Notes<'_> {
                 return Err(Error::new(
                     ErrorKind::Conflict,
                     format!(
-                        "note {:?} needs the folder {}, where a file stands",
+                        "note {:?} needs a folder {:?}, where a note stands",
                         path.as_str(),
-                        prefix.display()
+                        parts[..=i].join("/")
                     ),
                 )
                 .field("path"));
@@ -594,7 +610,7 @@ impl Notes<'_> {
 
     /// Deletes a note, or every note of a folder: each leaves a tombstone in its history.
     pub fn delete(&self, req: &NoteDeleteRequest) -> Result<NoteDeleteResponse> {
-        let expect = Expect::parse(req.expected_hash.as_deref())?;
+        let expect = expect(req.expected_hash.as_deref())?;
         let reason = check_reason(req.reason.as_deref())?;
         let (paths, folder) = self.under(&req.path)?;
         if folder && expect != Expect::Any {
@@ -640,9 +656,15 @@ impl Notes<'_> {
     /// Moves a note (or a folder's every note) to a new path: a `rename` version at the new
     /// path with the same text, and a tombstone at the old one, as one transaction.
     pub fn rename(&self, req: &NoteRenameRequest) -> Result<NoteRenameResponse> {
-        let expect = Expect::parse(req.expected_hash.as_deref())?;
+        let expect = expect(req.expected_hash.as_deref())?;
         let reason = check_reason(req.reason.as_deref())?;
-        let (from, folder) = self.under(&req.from)?;
+        let (from, folder) = self.under(&req.from).map_err(|e| e.field("from"))?;
+        if !folder && req.to.ends_with('/') {
+            return Err(Error::invalid(
+                "to",
+                format!("{:?} names a folder; give the note's new path in full", req.to),
+            ));
+        }
         let to_root = NotePath::new(req.to.trim_end_matches('/')).map_err(|e| e.field("to"))?;
         let from_root = req.from.trim_end_matches('/');
         if to_root.as_str() == from_root
@@ -881,7 +903,7 @@ impl Notes<'_> {
     /// Writes an old version's text again, as a new version.
     pub fn restore(&self, req: &NoteRestoreRequest) -> Result<NoteWriteResponse> {
         let path = NotePath::new(&req.path)?;
-        let expect = Expect::parse(req.expected_hash.as_deref())?;
+        let expect = expect(req.expected_hash.as_deref())?;
         let reason = check_reason(req.reason.as_deref())?;
         let old = self.find_version(&path, &req.version)?;
         let Some(t) = note::entry_text(&old).map(str::to_string) else {
