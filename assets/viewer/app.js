@@ -199,14 +199,14 @@
 
   let generation = 0;
   const VIEWS = { sessions: viewSessions, session: viewSession, search: viewSearch, categories: viewCategories,
-    category: viewCategory, status: viewStatus };
+    category: viewCategory, notes: viewNotes, note: viewNote, status: viewStatus };
 
   async function render(navigated) {
     const gen = ++generation;
     if (navigated) titles.clear();
     const r = route();
     const view = VIEWS[r.view] || viewSessions;
-    const section = { session: 'sessions', category: 'categories' }[r.view] || (VIEWS[r.view] ? r.view : 'sessions');
+    const section = { session: 'sessions', category: 'categories', note: 'notes' }[r.view] || (VIEWS[r.view] ? r.view : 'sessions');
     for (const a of document.querySelectorAll('nav a')) {
       if (a.dataset.nav === section) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
@@ -647,12 +647,24 @@
           .filter((k) => typeof hit.explain[k] === 'number')
           .map((k) => `${k} ${hit.explain[k].toFixed(3)}`).join(' · ') + ` = ${hit.explain.formula}`) : null,
         h('li', null, 'Matching words: ', found.size ? [...found].join(', ') : 'none in the excerpt (the match is in the previous turn or past the cut)'),
-        hit.kind === 'chunk' ? h('li', null, 'Chunk ', h('code', null, hit.chunk_id)) : h('li', null, 'Key ', h('code', null, hit.key_path)),
+        hit.kind === 'chunk' ? h('li', null, 'Chunk ', h('code', null, hit.chunk_id))
+          : hit.kind === 'note' ? h('li', null, 'Note ', h('code', null, hit.path), ` lines ${hit.lines[0]}–${hit.lines[1]}`)
+            : h('li', null, 'Key ', h('code', null, hit.key_path)),
         hit.truncated ? h('li', null, 'The text is an excerpt around the matching words; turn on “full text” for all of it.') : null,
         (d.notes || []).map((n) => h('li', null, n))));
   }
 
   function renderHit(hit, d, re, title) {
+    if (hit.kind === 'note') {
+      return h('li', { class: 'card hit-card', 'data-kind': 'note' },
+        h('div', { class: 'hit-head' },
+          h('a', { href: link('note', hit.path, { lines: hit.lines.join('-') }), class: 'hit-link' }, hit.path),
+          hit.heading ? h('span', null, hit.heading) : null,
+          h('span', { class: 'muted' }, `lines ${hit.lines[0]}–${hit.lines[1]}`), h('span', { class: 'badge' }, 'note')),
+        h('div', { class: 'md' }, markdown(hit.content, re)),
+        h('div', { class: 'meta' }, h('span', null, 'updated ', time(hit.updated_at), ' by ', hit.updated_by)),
+        explain(hit, d, re));
+    }
     if (hit.kind === 'category') {
       return h('li', { class: 'card hit-card', 'data-kind': 'category' },
         h('div', { class: 'hit-head' },
@@ -692,6 +704,111 @@
           ? h('a', { href: link('session', id, { position: Math.max(0, pos - 5), hit: pos }) }, id, ' #', String(pos))
           : h('code', null, uri)];
       }));
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Notes
+  // ------------------------------------------------------------------------------------------
+
+  async function viewNotes(r, live) {
+    replace(main, h('h1', null, 'Notes'), h('p', { class: 'muted' }, 'Loading…'));
+    const data = await call('GET', '/api/v1/notes');
+    if (!live()) return;
+    const files = data.notes.filter((n) => !n.path.endsWith('/'));
+    replace(main, h('h1', null, 'Notes'),
+      files.length ? h('div', { class: 'scroll' }, h('table', { class: 'stack', id: 'note-table' },
+        h('thead', null, h('tr', null, ['Path', 'Size', 'Modified'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', null, files.map((n) => h('tr', null,
+          h('td', { 'data-label': 'Path' }, h('a', { href: link('note', n.path) }, n.path)),
+          h('td', { class: 'num', 'data-label': 'Size' }, bytes(n.size)),
+          h('td', { 'data-label': 'Modified' }, time(n.modified)))))))
+        : h('p', { class: 'muted' }, 'No notes yet. Agents write them with the memory tool or note_write; memdir note write PATH adds one.'));
+  }
+
+  async function viewNote(r, live) {
+    const path = r.arg || '';
+    const tab = r.params.get('tab') || 'content';
+    const tabs = h('nav', { class: 'tabs', 'aria-label': 'Note views' },
+      [['content', 'Content'], ['history', 'History'], ['diff', 'Diff']].map(([t, text]) =>
+        h('a', { href: link('note', path, { tab: t === 'content' ? '' : t }), 'aria-current': t === tab ? 'page' : null }, text)));
+    const body = h('div', { id: 'note-body' }, h('p', { class: 'muted' }, 'Loading…'));
+    replace(main, h('p', null, h('a', { href: link('notes') }, '← Notes')), h('h1', null, path), tabs, body);
+    if (tab === 'history') return noteHistory(path, body, live);
+    if (tab === 'diff') return noteDiff(path, r, body, live);
+    return noteContent(path, r, body, live);
+  }
+
+  async function noteHash(path) {
+    try {
+      return (await call('POST', '/api/v1/notes/read', { path })).hash;
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return 'absent';
+      throw e;
+    }
+  }
+
+  async function noteContent(path, r, body, live) {
+    const version = r.params.get('version');
+    const d = await call('POST', '/api/v1/notes/read', version ? { path, version } : { path });
+    if (!live()) return;
+    const parts = [h('div', { class: 'meta' }, h('span', null, `version ${d.version}`), h('span', null, 'hash ', short(d.hash)),
+      h('span', null, 'written ', time(d.updated_at), ' by ', d.updated_by), h('span', null, `${d.lines} lines`))];
+    const lines = r.params.get('lines');
+    if (lines) parts.push(h('p', { class: 'muted' }, 'The search hit is at lines ', h('code', null, lines), '.'));
+    if (!d.current) {
+      const current = await noteHash(path);
+      if (!live()) return;
+      const box = h('div');
+      parts.push(h('div', { class: 'alert warn' }, `This is version ${d.version}, not the current one. `,
+        h('a', { href: link('note', path) }, 'Current version'), ' · ',
+        h('button', { type: 'button', class: 'link', onclick: () => replace(box, restoreForm(path, String(d.version), current, box, true)) }, 'Restore this version…')), box);
+    }
+    const raw = h('pre', { id: 'note-raw', hidden: true }, d.text);
+    const rendered = h('div', { class: 'md card', id: 'note-rendered' }, markdown(d.text, null));
+    parts.push(h('p', null, h('button', { type: 'button', class: 'secondary', onclick: () => { raw.hidden = !raw.hidden; rendered.hidden = !rendered.hidden; } }, 'Rendered / plain text')), rendered, raw);
+    replace(body, parts);
+  }
+
+  async function noteHistory(path, body, live) {
+    const [hist, current] = await Promise.all([call('POST', '/api/v1/notes/history', { path, limit: 200 }), noteHash(path)]);
+    if (!live()) return;
+    const box = h('div', { id: 'restore-box' });
+    const rows = hist.versions.map((v, i) => {
+      const older = hist.versions[i + 1];
+      const ref = versionRef(v);
+      return h('tr', { 'data-version': ref },
+        h('td', { class: 'num', 'data-label': 'Version' }, v.version != null ? String(v.version) : '?'),
+        h('td', { 'data-label': 'Op' }, v.malformed ? h('span', { class: 'badge bad' }, 'malformed') : (v.op || '')),
+        h('td', { 'data-label': 'By' }, v.actor || ''),
+        h('td', { 'data-label': 'When' }, time(v.timestamp)),
+        h('td', { 'data-label': 'Reason' }, v.reason || v.malformed || ''),
+        h('td', { 'data-label': 'Hash' }, short(v.hash)),
+        h('td', { 'data-label': 'Actions' },
+          v.hash && !v.malformed ? h('a', { href: link('note', path, { version: ref }) }, 'view') : null, ' ',
+          older ? h('a', { href: link('note', path, { tab: 'diff', from: versionRef(older), to: ref }) }, 'diff') : null, ' ',
+          (i > 0 || !hist.exists) && v.hash && !v.malformed ? h('button', { type: 'button', class: 'link restore', 'data-version': ref,
+            onclick: () => { replace(box, restoreForm(path, ref, current, box, true)); box.scrollIntoView({ block: 'nearest' }); } }, 'restore…') : null));
+    });
+    replace(body,
+      h('p', { class: 'muted' }, `${hist.total} version${hist.total === 1 ? '' : 's'}, newest first${hist.exists ? '' : '; deleted'}`),
+      box,
+      h('div', { class: 'scroll' }, h('table', { class: 'stack', id: 'history-table' },
+        h('thead', null, h('tr', null, ['Version', 'Op', 'By', 'When', 'Reason', 'Hash', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', null, rows))));
+  }
+
+  async function noteDiff(path, r, body, live) {
+    const req = { path };
+    if (r.params.get('from')) req.from = r.params.get('from');
+    if (r.params.get('to')) req.to = r.params.get('to');
+    const d = await call('POST', '/api/v1/notes/diff', req);
+    if (!live()) return;
+    const lines = d.diff ? d.diff.replace(/\n$/, '').split('\n') : [];
+    replace(body,
+      h('p', { class: 'muted' }, `From ${d.from == null ? 'nothing' : 'version ' + d.from} to version ${d.to}`),
+      lines.length ? h('pre', { class: 'diff', id: 'diff' }, lines.map((l) => h('span', {
+        class: l.startsWith('@@') ? 'hunk' : l.startsWith('+') && !l.startsWith('+++') ? 'add' : l.startsWith('-') && !l.startsWith('---') ? 'del' : null,
+      }, l))) : h('p', { class: 'muted', id: 'diff' }, 'The two versions are the same.'));
   }
 
   // ------------------------------------------------------------------------------------------
@@ -798,31 +915,31 @@
       h('div', { class: 'row' }, h('button', { type: 'submit' }, 'Append'))));
   }
 
-  function restoreForm(name, version, expected, box) {
+  function restoreForm(name, version, expected, box, note) {
     const reason = h('input', { id: 'restore-reason', name: 'reason', placeholder: 'optional' });
     const hash = h('input', { id: 'restore-hash', name: 'expected_hash', value: expected || 'absent', class: 'mono', spellcheck: 'false', size: 40 });
     const out = h('div', { id: 'restore-result', 'aria-live': 'polite' });
     const form = h('form', { class: 'card', id: 'restore-form', 'aria-label': `Restore version ${version}`, onsubmit: async (ev) => {
       ev.preventDefault();
-      const req = { category: name, version, reason: reason.value.trim() || `restored from version ${version} in the viewer` };
+      const req = { [note ? 'path' : 'category']: name, version, reason: reason.value.trim() || `restored from version ${version} in the viewer` };
       if (hash.value.trim()) req.expected_hash = hash.value.trim();
       submit.disabled = true;
       try {
-        const res = await call('POST', '/api/v1/restore', req);
-        toast(`Restored version ${res.restored_from} as version ${res.version}`);
+        const res = await call('POST', note ? '/api/v1/notes/restore' : '/api/v1/restore', req);
+        toast(`Restored version ${note ? version : res.restored_from} as version ${res.version}`);
         render(false);
       } catch (e) {
         submit.disabled = false;
         const parts = [errorBox(e)];
         if (e instanceof ApiError && e.status === 409) {
-          parts.push(h('p', null, 'The category changed since this page read it. ',
+          parts.push(h('p', null, `The ${note ? 'note' : 'category'} changed since this page read it. `,
             h('button', { type: 'button', class: 'secondary', onclick: () => render(false) }, 'Reload and review')));
         }
         replace(out, parts);
       }
     } },
     h('h2', null, `Restore version ${version}`),
-    h('p', { class: 'muted' }, 'Writes that version\'s content as a new version. It only happens if the category still has the hash below, so a change made meanwhile (by an agent, another device or a hand edit) is never overwritten.'),
+    h('p', { class: 'muted' }, `Writes that version's content as a new version. It only happens if the ${note ? 'note' : 'category'} still has the hash below, so a change made meanwhile (by an agent, another device or a hand edit) is never overwritten.`),
     h('label', { for: 'restore-hash' }, 'Expected current hash', hash),
     h('label', { for: 'restore-reason' }, 'Reason', reason), out);
     const submit = h('button', { type: 'submit', id: 'restore-submit' }, 'Restore');

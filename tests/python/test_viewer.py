@@ -895,3 +895,38 @@ def test_status_lists_categories_not_written_or_reviewed_in_90_days_until_one_is
         assert not page.console_errors()
     finally:
         assert srv.stop() == 0
+
+
+def test_notes_read_rendered_with_history_diff_restore_and_search_hits(page: Page, server: HttpServer, tmp_path: Path):
+    store = server.store
+    ok(store, "note", "write", "projects/orbital.md", "--text", "# Orbital\n\nDeploys go through **staging-1**.\n\n## Rollbacks\nTake five minutes.\n")
+    ok(store, "note", "edit", "projects/orbital.md", "--old-str", "staging-1", "--new-str", "staging-2")
+    page.go("#/notes")
+    page.until("the note list", lambda: len(page.all("#note-table tbody tr")) == 1)
+    page.css('#note-table a[href*="note/"]').click()
+    page.until("the rendered note", lambda: page.all("#note-rendered strong"))
+    assert page.css("#note-rendered strong").text == "staging-2"
+    assert "Rollbacks" in page.text("#note-rendered")
+    page.shot("note", tmp_path)
+    # History, a diff, and a restore of the first version through the same compare-and-swap.
+    page.go("#/note/projects%2Forbital.md?tab=history")
+    page.until("two versions", lambda: len(page.all("#history-table tbody tr")) == 2)
+    page.css('#history-table tr[data-version="2"] a[href*="tab=diff"]').click()
+    page.until("the diff", lambda: page.all("#diff .add"))
+    assert [s.text for s in page.all("#diff .add")] == ["+Deploys go through **staging-2**."]
+    page.go("#/note/projects%2Forbital.md?tab=history")
+    page.until("two versions", lambda: len(page.all("#history-table tbody tr")) == 2)
+    page.css('#history-table tr[data-version="1"] button.restore').click()
+    assert page.css("#restore-hash").get_attribute("value") == ok(store, "note", "read", "projects/orbital.md")["hash"]
+    page.css("#restore-submit").click()
+    page.until("three versions", lambda: len(page.all("#history-table tbody tr")) == 3)
+    assert "staging-1" in (store / "notes/projects/orbital.md").read_text()
+    assert ok(store, "note", "history", "projects/orbital.md", "--limit", "1")["versions"][0]["op"] == "restore"
+    # A search hit of a note names its heading and lines and links to the note.
+    page.go("#/search?q=rollbacks%20minutes")
+    page.until("a note hit", lambda: page.all('li.hit-card[data-kind="note"]'))
+    card = page.css('li.hit-card[data-kind="note"]')
+    assert "Orbital > Rollbacks" in card.text and "lines 5–6" in card.text, card.text
+    card.find_element("css selector", "a.hit-link").click()
+    page.until("the note from the hit", lambda: page.all("#note-rendered"))
+    assert "lines" in page.text("#note-body")
