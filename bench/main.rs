@@ -9,6 +9,7 @@
 //! cargo run --release --example memdir-bench -- fresh [--chunks 100000] [--server]
 //! cargo run --release --example memdir-bench -- merge [--sizes 10,1000,10000] [--writes 30] [--pause-ms 0]
 //! cargo run --release --example memdir-bench -- redact
+//! cargo run --release --example memdir-bench -- notes [--chunks 100000] [--notes 10000]
 //! cargo run --release --features local-embeddings --example memdir-bench -- embeddings --model DIR [--openai URL] [--chunks 100000]
 //! ```
 //!
@@ -591,6 +592,98 @@ fn bench_search(args: &[String]) -> Result<Value> {
         "bm25_filtered_by_project": filtered,
         "first_search_fresh_cli_process": pct(first),
         "search_after_1000_writes": pct(catchup),
+    }))
+}
+
+/// Notes beside a session corpus: BM25 search before and after `--notes` notes are written (of
+/// three heading sections of 30 words each, under 100 folders), searches of notes only, and
+/// the time of a note write, an edit and a memory-tool view.
+fn bench_notes(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let chunks = arg(args, "--chunks", 100_000);
+    let notes = arg(args, "--notes", 10_000);
+    let (m, _) = ensure_corpus(&dir, chunks)?;
+    m.indexing().refresh_index()?;
+    let vocab = Vocab::new(20_000);
+    let words = |r: &mut Rng, n: usize| -> String {
+        (0..n)
+            .map(|_| vocab.words[200 + r.below(3000) as usize].clone())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let run = |kind: Option<&str>| -> Result<Value> {
+        let mut r = Rng(5);
+        let mut v = Vec::new();
+        for i in 0..420 {
+            let mut q = SearchRequest::new(&words(&mut r, 2 + r.below(2) as usize));
+            q.mode = Some("bm25".into());
+            q.kind = kind.map(str::to_string);
+            let t = Instant::now();
+            m.indexing().search(&q)?;
+            if i >= 20 {
+                v.push(ms(t));
+            }
+        }
+        Ok(pct(v))
+    };
+    let before = run(None)?;
+    let cx = m.cx();
+    let mut r = Rng(11);
+    let mut write = Vec::new();
+    let t_all = Instant::now();
+    for i in 0..notes {
+        let text = format!(
+            "# Note {i}\n{}\n\n## Details\n{}\n\n## Decisions\n{}\n",
+            vocab.sentence(&mut r, 30),
+            vocab.sentence(&mut r, 30),
+            vocab.sentence(&mut r, 30)
+        );
+        let t = Instant::now();
+        cx.notes().write(&memdir_api::NoteWriteRequest {
+            path: format!("folder-{:02}/note-{i:05}.md", i % 100),
+            text,
+            ..Default::default()
+        })?;
+        write.push(ms(t));
+    }
+    let fill_s = t_all.elapsed().as_secs_f64();
+    let t = Instant::now();
+    m.indexing().search(&SearchRequest::new("warm"))?;
+    let catch_up_ms = ms(t);
+    let after = run(None)?;
+    let notes_only = run(Some("note"))?;
+    let mut edit = Vec::new();
+    let mut view = Vec::new();
+    for i in 0..200 {
+        let path = format!("folder-{:02}/note-{i:05}.md", i % 100);
+        let t = Instant::now();
+        cx.notes().append(&memdir_api::NoteAppendRequest {
+            path: path.clone(),
+            text: vocab.sentence(&mut r, 10),
+            ..Default::default()
+        })?;
+        edit.push(ms(t));
+        let t = Instant::now();
+        cx.notes().memory_tool(&memdir_api::MemoryToolRequest {
+            command: "view".into(),
+            path: Some(format!("/memories/{path}")),
+            ..Default::default()
+        })?;
+        view.push(ms(t));
+    }
+    let ratio = |a: &Value, b: &Value| round(a["p50_ms"].as_f64().unwrap_or(0.0) / b["p50_ms"].as_f64().unwrap_or(1.0));
+    Ok(json!({
+        "chunks": chunks,
+        "notes": notes,
+        "bm25_before_notes": before,
+        "bm25_with_notes": after,
+        "bm25_ratio_with_notes": ratio(&after, &before),
+        "bm25_notes_only": notes_only,
+        "note_write": pct(write),
+        "notes_fill_seconds": round(fill_s),
+        "first_search_after_fill_ms": round(catch_up_ms),
+        "note_append": pct(edit),
+        "memory_tool_view_file": pct(view),
     }))
 }
 
@@ -1699,10 +1792,11 @@ fn main() {
         "import" => bench_import(&args),
         "bulk" => bench_bulk(&args),
         "redact" => bench_redact(&args),
+        "notes" => bench_notes(&args),
         "embeddings" => embeddings::bench_embeddings(&args),
         other => {
             eprintln!(
-                "unknown benchmark {other:?}: use store, search, mcp, recall, http, fresh, import, bulk or redact"
+                "unknown benchmark {other:?}: use store, search, mcp, recall, http, fresh, import, bulk, redact or notes"
             );
             std::process::exit(2);
         }
