@@ -30,3 +30,4 @@ mod snapshot;
 mod supersede;
 mod sync;
 mod sync_http;
+mod sync_notes;

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::util::{Rng, TestEnv, truth_files};
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -25,14 +25,14 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// Several replicas and one bare remote.
-struct Fleet {
+pub(crate) struct Fleet {
     _root: tempfile::TempDir,
-    remote: PathBuf,
-    replicas: Vec<TestEnv>,
+    pub(crate) remote: PathBuf,
+    pub(crate) replicas: Vec<TestEnv>,
 }
 
 impl Fleet {
-    fn new(n: usize) -> Fleet {
+    pub(crate) fn new(n: usize) -> Fleet {
         let root = tempfile::Builder::new()
             .prefix("memdir-sync-")
             .tempdir()
@@ -56,12 +56,12 @@ impl Fleet {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         self.remote.display().to_string()
     }
 
     /// Syncs replica `i` (the first time with `--init`) and returns the report.
-    fn sync(&self, i: usize, extra: &[&str]) -> Value {
+    pub(crate) fn sync(&self, i: usize, extra: &[&str]) -> Value {
         let r = &self.replicas[i];
         let url = self.url();
         let mut args = vec!["sync"];
@@ -75,7 +75,7 @@ impl Fleet {
     }
 
     /// Syncs every replica in turn, twice: afterwards all hold the remote's tree.
-    fn converge(&self) {
+    pub(crate) fn converge(&self) {
         for _ in 0..2 {
             for i in 0..self.replicas.len() {
                 self.sync(i, &[]);
@@ -83,7 +83,7 @@ impl Fleet {
         }
     }
 
-    fn assert_identical(&self) {
+    pub(crate) fn assert_identical(&self) {
         assert_identical(&self.replicas);
     }
 }

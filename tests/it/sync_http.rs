@@ -6,10 +6,10 @@ use serde_json::{Value, json};
 use crate::sync::{Acked, assert_acked, assert_identical, random_op};
 use crate::util::{Rng, Served, TestEnv};
 
-const TOKEN: &str = "sync-test-token-0123456789abcdef0123456789";
+pub(crate) const TOKEN: &str = "sync-test-token-0123456789abcdef0123456789";
 
 /// A running `memdir serve --transport http` over one replica's store.
-fn replica(i: usize) -> TestEnv {
+pub(crate) fn replica(i: usize) -> TestEnv {
     let mut e = TestEnv::new();
     e.set_env("MEMDIR_DEVICE", &format!("device{i}"));
     e.set_env("MEMDIR_SEED", &format!("seed{i}"));
@@ -18,7 +18,7 @@ fn replica(i: usize) -> TestEnv {
 }
 
 /// Syncs `e` with the server and checks the report says both sides agree.
-fn sync(e: &TestEnv, url: &str) -> Value {
+pub(crate) fn sync(e: &TestEnv, url: &str) -> Value {
     let v = e.ok(&["sync", "--remote", url, "--token-env", "SYNC_TOKEN"]);
     assert_eq!(v["pushed"], json!(true), "{v:#}");
     v

@@ -51,6 +51,7 @@ use memdir_store::model::{
     CategoryName, ChunkRecord, HistoryEntry, SessionId, TOMBSTONE_KEY, content_hash,
     decode_component, encode_component, validate_project,
 };
+use memdir_store::note::{self, NotePath};
 use memdir_store::{codec, fsx, history, read_history_bytes};
 
 /// Largest history entry or conflict record taken from outside: a category at its limit
@@ -109,6 +110,10 @@ pub enum Place {
     Segment(SegmentPlace),
     /// `sessions/<stem>/<replica>[.<n>].head`: the segment's seal.
     Seal(SegmentPlace),
+    /// `notes/<path>` (git only: over HTTP each side derives it).
+    Note(NotePath),
+    /// `note-history/<encoded path>/<id>.json`.
+    NoteHistory { path: NotePath, id: String },
 }
 
 /// Where a segment is: whose session, whose replica.
@@ -198,6 +203,18 @@ impl Place {
                     Place::Segment(place)
                 })
             }
+            ["note-history", stem, file] => {
+                let path = NotePath::new(&canonical(stem)?).map_err(|e| e.message)?;
+                if !file_name_ok(file, ".json") {
+                    return Err("bad file name".into());
+                }
+                let id = file.trim_end_matches(".json").to_string();
+                Ok(Place::NoteHistory { path, id })
+            }
+            ["notes", ..] if parts.len() > 1 => {
+                let path = NotePath::new(&parts[1..].join("/")).map_err(|e| e.message)?;
+                Ok(Place::Note(path))
+            }
             [".gitignore" | ".gitattributes" | "memdir.json"] => {
                 Err("memdir writes its own; a remote's copy is never taken".into())
             }
@@ -211,7 +228,15 @@ impl Place {
             Place::Category(c)
             | Place::History { category: c, .. }
             | Place::Conflict { category: c, .. } => Some(c),
-            Place::Segment(_) | Place::Seal(_) => None,
+            Place::Segment(_) | Place::Seal(_) | Place::Note(_) | Place::NoteHistory { .. } => None,
+        }
+    }
+
+    /// The note a note file or a note's history entry belongs to.
+    pub fn note(&self) -> Option<&NotePath> {
+        match self {
+            Place::Note(p) | Place::NoteHistory { path: p, .. } => Some(p),
+            _ => None,
         }
     }
 
@@ -221,6 +246,8 @@ impl Place {
             Place::Segment(_) | Place::Seal(_) => fsx::MAX_SEGMENT_FILE,
             Place::Category(_) => limits::MAX_CATEGORY_BYTES as u64,
             Place::History { .. } | Place::Conflict { .. } => MAX_RECORD_FILE,
+            Place::Note(_) => note::MAX_NOTE_BYTES as u64,
+            Place::NoteHistory { .. } => MAX_RECORD_FILE,
         }
     }
 }
@@ -310,8 +337,9 @@ fn why(kind: &'static str, message: impl Into<String>) -> Why {
 /// The rights an accepted file needs, checked after its content.
 #[derive(Default, Debug)]
 struct Needs {
-    write: Option<CategoryName>,
-    destroy: Option<(CategoryName, &'static str)>,
+    /// A category's name, or `notes/<path>` for a note (as access rules name them).
+    write: Option<String>,
+    destroy: Option<(String, &'static str)>,
     ingest: BTreeSet<String>,
     forget_sessions: bool,
     /// The actor a new version names (checked against the pushing device).
@@ -388,6 +416,10 @@ impl<'a> Gate<'a> {
                 self.conflict(category, id, whole_body(incoming.body)?, local)
             }
             Place::Category(c) => self.category(c, whole_body(incoming.body)?),
+            Place::NoteHistory { path, id } => {
+                self.note_history(path, id, whole_body(incoming.body)?, local)
+            }
+            Place::Note(path) => self.note_file(path, whole_body(incoming.body)?),
         };
         match decided {
             Err(w) => refuse(w),
@@ -758,9 +790,9 @@ impl<'a> Gate<'a> {
             // A new version: the right its op needs locally, and its actor.
             needs.actor = Some((e.actor.clone(), is_sync_version(&e.id)));
             match e.op.as_str() {
-                "delete" => needs.destroy = Some((category.clone(), "delete categories")),
-                "restore" => needs.destroy = Some((category.clone(), "restore versions")),
-                _ => needs.write = Some(category.clone()),
+                "delete" => needs.destroy = Some((category.to_string(), "delete categories")),
+                "restore" => needs.destroy = Some((category.to_string(), "restore versions")),
+                _ => needs.write = Some(category.to_string()),
             }
             return Ok((Verdict::Add(bytes.to_vec()), needs));
         };
@@ -772,7 +804,7 @@ impl<'a> Gate<'a> {
         })?;
         let verdict = compare_versions(mine, e, bytes)?;
         if let Verdict::Withdraw(_) = verdict {
-            needs.destroy = Some((category.clone(), "forget versions"));
+            needs.destroy = Some((category.to_string(), "forget versions"));
         }
         Ok((verdict, needs))
     }
@@ -831,6 +863,128 @@ impl<'a> Gate<'a> {
         Ok(())
     }
 
+    /// A version of a note: write-once like a category's, its text checked as a note write
+    /// checks it.
+    fn note_history(
+        &self,
+        path: &NotePath,
+        id: &str,
+        body: Option<&[u8]>,
+        local: Option<&[u8]>,
+    ) -> std::result::Result<(Verdict, Needs), Why> {
+        let Some(bytes) = body.filter(|b| local != Some(*b)) else {
+            return unchanged_or_removed(body, local);
+        };
+        let e = read_history_bytes(bytes)
+            .map_err(|w| why("malformed", format!("not a history entry: {w}")))?;
+        if e.id != id {
+            return Err(why(
+                "malformed",
+                format!("the entry's id is {:?}, not its file name", e.id),
+            ));
+        }
+        self.check_note_entry(&e)?;
+        let name = format!("notes/{path}");
+        let mut needs = Needs::default();
+        let Some(local) = local else {
+            needs.actor = Some((e.actor.clone(), is_sync_version(&e.id)));
+            match e.op.as_str() {
+                "delete" => needs.destroy = Some((name, "delete notes")),
+                "restore" => needs.destroy = Some((name, "restore versions")),
+                _ => needs.write = Some(name),
+            }
+            return Ok((Verdict::Add(bytes.to_vec()), needs));
+        };
+        let mine = read_history_bytes(local).map_err(|w| {
+            why(
+                "write_once",
+                format!("this replica's copy does not parse ({w}); it stays as it is"),
+            )
+        })?;
+        let verdict = compare_versions(mine, e, bytes)?;
+        if let Verdict::Withdraw(_) = verdict {
+            needs.destroy = Some((name, "forget versions"));
+        }
+        Ok((verdict, needs))
+    }
+
+    /// A note version's shape: its id, a text (or none, for a tombstone or a forgotten
+    /// version) within a note's limit whose BLAKE3 is its hash, and nothing the redactor
+    /// would change.
+    fn check_note_entry(&self, e: &HistoryEntry) -> std::result::Result<(), Why> {
+        let stamp_ok = e.id.get(..24).and_then(Hlc::parse).is_some()
+            && e.id.as_bytes().get(24) == Some(&b'_')
+            && e.id.len() > 25;
+        if !stamp_ok || e.parents.iter().any(|p| p.as_str() >= e.id.as_str()) {
+            return Err(why(
+                "malformed",
+                "the id is not <hlc>_<replica> newer than its parents",
+            ));
+        }
+        if e.patch.is_some() {
+            return Err(why("malformed", "a note's version is never a patch"));
+        }
+        if e.reason
+            .as_ref()
+            .is_some_and(|r| r.chars().count() > limits::MAX_REASON_CHARS)
+        {
+            return Err(why("over_limit", "the reason is over memdir's limit"));
+        }
+        let text = match &e.content {
+            Value::Null => None,
+            Value::String(t) => Some(t.as_str()),
+            _ => return Err(why("malformed", "a note's version holds text or nothing")),
+        };
+        if let Some(t) = text {
+            if t.len() > note::MAX_NOTE_BYTES {
+                return Err(why(
+                    "over_limit",
+                    format!("the version holds {} bytes; a note holds at most {}", t.len(), note::MAX_NOTE_BYTES),
+                ));
+            }
+            if e.hash.as_deref() != Some(&content_hash(t.as_bytes())) {
+                return Err(why("malformed", "the entry's hash is not the BLAKE3 of its text"));
+            }
+            if !self.clean_text(t) {
+                return Err(why(
+                    "unredacted",
+                    "the version holds text the redactor would change (a secret or a private span); refused, not rewritten",
+                ));
+            }
+        } else if e.forgotten.is_none() && !e.is_tombstone() {
+            return Err(why("malformed", "a version without text must be a delete or forgotten"));
+        }
+        if e.reason.as_deref().is_some_and(|r| !self.clean_text(r)) {
+            return Err(why("unredacted", "the reason holds text the redactor would change"));
+        }
+        Ok(())
+    }
+
+    /// A note file a git remote changed without a version (a plain commit): taken as a hand
+    /// edit is, when it is text memdir could have written.
+    fn note_file(
+        &self,
+        path: &NotePath,
+        body: Option<&[u8]>,
+    ) -> std::result::Result<(Verdict, Needs), Why> {
+        let Some(bytes) = body else {
+            // Its absence follows from history.
+            return Ok((Verdict::Same, Needs::default()));
+        };
+        let text = std::str::from_utf8(bytes).map_err(|_| why("malformed", "not UTF-8 text"))?;
+        if !self.clean_text(text) {
+            return Err(why(
+                "unredacted",
+                "the file holds text the redactor would change; refused, not rewritten",
+            ));
+        }
+        let needs = Needs {
+            write: Some(format!("notes/{path}")),
+            ..Needs::default()
+        };
+        Ok((Verdict::Add(bytes.to_vec()), needs))
+    }
+
     /// A conflict record: write-once, named by its hash.
     fn conflict(
         &self,
@@ -860,7 +1014,7 @@ impl<'a> Gate<'a> {
             ));
         }
         let needs = Needs {
-            write: Some(category.clone()),
+            write: Some(category.to_string()),
             ..Needs::default()
         };
         Ok((Verdict::Add(bytes.to_vec()), needs))
@@ -890,7 +1044,7 @@ impl<'a> Gate<'a> {
             ));
         }
         let needs = Needs {
-            write: Some(name.clone()),
+            write: Some(name.to_string()),
             ..Needs::default()
         };
         Ok((Verdict::Add(bytes.to_vec()), needs))

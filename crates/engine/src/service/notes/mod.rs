@@ -230,6 +230,58 @@ impl Notes<'_> {
         self.current(&cur.path)
     }
 
+    /// Adopts the hand edits of every note (with a file or a history), each as a version of
+    /// its own, under the write lock: what a sync does before it exchanges anything.
+    pub(in crate::service) fn adopt_hand_edits(&self, tx: &WriteTxn<'_>) -> Result<()> {
+        let layout = self.layout();
+        let mut paths: Vec<NotePath> = note::list(layout)?
+            .0
+            .iter()
+            .filter_map(|l| NotePath::new(&l.path).ok())
+            .collect();
+        paths.extend(note::history_paths(layout)?);
+        paths.sort();
+        paths.dedup();
+        for p in &paths {
+            let cur = self.current(p)?;
+            if cur.file.as_ref().is_none_or(|f| f.text.is_ok()) {
+                self.adopt(tx, cur)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adopts a hand edit of one note (a file a sync took from a plain commit).
+    pub(in crate::service) fn adopt_hand_edits_of(&self, tx: &WriteTxn<'_>, path: &NotePath) -> Result<()> {
+        let cur = self.current(path)?;
+        if cur.file.as_ref().is_none_or(|f| f.text.is_ok()) {
+            self.adopt(tx, cur)?;
+        }
+        Ok(())
+    }
+
+    /// Tells the ledger (and so the index) about notes a sync settled.
+    pub(in crate::service) fn record_settled(
+        &self,
+        tx: &WriteTxn<'_>,
+        paths: &std::collections::BTreeSet<NotePath>,
+    ) -> Result<()> {
+        let root = &self.layout().root;
+        tx.inner.ledger.atomically(|l| {
+            for p in paths {
+                l.record_change(ChangeKind::Note, p.as_str())?;
+                let stat = store::stat(&root.join(p.rel()))?;
+                l.put_note_stat(p.as_str(), stat.map(|(len, m)| (len as i64, m)))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Every readable version of a note, oldest first (what a sync merges).
+    pub(in crate::service) fn history_entries(&self, path: &NotePath) -> Result<Vec<HistoryEntry>> {
+        self.versions(path)
+    }
+
     /// The note at `path`, adopted, for a change. Caller holds the lock.
     fn for_change(&self, tx: &WriteTxn<'_>, path: &NotePath) -> Result<Current> {
         let cur = self.current(path)?;
@@ -1083,9 +1135,11 @@ impl Notes<'_> {
                 continue;
             }
             if lock.is_none() {
+                // Taking the lock finishes a sync a crash interrupted: judged again after.
                 lock = Some(self.lock_and_recover()?);
             }
             let lock = lock.as_ref().expect("invariant: taken just above");
+            let cur = self.current(&path)?;
             self.adopt(&WriteTxn { inner, lock }, cur)?;
         }
         inner.ledger.atomically(|l| {

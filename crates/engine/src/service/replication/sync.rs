@@ -30,6 +30,7 @@ use memdir_api::{
 };
 use memdir_store::lock::WriteLock;
 use memdir_store::model::{CategoryName, HistoryEntry, VersionOp, decode_component};
+use memdir_store::note::NotePath;
 use memdir_store::{self as store, Layout, codec, format, fsx, txn};
 
 /// The file under `.memdir/` naming the categories a sync has yet to settle.
@@ -39,18 +40,23 @@ const SETTLE_NOTE: &str = "settle-pending.json";
 #[derive(serde::Serialize, serde::Deserialize)]
 struct PendingSettle {
     categories: Vec<String>,
+    /// Notes whose history the sync committed (their files are derived the same way).
+    #[serde(default)]
+    notes: Vec<String>,
     strategy: String,
     local_heads: Vec<String>,
     seed: String,
 }
 
 /// The top-level paths a sync commits; nothing else in the work tree is memdir's.
-const TRACKED: [&str; 7] = [
+const TRACKED: [&str; 9] = [
     ".gitignore",
     "categories",
     "history",
     "sessions",
     "conflicts",
+    "notes",
+    "note-history",
     "memdir.json",
     ".gitattributes",
 ];
@@ -601,6 +607,7 @@ impl Replication<'_> {
     ) -> Result<bool> {
         // Adoption makes a hand edit a version of its own before it is committed.
         self.categories().adopt_hand_edits(tx)?;
+        self.notes().adopt_hand_edits(tx)?;
         // Only what git sees changed can need leaving out: check those files parse.
         let excluded = self.left_out(git, &["categories", "history"], reported)?;
         self.sessions().sync_sessions(tx.inner, Some(tx.lock))?;
@@ -716,11 +723,13 @@ impl Replication<'_> {
         let Taken {
             mut writes,
             touched,
+            touched_notes,
             their_files,
             forgotten,
         } = self.take_remote(git, tx.lock, &base, head.as_deref(), theirs, resp)?;
         // The heads this replica had before the merge (for local_wins and remote_wins).
-        let local_heads = self.head_ids(&touched)?;
+        let mut local_heads = self.head_ids(&touched)?;
+        local_heads.extend(self.note_head_ids(&touched_notes)?);
         resp.files_received += writes
             .iter()
             .filter(|w| w.rel != Path::new(format::FILE))
@@ -733,8 +742,8 @@ impl Replication<'_> {
                 "sync-{}",
                 &memdir_store::model::content_hash(theirs.as_bytes())[..12]
             );
-            if !touched.is_empty() {
-                writes.push(self.settle_note(&touched, strategy, &local_heads, theirs));
+            if !touched.is_empty() || !touched_notes.is_empty() {
+                writes.push(self.settle_note(&touched, &touched_notes, strategy, &local_heads, theirs));
             }
             if forgotten {
                 crate::service::upkeep::forget::mark_purge_pending(self.layout())?;
@@ -743,6 +752,10 @@ impl Replication<'_> {
             store::failpoint::hit("sync.before_settle");
             self.whole_unresolvable_patches(git, theirs, &writes)?;
         }
+        for path in &touched_notes {
+            self.settle_note_file(tx, path, &their_files, strategy, &local_heads, theirs, resp)?;
+        }
+        self.notes().record_settled(tx, &touched_notes)?;
         let index_only =
             self.settle_remote(&touched, &their_files, strategy, &local_heads, theirs, resp)?;
         // The ledger and the change feed (the index catches up from it).
@@ -850,7 +863,7 @@ impl Replication<'_> {
                 Verdict::Refuse(p) => resp.reported.push(p),
                 v => {
                     let bytes = v.into_bytes().expect("invariant: a verdict that writes");
-                    if let Place::Category(_) = place {
+                    if let Place::Category(_) | Place::Note(_) = place {
                         taken.their_files.push((c.path.clone(), bytes));
                         continue;
                     }
@@ -1237,12 +1250,14 @@ impl Replication<'_> {
     pub(in crate::service) fn settle_note(
         &self,
         touched: &BTreeSet<CategoryName>,
+        notes: &BTreeSet<NotePath>,
         strategy: Strategy,
         local_heads: &BTreeSet<String>,
         seed: &str,
     ) -> txn::FileWrite {
         let note = PendingSettle {
             categories: touched.iter().map(|n| n.to_string()).collect(),
+            notes: notes.iter().map(|n| n.to_string()).collect(),
             strategy: strategy.as_str().to_string(),
             local_heads: local_heads.iter().cloned().collect(),
             seed: seed.to_string(),
@@ -1296,6 +1311,12 @@ impl Replication<'_> {
                     };
                     let entries = self.categories().history_entries(&name)?;
                     self.settle_category(&name, &entries, strategy, &heads, &note.seed, &mut resp)?;
+                }
+                for path in note.notes {
+                    let Ok(path) = NotePath::new(&path) else {
+                        continue;
+                    };
+                    self.settle_note_text(&path, strategy, &heads, &note.seed, &mut resp)?;
                 }
             }
             // Not memdir's note (it writes it whole, in a transaction): nothing to settle.
@@ -1363,6 +1384,142 @@ impl Replication<'_> {
                 &memdir_store::model::content_hash(theirs.as_bytes())[..12]
             );
             txn::commit(root, &self.layout().staging(), &txid, &whole)?;
+        }
+        Ok(())
+    }
+
+    /// The ids of the heads of notes' histories.
+    pub(in crate::service) fn note_head_ids(
+        &self,
+        paths: &BTreeSet<NotePath>,
+    ) -> Result<BTreeSet<String>> {
+        let mut ids = BTreeSet::new();
+        for p in paths {
+            let entries = self.notes().history_entries(p)?;
+            ids.extend(merge::heads(&entries).iter().map(|h| h.id.clone()));
+        }
+        Ok(ids)
+    }
+
+    /// Derives one note's file after a git remote brought its versions (or its file changed
+    /// by a plain commit, which is taken and adopted as a hand edit). Caller holds the lock.
+    #[allow(clippy::too_many_arguments)]
+    fn settle_note_file(
+        &self,
+        tx: &WriteTxn<'_>,
+        path: &NotePath,
+        their_files: &[(String, Vec<u8>)],
+        strategy: Strategy,
+        local_heads: &BTreeSet<String>,
+        seed: &str,
+        resp: &mut SyncResponse,
+    ) -> Result<()> {
+        let layout = self.layout();
+        let rel = path.rel();
+        let rel_s = rel.to_string_lossy().into_owned();
+        if let Some((_, bytes)) = their_files.iter().find(|(p, _)| *p == rel_s) {
+            let hash = memdir_store::model::content_hash(bytes);
+            let known = self
+                .notes()
+                .history_entries(path)?
+                .iter()
+                .any(|e| e.hash.as_deref() == Some(hash.as_str()));
+            if !known {
+                txn::commit(
+                    &layout.root,
+                    &layout.staging(),
+                    &format!("sync-edit-{}", &hash[..12]),
+                    &[txn::FileWrite {
+                        rel: rel.clone(),
+                        bytes: Some(bytes.clone()),
+                        hash: None,
+                    }],
+                )?;
+                self.notes().adopt_hand_edits_of(tx, path)?;
+                resp.reported.push(problem(
+                    "adopted",
+                    &rel_s,
+                    "changed on the remote without a version (a plain git commit); adopted as an external version",
+                ));
+                return Ok(());
+            }
+        }
+        self.settle_note_text(path, strategy, local_heads, seed, resp)?;
+        Ok(())
+    }
+
+    /// Writes a note's file as its merged history says: one head is served as it is; several
+    /// are resolved (the last writer's text by default, `local_wins`/`remote_wins` as asked)
+    /// by a version whose parents are every head, so no head leaves the note's history.
+    pub(in crate::service) fn settle_note_text(
+        &self,
+        path: &NotePath,
+        strategy: Strategy,
+        local_heads: &BTreeSet<String>,
+        seed: &str,
+        resp: &mut SyncResponse,
+    ) -> Result<()> {
+        let layout = self.layout().clone();
+        let entries = self.notes().history_entries(path)?;
+        let mut files = Vec::new();
+        // A note has no keys: a merge by key keeps the last writer's text.
+        let strategy = if strategy == Strategy::Merge {
+            Strategy::LastWriteWins
+        } else {
+            strategy
+        };
+        let served: Option<String> =
+            match merge::resolve(path.as_str(), &entries, strategy, local_heads) {
+                None => match merge::heads(&entries).first() {
+                    Some(h) => h.content.as_str().map(str::to_string),
+                    None => return Ok(()),
+                },
+                Some(mut r) => {
+                    let text = r.entry.content.as_str().map(str::to_string);
+                    // The hash of a note's version is its text's.
+                    r.entry.hash = text
+                        .as_deref()
+                        .map(|t| memdir_store::model::content_hash(t.as_bytes()));
+                    let hist_rel = path.history_rel().join(format!("{}.json", r.entry.id));
+                    if !layout.root.join(&hist_rel).exists() {
+                        files.push(txn::FileWrite {
+                            rel: hist_rel,
+                            bytes: Some(codec::to_pretty(
+                                &serde_json::to_value(&r.entry)
+                                    .expect("invariant: history entries serialize"),
+                            )),
+                            hash: None,
+                        });
+                    }
+                    if r.conflict.is_some() {
+                        resp.reported.push(problem(
+                            "note_conflict",
+                            &path.rel().to_string_lossy(),
+                            format!(
+                                "concurrent versions resolved by {}; every one stays in the note's history",
+                                strategy.as_str()
+                            ),
+                        ));
+                    }
+                    text
+                }
+            };
+        let current = memdir_store::note::read(&layout, path)?;
+        let unreadable = current.as_ref().is_some_and(|f| f.text.is_err());
+        let bytes = served.map(String::into_bytes);
+        if !unreadable && current.as_ref().map(|f| &f.bytes) != bytes.as_ref() {
+            files.push(txn::FileWrite {
+                rel: path.rel(),
+                bytes,
+                hash: None,
+            });
+        }
+        if !files.is_empty() {
+            let txid = format!(
+                "sync-{}",
+                &memdir_store::model::content_hash(format!("{seed}note:{path}").as_bytes())[..12]
+            );
+            txn::commit(&layout.root, &layout.staging(), &txid, &files)?;
         }
         Ok(())
     }
@@ -1617,6 +1774,7 @@ fn format_raise(layout: &Layout, remote: Option<u64>, patched: bool) -> Option<t
 struct Taken {
     writes: Vec<txn::FileWrite>,
     touched: BTreeSet<CategoryName>,
+    touched_notes: BTreeSet<NotePath>,
     /// Category files only the remote changed, checked, as it holds them (a plain commit).
     their_files: Vec<(String, Vec<u8>)>,
     /// Whether tombstones of chunks forgotten on another replica arrived.
@@ -1657,8 +1815,11 @@ fn wanted_changes<'a>(
         if let Some(n) = place.category() {
             taken.touched.insert(n.clone());
         }
-        // A category file both sides changed follows from the merged history.
-        if matches!(place, Place::Category(_)) && ours_changed.contains(&c.path) {
+        if let Some(n) = place.note() {
+            taken.touched_notes.insert(n.clone());
+        }
+        // A category or note file both sides changed follows from the merged history.
+        if matches!(place, Place::Category(_) | Place::Note(_)) && ours_changed.contains(&c.path) {
             continue;
         }
         wanted.push((c, place, entry_of(&c.mode)));

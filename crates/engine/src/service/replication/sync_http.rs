@@ -41,6 +41,7 @@ use memdir_api::{
     SyncResponse, SyncWant,
 };
 use memdir_store::lock::WriteLock;
+use memdir_store::note::NotePath;
 use memdir_store::model::{CategoryName, content_hash, decode_component};
 use memdir_store::{self as store, Layout, failpoint, fsx, txn};
 
@@ -64,9 +65,9 @@ fn bad_path(path: &str, why: &str) -> Error {
 /// a history entry, a conflict record or a segment (category files never travel).
 fn classify(path: &str) -> Result<Place> {
     match Place::of(path) {
-        Ok(Place::Category(_)) => Err(bad_path(
+        Ok(Place::Category(_) | Place::Note(_)) => Err(bad_path(
             path,
-            "not under history/, conflicts/ or sessions/",
+            "not under history/, note-history/, conflicts/ or sessions/",
         )),
         Ok(p) => Ok(p),
         Err(why) => Err(bad_path(path, &why)),
@@ -241,6 +242,7 @@ fn report(reported: &mut Vec<Problem>, p: Problem) {
 struct Admitted {
     writes: Vec<txn::FileWrite>,
     touched: BTreeSet<CategoryName>,
+    touched_notes: BTreeSet<NotePath>,
     /// Whether tombstones of chunks this replica held alive arrived.
     forgotten: bool,
     /// Whether a history entry written as a patch arrived.
@@ -312,6 +314,7 @@ impl Peers<'_> {
     /// holds the lock.
     fn adopt_all(&self, tx: &WriteTxn<'_>) -> Result<()> {
         self.categories().adopt_hand_edits(tx)?;
+        self.notes().adopt_hand_edits(tx)?;
         self.sessions().sync_sessions(tx.inner, Some(tx.lock))
     }
 
@@ -341,6 +344,20 @@ impl Peers<'_> {
                     && store::read_history_bytes(&b).is_ok()
                 {
                     add(path, &b);
+                }
+            }
+        }
+        for path in memdir_store::note::history_paths(layout)? {
+            if !read(&format!("notes/{path}")) {
+                continue;
+            }
+            let rel = path.history_rel();
+            for id in memdir_store::note::history_ids(layout, &path)? {
+                let p = format!("{}/{id}.json", rel.to_string_lossy());
+                if let Some(b) = fsx::read(&layout.root.join(&p), fsx::MAX_JSON_FILE)?
+                    && store::read_history_bytes(&b).is_ok()
+                {
+                    add(p, &b);
                 }
             }
         }
@@ -450,6 +467,11 @@ impl Peers<'_> {
                 {
                     (access.write)(c.as_str())?;
                 }
+                if let Place::NoteHistory { path, .. } = &kind
+                    && !self.layout().root.join(&t.path).exists()
+                {
+                    (access.write)(&format!("notes/{path}"))?;
+                }
             }
         }
         let ours = self.current_sync_files(access.read)?;
@@ -470,6 +492,10 @@ impl Peers<'_> {
                         Place::History { category: c, .. } | Place::Conflict { category: c, .. },
                     ) => {
                         pushes_category(c)?;
+                        resp.push.push(SyncWant::at(&t.path, 0));
+                    }
+                    (None, Place::NoteHistory { path, .. }) => {
+                        (access.write)(&format!("notes/{path}"))?;
                         resp.push.push(SyncWant::at(&t.path, 0));
                     }
                     (None, _) => resp.push.push(SyncWant::at(&t.path, 0)),
@@ -495,6 +521,11 @@ impl Peers<'_> {
                     // side. Both travel; each side's gate keeps what wins, or reports.
                     (Some(_), Place::History { category: c, .. }) => {
                         pushes_category(c)?;
+                        resp.pull.push(SyncWant::at(&t.path, 0));
+                        resp.push.push(SyncWant::at(&t.path, 0));
+                    }
+                    (Some(_), Place::NoteHistory { path, .. }) => {
+                        (access.write)(&format!("notes/{path}"))?;
                         resp.pull.push(SyncWant::at(&t.path, 0));
                         resp.push.push(SyncWant::at(&t.path, 0));
                     }
@@ -732,9 +763,11 @@ impl Peers<'_> {
             let admitted = self.admit_items(tx.lock, items, &places, access, &mut resp)?;
             forgotten = admitted.forgotten;
             let touched = admitted.touched;
+            let touched_notes = admitted.touched_notes;
             let mut writes = admitted.writes;
             // The heads this replica had (for local_wins and remote_wins).
-            let local_heads = self.replication().head_ids(&touched)?;
+            let mut local_heads = self.replication().head_ids(&touched)?;
+            local_heads.extend(self.replication().note_head_ids(&touched_notes)?);
             let seed = content_hash(
                 items
                     .iter()
@@ -750,9 +783,10 @@ impl Peers<'_> {
                 store::format::raise_for_patches(&layout, &mut writes);
             }
             if !writes.is_empty() {
-                if !touched.is_empty() {
+                if !touched.is_empty() || !touched_notes.is_empty() {
                     writes.push(self.replication().settle_note(
                         &touched,
+                        &touched_notes,
                         strategy,
                         &local_heads,
                         &seed,
@@ -785,6 +819,11 @@ impl Peers<'_> {
                     &mut out,
                 )?;
             }
+            for path in &touched_notes {
+                self.replication()
+                    .settle_note_text(path, strategy, &local_heads, &seed, &mut out)?;
+            }
+            self.notes().record_settled(tx, &touched_notes)?;
             self.replication().settled()?;
             for name in &touched {
                 let _ =
@@ -864,6 +903,9 @@ impl Peers<'_> {
                         && store::read_history_bytes(&bytes).is_ok_and(|e| e.patch.is_some());
                     if let Some(c) = place.category() {
                         admitted.touched.insert(c.clone());
+                    }
+                    if let Some(n) = place.note() {
+                        admitted.touched_notes.insert(n.clone());
                     }
                     *cur = Some(bytes);
                     changed.insert(path);
