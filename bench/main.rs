@@ -615,7 +615,8 @@ fn bench_notes(args: &[String]) -> Result<Value> {
         let mut r = Rng(5);
         let mut v = Vec::new();
         for i in 0..420 {
-            let mut q = SearchRequest::new(&words(&mut r, 2 + r.below(2) as usize));
+            let n = 2 + r.below(2) as usize;
+            let mut q = SearchRequest::new(&words(&mut r, n));
             q.mode = Some("bm25".into());
             q.kind = kind.map(str::to_string);
             let t = Instant::now();

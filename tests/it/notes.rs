@@ -550,3 +550,45 @@ fn an_export_never_overwrites_a_file_changed_since() {
     assert!(e["conflicts"].to_string().contains("no export wrote"), "{e}");
     env.fail(&["notes", "export", env.path("notes").to_str().unwrap()], 3);
 }
+
+#[test]
+fn access_rules_name_notes_by_path_and_secrets_are_redacted() {
+    let mut env = TestEnv::new();
+    env.set_env("MEMDIR_DEVICE", "laptop");
+    env.ok(&["note", "write", "team/plan.md", "--text", "# Plan\nship the aurora release\n"]);
+    env.ok(&["note", "write", "private/diary.md", "--text", "# Diary\naurora thoughts\n"]);
+    let cfg = env.path("../acl.toml");
+    std::fs::write(
+        &cfg,
+        "[acl]\nadmin_devices = [\"laptop\"]\n\n[[acl.rules]]\ndevice = \"phone\"\nread = [\"notes/team/*\"]\nwrite = [\"notes/team/*\"]\n",
+    )
+    .unwrap();
+    env.set_env("MEMDIR_CONFIG", cfg.to_str().unwrap());
+    env.set_env("MEMDIR_DEVICE", "phone");
+    let before = env.snapshot();
+    for args in [
+        vec!["note", "read", "private/diary.md"],
+        vec!["note", "write", "private/diary.md", "--text", "x"],
+        vec!["note", "mv", "team/plan.md", "private/plan.md"],
+        vec!["memory-tool", "view", "--path", "/memories/private/diary.md"],
+    ] {
+        let e = env.fail(&args, 12);
+        assert_eq!(e["code"], "forbidden", "{args:?}");
+    }
+    assert_eq!(env.snapshot(), before);
+    env.ok(&["note", "append", "team/plan.md", "--text", "- phone was here"]);
+    // A search shows the phone only the sections it may read.
+    let hits = env.ok(&["search", "aurora", "--kind", "note"]);
+    let paths: Vec<&str> = hits["results"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["team/plan.md"]);
+    // Secrets never reach a note's file or history.
+    env.set_env("MEMDIR_DEVICE", "laptop");
+    env.ok(&["note", "write", "team/keys.md", "--text", "token ghp_abcdefghijklmnopqrstuvwxyz0123456789 <private>my pin 1234</private> end\n"]);
+    let stored = env.read("notes/team/keys.md");
+    assert!(!stored.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), "{stored}");
+    assert!(!stored.contains("1234"), "{stored}");
+    for f in crate::util::truth_files(&env.path("")) {
+        let b = String::from_utf8_lossy(&std::fs::read(env.path(&f)).unwrap()).into_owned();
+        assert!(!b.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), "{f}");
+    }
+}

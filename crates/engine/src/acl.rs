@@ -140,18 +140,24 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
     p[pi..].iter().all(|&c| c == b'*')
 }
 
-/// Checks a pattern of the config file: a name or glob of name characters.
+/// Checks a pattern of the config file: a name or glob of name characters, or `notes/` and
+/// a glob of a note's path (`notes/team/*`).
 pub fn check_pattern(p: &str) -> std::result::Result<(), String> {
     let bare = p.replace("{device}", "d");
     if bare.is_empty() {
         return Err("an empty pattern matches nothing; leave it out".into());
     }
-    if let Some(c) = bare
-        .chars()
-        .find(|c| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '*' | '?')))
-    {
+    let (slash_ok, body) = match bare.strip_prefix("notes/") {
+        Some(rest) => (true, rest.to_string()),
+        None => (false, bare.clone()),
+    };
+    if let Some(c) = body.chars().find(|c| {
+        !(c.is_alphanumeric()
+            || matches!(c, '_' | '-' | '.' | '*' | '?' | ' ')
+            || (slash_ok && *c == '/'))
+    }) {
         return Err(format!(
-            "{p:?} holds {c:?}: a pattern is made of name characters, `*`, `?` and {{device}}"
+            "{p:?} holds {c:?}: a pattern is made of name characters, `*`, `?` and {{device}} (or is notes/ and a note path's glob)"
         ));
     }
     Ok(())
