@@ -628,6 +628,7 @@ fn bench_notes(args: &[String]) -> Result<Value> {
         Ok(pct(v))
     };
     let before = run(None)?;
+    let chunks_before = run(Some("chunk"))?;
     let cx = m.cx();
     let mut r = Rng(11);
     let mut write = Vec::new();
@@ -652,6 +653,7 @@ fn bench_notes(args: &[String]) -> Result<Value> {
     m.indexing().search(&SearchRequest::new("warm"))?;
     let catch_up_ms = ms(t);
     let after = run(None)?;
+    let chunks_after = run(Some("chunk"))?;
     let notes_only = run(Some("note"))?;
     let mut edit = Vec::new();
     let mut view = Vec::new();
@@ -680,6 +682,9 @@ fn bench_notes(args: &[String]) -> Result<Value> {
         "bm25_with_notes": after,
         "bm25_ratio_with_notes": ratio(&after, &before),
         "bm25_notes_only": notes_only,
+        "bm25_chunks_only_before_notes": chunks_before,
+        "bm25_chunks_only_with_notes": chunks_after,
+        "bm25_chunks_only_ratio_with_notes": ratio(&chunks_after, &chunks_before),
         "note_write": pct(write),
         "notes_fill_seconds": round(fill_s),
         "first_search_after_fill_ms": round(catch_up_ms),

@@ -71,31 +71,13 @@ pub(super) const EXTRAS: &[Extra] = &[
     Extra {
         command: "note write",
         args: NoteTextArgs::augment_args,
-        run: |m, sub, _| {
-            let a = NoteTextArgs::from_arg_matches(sub).map_err(clap_error)?;
-            let req = api::NoteWriteRequest {
-                text: a.text()?,
-                path: a.path,
-                expected_hash: a.expected_hash,
-                reason: a.reason,
-            };
-            Ok((Output::Op(m.op.name, call(m, &req)?), 0))
-        },
+        run: note_text,
         as_found: false,
     },
     Extra {
         command: "note append",
         args: NoteTextArgs::augment_args,
-        run: |m, sub, _| {
-            let a = NoteTextArgs::from_arg_matches(sub).map_err(clap_error)?;
-            let req = api::NoteAppendRequest {
-                text: a.text()?,
-                path: a.path,
-                expected_hash: a.expected_hash,
-                reason: a.reason,
-            };
-            Ok((Output::Op(m.op.name, call(m, &req)?), 0))
-        },
+        run: note_text,
         as_found: false,
     },
     Extra {
@@ -196,6 +178,26 @@ pub(super) const EXTRAS: &[Extra] = &[
         as_found: true,
     },
 ];
+
+/// `note write` and `note append`: a path and a text (inline, from a file or stdin); both
+/// requests have these fields and no others.
+fn note_text(m: &Ctx, sub: &clap::ArgMatches, _: Option<Value>) -> Ran {
+    let a = NoteTextArgs::from_arg_matches(sub).map_err(clap_error)?;
+    let req = json!({
+        "text": a.text()?,
+        "path": a.path,
+        "expected_hash": a.expected_hash,
+        "reason": a.reason,
+    });
+    let req: serde_json::Map<String, Value> = req
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Ok((Output::Op(m.op.name, call(m, &req)?), 0))
+}
 
 /// What the command line adds to the command `name`, if anything.
 pub(super) fn extra(name: &str) -> Option<&'static Extra> {

@@ -239,7 +239,7 @@ pub struct Listed {
 pub fn list(layout: &Layout) -> Result<(Vec<Listed>, Vec<PathBuf>), IoError> {
     let mut found = Vec::new();
     let mut strays = Vec::new();
-    walk(layout, &layout.root.join(NOTES_DIR), "", &mut found, &mut strays, true)?;
+    walk(&layout.root.join(NOTES_DIR), "", &mut found, &mut strays, usize::MAX, true)?;
     found.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((found, strays))
 }
@@ -254,35 +254,14 @@ pub fn list_folder(layout: &Layout, folder: &str, depth: usize) -> Result<Vec<Li
     }
     let mut found = Vec::new();
     let mut strays = Vec::new();
-    walk_depth(layout, &dir, folder, &mut found, &mut strays, depth)?;
+    walk(&dir, folder, &mut found, &mut strays, depth, false)?;
     found.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(found)
 }
 
+/// The entries under `dir` (named `prefix/...`), `depth` levels deep; with `files_only`
+/// folders are walked but not listed.
 fn walk(
-    layout: &Layout,
-    dir: &Path,
-    prefix: &str,
-    found: &mut Vec<Listed>,
-    strays: &mut Vec<PathBuf>,
-    files_only: bool,
-) -> Result<(), IoError> {
-    walk_inner(layout, dir, prefix, found, strays, usize::MAX, files_only)
-}
-
-fn walk_depth(
-    layout: &Layout,
-    dir: &Path,
-    prefix: &str,
-    found: &mut Vec<Listed>,
-    strays: &mut Vec<PathBuf>,
-    depth: usize,
-) -> Result<(), IoError> {
-    walk_inner(layout, dir, prefix, found, strays, depth, false)
-}
-
-fn walk_inner(
-    layout: &Layout,
     dir: &Path,
     prefix: &str,
     found: &mut Vec<Listed>,
@@ -325,8 +304,7 @@ fn walk_inner(
             });
         }
         if dir_entry {
-            walk_inner(
-                layout,
+            walk(
                 &entry.path(),
                 &path,
                 found,

@@ -773,6 +773,22 @@ impl<'a> Gate<'a> {
         body: Option<&[u8]>,
         local: Option<&[u8]>,
     ) -> std::result::Result<(Verdict, Needs), Why> {
+        let check = |e: &HistoryEntry| self.check_entry(e);
+        self.version(category.as_str(), "delete categories", id, body, local, &check)
+    }
+
+    /// A version of a category or a note (`name` as access rules name it): write-once; a new
+    /// one passes `check` and needs the right its op needs locally (`deletes`: what a delete
+    /// is called), one held here changes only by a forget or by being written whole.
+    fn version(
+        &self,
+        name: &str,
+        deletes: &'static str,
+        id: &str,
+        body: Option<&[u8]>,
+        local: Option<&[u8]>,
+        check: &dyn Fn(&HistoryEntry) -> std::result::Result<(), Why>,
+    ) -> std::result::Result<(Verdict, Needs), Why> {
         let Some(bytes) = body.filter(|b| local != Some(*b)) else {
             return unchanged_or_removed(body, local);
         };
@@ -784,15 +800,15 @@ impl<'a> Gate<'a> {
                 format!("the entry's id is {:?}, not its file name", e.id),
             ));
         }
-        self.check_entry(&e)?;
+        check(&e)?;
         let mut needs = Needs::default();
         let Some(local) = local else {
             // A new version: the right its op needs locally, and its actor.
             needs.actor = Some((e.actor.clone(), is_sync_version(&e.id)));
             match e.op.as_str() {
-                "delete" => needs.destroy = Some((category.to_string(), "delete categories")),
-                "restore" => needs.destroy = Some((category.to_string(), "restore versions")),
-                _ => needs.write = Some(category.to_string()),
+                "delete" => needs.destroy = Some((name.to_string(), deletes)),
+                "restore" => needs.destroy = Some((name.to_string(), "restore versions")),
+                _ => needs.write = Some(name.to_string()),
             }
             return Ok((Verdict::Add(bytes.to_vec()), needs));
         };
@@ -804,28 +820,14 @@ impl<'a> Gate<'a> {
         })?;
         let verdict = compare_versions(mine, e, bytes)?;
         if let Verdict::Withdraw(_) = verdict {
-            needs.destroy = Some((category.to_string(), "forget versions"));
+            needs.destroy = Some((name.to_string(), "forget versions"));
         }
         Ok((verdict, needs))
     }
 
     /// A version's shape, limits, redaction and actor.
     fn check_entry(&self, e: &HistoryEntry) -> std::result::Result<(), Why> {
-        let stamp_ok = e.id.get(..24).and_then(Hlc::parse).is_some()
-            && e.id.as_bytes().get(24) == Some(&b'_')
-            && e.id.len() > 25;
-        if !stamp_ok || e.parents.iter().any(|p| p.as_str() >= e.id.as_str()) {
-            return Err(why(
-                "malformed",
-                "the id is not <hlc>_<replica> newer than its parents",
-            ));
-        }
-        if e.reason
-            .as_ref()
-            .is_some_and(|r| r.chars().count() > limits::MAX_REASON_CHARS)
-        {
-            return Err(why("over_limit", "the reason is over memdir's limit"));
-        }
+        check_id_and_reason(e)?;
         let content = codec::to_pretty(&e.content);
         let patch = e.patch.as_ref().map(|p| Value::Object(p.set.clone()));
         let set = patch.as_ref().map(codec::to_pretty).unwrap_or_default();
@@ -872,63 +874,17 @@ impl<'a> Gate<'a> {
         body: Option<&[u8]>,
         local: Option<&[u8]>,
     ) -> std::result::Result<(Verdict, Needs), Why> {
-        let Some(bytes) = body.filter(|b| local != Some(*b)) else {
-            return unchanged_or_removed(body, local);
-        };
-        let e = read_history_bytes(bytes)
-            .map_err(|w| why("malformed", format!("not a history entry: {w}")))?;
-        if e.id != id {
-            return Err(why(
-                "malformed",
-                format!("the entry's id is {:?}, not its file name", e.id),
-            ));
-        }
-        self.check_note_entry(&e)?;
-        let name = format!("notes/{path}");
-        let mut needs = Needs::default();
-        let Some(local) = local else {
-            needs.actor = Some((e.actor.clone(), is_sync_version(&e.id)));
-            match e.op.as_str() {
-                "delete" => needs.destroy = Some((name, "delete notes")),
-                "restore" => needs.destroy = Some((name, "restore versions")),
-                _ => needs.write = Some(name),
-            }
-            return Ok((Verdict::Add(bytes.to_vec()), needs));
-        };
-        let mine = read_history_bytes(local).map_err(|w| {
-            why(
-                "write_once",
-                format!("this replica's copy does not parse ({w}); it stays as it is"),
-            )
-        })?;
-        let verdict = compare_versions(mine, e, bytes)?;
-        if let Verdict::Withdraw(_) = verdict {
-            needs.destroy = Some((name, "forget versions"));
-        }
-        Ok((verdict, needs))
+        let check = |e: &HistoryEntry| self.check_note_entry(e);
+        self.version(&format!("notes/{path}"), "delete notes", id, body, local, &check)
     }
 
     /// A note version's shape: its id, a text (or none, for a tombstone or a forgotten
     /// version) within a note's limit whose BLAKE3 is its hash, and nothing the redactor
     /// would change.
     fn check_note_entry(&self, e: &HistoryEntry) -> std::result::Result<(), Why> {
-        let stamp_ok = e.id.get(..24).and_then(Hlc::parse).is_some()
-            && e.id.as_bytes().get(24) == Some(&b'_')
-            && e.id.len() > 25;
-        if !stamp_ok || e.parents.iter().any(|p| p.as_str() >= e.id.as_str()) {
-            return Err(why(
-                "malformed",
-                "the id is not <hlc>_<replica> newer than its parents",
-            ));
-        }
+        check_id_and_reason(e)?;
         if e.patch.is_some() {
             return Err(why("malformed", "a note's version is never a patch"));
-        }
-        if e.reason
-            .as_ref()
-            .is_some_and(|r| r.chars().count() > limits::MAX_REASON_CHARS)
-        {
-            return Err(why("over_limit", "the reason is over memdir's limit"));
         }
         let text = match &e.content {
             Value::Null => None,
@@ -1049,6 +1005,26 @@ impl<'a> Gate<'a> {
         };
         Ok((Verdict::Add(bytes.to_vec()), needs))
     }
+}
+
+/// A version's id (`<hlc>_<replica>`, newer than its parents) and the length of its reason.
+fn check_id_and_reason(e: &HistoryEntry) -> std::result::Result<(), Why> {
+        let stamp_ok = e.id.get(..24).and_then(Hlc::parse).is_some()
+            && e.id.as_bytes().get(24) == Some(&b'_')
+            && e.id.len() > 25;
+        if !stamp_ok || e.parents.iter().any(|p| p.as_str() >= e.id.as_str()) {
+            return Err(why(
+                "malformed",
+                "the id is not <hlc>_<replica> newer than its parents",
+            ));
+        }
+        if e.reason
+            .as_ref()
+            .is_some_and(|r| r.chars().count() > limits::MAX_REASON_CHARS)
+        {
+            return Err(why("over_limit", "the reason is over memdir's limit"));
+        }
+    Ok(())
 }
 
 /// The bytes of a whole-file body (`None`: removed). A tail is only for segments.
