@@ -78,18 +78,19 @@ fn recall(fx: &Value, spec: Option<Spec>, mode: &str) -> Result<Value> {
             req.project = Some(cid.to_string());
             let res = m.indexing().search(&req)?;
             engines.insert(res.engine.clone());
-            let ids: Vec<(String, u64)> = res
-                .results
-                .iter()
-                .filter_map(|r| match r {
-                    memdir_api::SearchHit::Chunk {
-                        session_id,
-                        position,
-                        ..
-                    } => Some((session_id.clone(), *position)),
-                    memdir_api::SearchHit::Category { .. } | memdir_api::SearchHit::Note { .. } => None,
-                })
-                .collect();
+            let ids: Vec<(String, u64)> =
+                res.results
+                    .iter()
+                    .filter_map(|r| match r {
+                        memdir_api::SearchHit::Chunk {
+                            session_id,
+                            position,
+                            ..
+                        } => Some((session_id.clone(), *position)),
+                        memdir_api::SearchHit::Category { .. }
+                        | memdir_api::SearchHit::Note { .. } => None,
+                    })
+                    .collect();
             for ev in q["evidence"].as_array().expect("evidence") {
                 let want = (format!("{cid}-s{}", ev[0]), ev[1].as_u64().expect("turn"));
                 total += 1;

@@ -674,7 +674,9 @@ fn bench_notes(args: &[String]) -> Result<Value> {
         })?;
         view.push(ms(t));
     }
-    let ratio = |a: &Value, b: &Value| round(a["p50_ms"].as_f64().unwrap_or(0.0) / b["p50_ms"].as_f64().unwrap_or(1.0));
+    let ratio = |a: &Value, b: &Value| {
+        round(a["p50_ms"].as_f64().unwrap_or(0.0) / b["p50_ms"].as_f64().unwrap_or(1.0))
+    };
     Ok(json!({
         "chunks": chunks,
         "notes": notes,
@@ -1366,7 +1368,8 @@ fn bench_recall(_args: &[String]) -> Result<Value> {
                             position,
                             ..
                         } => Some((session_id.clone(), *position)),
-                        memdir_api::SearchHit::Category { .. } | memdir_api::SearchHit::Note { .. } => None,
+                        memdir_api::SearchHit::Category { .. }
+                        | memdir_api::SearchHit::Note { .. } => None,
                     })
                     .collect();
                 for ev in q["evidence"].as_array().expect("evidence") {

@@ -272,7 +272,10 @@ const GROUPS: &[(&str, &str)] = &[
         "note",
         "Notes: the Markdown files under notes/, versioned and searched.",
     ),
-    ("notes", "All the notes at once: export them as plain files."),
+    (
+        "notes",
+        "All the notes at once: export them as plain files.",
+    ),
 ];
 
 /// Each command of the table, with the group it belongs to (`note` for `note read`).
@@ -303,7 +306,10 @@ fn commands_of_table() -> Vec<(Option<&'static str>, clap::Command)> {
                 .filter(|(_, args)| sayable(&cmd, args))
                 .map(|(_, args)| example_line_as(c.name, &cmd, args))
                 .collect();
-            (group, cmd.after_help(format!("Examples:\n  {}", lines.join("\n  "))))
+            (
+                group,
+                cmd.after_help(format!("Examples:\n  {}", lines.join("\n  "))),
+            )
         })
         .collect()
 }

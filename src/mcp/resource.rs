@@ -259,6 +259,22 @@ pub fn read(m: &Memdir, c: &Caller, at: &str) -> Result<ReadResourceResult, Erro
             let args = json!({"category": name, "version": version});
             document(at, run(m, c, "read", args)?)
         }
+        Uri::Note { path } => {
+            let n: Value = run(m, c, "note_read", json!({"path": path}))?;
+            let mut meta = serde_json::Map::new();
+            meta.insert("memdir/meta".into(), json!({"hash": n["hash"], "version": n["version"], "updated_at": n["updated_at"], "updated_by": n["updated_by"]}));
+            let mut r = text(
+                at,
+                n["text"].as_str().unwrap_or_default().to_string(),
+                Some(MetaObject(meta)),
+            );
+            for c in &mut r.contents {
+                if let ResourceContents::TextResourceContents { mime_type, .. } = c {
+                    *mime_type = Some("text/markdown".into());
+                }
+            }
+            r
+        }
     })
 }
 

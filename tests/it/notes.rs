@@ -37,9 +37,8 @@ fn a_note_is_a_plain_file_and_every_change_a_version() {
         env.read("notes/projects/orbital.md"),
         "# Orbital\n\nDeploys go through staging-1.\n"
     );
-    assert_eq!(
+    assert!(
         env.read("memdir.json").contains("\"format\": 3"),
-        true,
         "the first note raises the store format"
     );
     let a = env.ok(&[
@@ -96,8 +95,21 @@ fn a_note_is_a_plain_file_and_every_change_a_version() {
         ops_of(&env, "projects/orbital.md"),
         ["edit", "edit", "append", "write"]
     );
-    let d = env.ok(&["note", "diff", "projects/orbital.md", "--from", "2", "--to", "3"]);
-    assert!(d["diff"].as_str().unwrap().contains("-Deploys go through staging-1.\n+Deploys go through staging-2."));
+    let d = env.ok(&[
+        "note",
+        "diff",
+        "projects/orbital.md",
+        "--from",
+        "2",
+        "--to",
+        "3",
+    ]);
+    assert!(
+        d["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-Deploys go through staging-1.\n+Deploys go through staging-2.")
+    );
     // Restore writes the old text again as a new version; nothing is lost.
     let rs = env.ok(&["note", "restore", "projects/orbital.md", "--version", "1"]);
     assert_eq!(rs["version"], 5);
@@ -117,7 +129,10 @@ fn a_note_is_a_plain_file_and_every_change_a_version() {
     assert_eq!(history_of(&env, "projects/orbital.md").len(), 5);
     // Rename: history follows, the old path keeps its own with a tombstone.
     env.ok(&["note", "mv", "projects/orbital.md", "archive/orbital.md"]);
-    assert!(!env.path("notes/projects").exists(), "an emptied folder is removed");
+    assert!(
+        !env.path("notes/projects").exists(),
+        "an emptied folder is removed"
+    );
     assert_eq!(ops_of(&env, "archive/orbital.md"), ["rename"]);
     assert_eq!(ops_of(&env, "projects/orbital.md")[0], "delete");
     let gone = env.ok(&["note", "history", "projects/orbital.md"]);
@@ -145,12 +160,39 @@ fn a_note_is_a_plain_file_and_every_change_a_version() {
 #[test]
 fn a_stale_hash_loses_and_create_only_refuses_an_existing_note() {
     let env = TestEnv::new();
-    let w1 = env.ok(&["note", "write", "a.md", "--text", "one\n", "--expected-hash", "absent"]);
+    let w1 = env.ok(&[
+        "note",
+        "write",
+        "a.md",
+        "--text",
+        "one\n",
+        "--expected-hash",
+        "absent",
+    ]);
     let h1 = w1["hash"].as_str().unwrap().to_string();
-    let e = env.fail(&["note", "write", "a.md", "--text", "x\n", "--expected-hash", "absent"], 5);
+    let e = env.fail(
+        &[
+            "note",
+            "write",
+            "a.md",
+            "--text",
+            "x\n",
+            "--expected-hash",
+            "absent",
+        ],
+        5,
+    );
     assert_eq!(e["code"], "conflict");
     assert_eq!(e["current_hash"], h1.as_str());
-    let w2 = env.ok(&["note", "write", "a.md", "--text", "two\n", "--expected-hash", &h1]);
+    let w2 = env.ok(&[
+        "note",
+        "write",
+        "a.md",
+        "--text",
+        "two\n",
+        "--expected-hash",
+        &h1,
+    ]);
     let h2 = w2["hash"].as_str().unwrap().to_string();
     // The hash from before the second write no longer holds, for every kind of change.
     for args in [
@@ -170,11 +212,36 @@ fn a_stale_hash_loses_and_create_only_refuses_an_existing_note() {
     assert_eq!(history_of(&env, "a.md").len(), 2);
     // An edit whose text is not there, or is there twice, changes nothing.
     env.ok(&["note", "append", "a.md", "--text", "two"]);
-    let e = env.fail(&["note", "edit", "a.md", "--old-str", "two", "--new-str", "2"], 5);
+    let e = env.fail(
+        &["note", "edit", "a.md", "--old-str", "two", "--new-str", "2"],
+        5,
+    );
     assert_eq!(e["lines"], serde_json::json!([1, 2]));
-    let e = env.fail(&["note", "edit", "a.md", "--old-str", "nine", "--new-str", "9"], 4);
+    let e = env.fail(
+        &[
+            "note",
+            "edit",
+            "a.md",
+            "--old-str",
+            "nine",
+            "--new-str",
+            "9",
+        ],
+        4,
+    );
     assert_eq!(e["field"], "old_str");
-    let e = env.fail(&["note", "edit", "a.md", "--insert-line", "7", "--insert-text", "x"], 3);
+    let e = env.fail(
+        &[
+            "note",
+            "edit",
+            "a.md",
+            "--insert-line",
+            "7",
+            "--insert-text",
+            "x",
+        ],
+        3,
+    );
     assert_eq!(e["field"], "insert_line");
     assert_eq!(env.read("notes/a.md"), "two\ntwo\n");
     assert_eq!(history_of(&env, "a.md").len(), 3);
@@ -191,23 +258,48 @@ fn hand_edits_are_adopted_before_a_change_and_never_overwritten_unseen() {
     assert_eq!(r["updated_by"], "external");
     let hand_hash = r["hash"].as_str().unwrap().to_string();
     // An agent's append applies to the hand-edited text, which becomes a version first.
-    env.ok(&["note", "append", "MEMORY.md", "--text", "- c", "--expected-hash", &hand_hash]);
-    assert_eq!(env.read("notes/MEMORY.md"), "# Memory\n- a\n- b (by hand)\n- c\n");
+    env.ok(&[
+        "note",
+        "append",
+        "MEMORY.md",
+        "--text",
+        "- c",
+        "--expected-hash",
+        &hand_hash,
+    ]);
+    assert_eq!(
+        env.read("notes/MEMORY.md"),
+        "# Memory\n- a\n- b (by hand)\n- c\n"
+    );
     let h = history_of(&env, "MEMORY.md");
     assert_eq!(h[1]["op"], "external");
     assert_eq!(h[1]["actor"], "external");
     let v2 = env.ok(&["note", "read", "MEMORY.md", "--version", "2"]);
     assert_eq!(v2["text"], "# Memory\n- a\n- b (by hand)\n");
     // A note created by hand is found, searched and adopted on its first change.
-    env.write_file("notes/ideas/wiki.md", "# Wiki\nuse mdbook for the handbook\n");
+    env.write_file(
+        "notes/ideas/wiki.md",
+        "# Wiki\nuse mdbook for the handbook\n",
+    );
     let found = env.ok(&["search", "mdbook handbook", "--kind", "note"]);
     assert_eq!(found["results"][0]["path"], "ideas/wiki.md");
-    env.ok(&["note", "edit", "ideas/wiki.md", "--old-str", "mdbook", "--new-str", "zola"]);
+    env.ok(&[
+        "note",
+        "edit",
+        "ideas/wiki.md",
+        "--old-str",
+        "mdbook",
+        "--new-str",
+        "zola",
+    ]);
     assert_eq!(ops_of(&env, "ideas/wiki.md"), ["edit", "external"]);
     // A note removed by hand is a tombstone once memdir next changes it.
     std::fs::remove_file(env.path("notes/ideas/wiki.md")).unwrap();
     env.ok(&["note", "write", "ideas/wiki.md", "--text", "again\n"]);
-    assert_eq!(ops_of(&env, "ideas/wiki.md"), ["write", "delete", "edit", "external"]);
+    assert_eq!(
+        ops_of(&env, "ideas/wiki.md"),
+        ["write", "delete", "edit", "external"]
+    );
     assert_eq!(history_of(&env, "ideas/wiki.md")[1]["actor"], "external");
     // verify-store sees the store as found; the next command adopts the edit.
     env.write_file("notes/ideas/wiki.md", "edited again\n");
@@ -244,7 +336,10 @@ fn path_tricks_oversized_text_and_unreadable_files_are_refused_and_change_nothin
     assert!(e["message"].as_str().unwrap().contains("Notes.md"), "{e}");
     let big = env.path("../big.md");
     std::fs::write(&big, "x".repeat(256 * 1024 + 1)).unwrap();
-    let e = env.fail(&["note", "write", "big.md", "--file", big.to_str().unwrap()], 9);
+    let e = env.fail(
+        &["note", "write", "big.md", "--file", big.to_str().unwrap()],
+        9,
+    );
     assert_eq!(e["code"], "too_large");
     assert_eq!(env.snapshot(), before, "a refused write changed the store");
     // A file that is not text is reported, never written over.
@@ -252,7 +347,10 @@ fn path_tricks_oversized_text_and_unreadable_files_are_refused_and_change_nothin
     let e = env.fail(&["note", "read", "bin.md"], 7);
     assert_eq!(e["code"], "corrupt");
     env.fail(&["note", "write", "bin.md", "--text", "x"], 7);
-    assert_eq!(std::fs::read(env.path("notes/bin.md")).unwrap(), [0xff, 0xfe, 0x00, 0x41]);
+    assert_eq!(
+        std::fs::read(env.path("notes/bin.md")).unwrap(),
+        [0xff, 0xfe, 0x00, 0x41]
+    );
     // A link under notes/ is never followed.
     #[cfg(unix)]
     {
@@ -275,8 +373,19 @@ fn notes_are_searched_by_heading_section_with_the_kind_filter() {
         "--text",
         "# Runbook\nintro\n## Deploys\nWe deploy on Tuesdays after the freeze.\n## Incidents\nPage the on-call.\n",
     ]);
-    env.ok(&["write", "base", "--data", r#"{"deploys": "Tuesdays are deploy days"}"#]);
-    env.ok(&["ingest", "--session-id", "s1", "--text", "we talked about deploy days on Tuesdays"]);
+    env.ok(&[
+        "write",
+        "base",
+        "--data",
+        r#"{"deploys": "Tuesdays are deploy days"}"#,
+    ]);
+    env.ok(&[
+        "ingest",
+        "--session-id",
+        "s1",
+        "--text",
+        "we talked about deploy days on Tuesdays",
+    ]);
     let all = env.ok(&["search", "deploy Tuesdays", "--limit", "10"]);
     let kinds: Vec<&str> = all["results"]
         .as_array()
@@ -294,17 +403,40 @@ fn notes_are_searched_by_heading_section_with_the_kind_filter() {
     assert_eq!(hit["heading"], "Runbook > Deploys");
     assert_eq!(hit["lines"], serde_json::json!([3, 4]));
     assert_eq!(hit["uri"], "memdir://notes/runbook.md");
-    assert!(notes["results"].as_array().unwrap().iter().all(|h| h["kind"] == "note"));
+    assert!(
+        notes["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["kind"] == "note")
+    );
     let cats = env.ok(&["search", "deploy Tuesdays", "--kind", "category"]);
-    assert!(cats["results"].as_array().unwrap().iter().all(|h| h["kind"] == "category"));
+    assert!(
+        cats["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["kind"] == "category")
+    );
     let exact = env.ok(&["search", "\"Page the on-call\"", "--kind", "note"]);
     assert_eq!(exact["results"][0]["heading"], "Runbook > Incidents");
     // A change is searchable at once; a deleted note is not found.
-    env.ok(&["note", "edit", "runbook.md", "--old-str", "Tuesdays", "--new-str", "Wednesdays"]);
+    env.ok(&[
+        "note",
+        "edit",
+        "runbook.md",
+        "--old-str",
+        "Tuesdays",
+        "--new-str",
+        "Wednesdays",
+    ]);
     let after = env.ok(&["search", "Wednesdays", "--kind", "note"]);
     assert_eq!(after["results"][0]["path"], "runbook.md");
     env.ok(&["note", "rm", "runbook.md"]);
-    assert_eq!(env.ok(&["search", "Wednesdays", "--kind", "note"])["count"], 0);
+    assert_eq!(
+        env.ok(&["search", "Wednesdays", "--kind", "note"])["count"],
+        0
+    );
     // Reindex rebuilds note documents from the files; verify-store finds the index whole.
     env.ok(&["note", "write", "b.md", "--text", "# B\nzebra crossing\n"]);
     std::fs::remove_dir_all(env.path(".memdir/index")).unwrap();
@@ -327,7 +459,13 @@ fn eight_writers_on_one_note_lose_nothing_acknowledged() {
             s.spawn(move || {
                 for i in 0..EACH {
                     let mark = format!("w{w}-i{i}");
-                    let r = env.run(&["note", "append", "shared.md", "--text", &format!("{mark} pending")]);
+                    let r = env.run(&[
+                        "note",
+                        "append",
+                        "shared.md",
+                        "--text",
+                        &format!("{mark} pending"),
+                    ]);
                     assert_eq!(r.code, 0, "append {mark}: {}", r.stderr);
                     // Each writer then edits its own line, applied to the note as it is.
                     let r = env.run(&[
@@ -347,7 +485,10 @@ fn eight_writers_on_one_note_lose_nothing_acknowledged() {
     let text = env.read("notes/shared.md");
     for w in 0..WRITERS {
         for i in 0..EACH {
-            assert!(text.contains(&format!("w{w}-i{i} done\n")), "w{w}-i{i} lost:\n{text}");
+            assert!(
+                text.contains(&format!("w{w}-i{i} done\n")),
+                "w{w}-i{i} lost:\n{text}"
+            );
         }
     }
     assert!(!text.contains("pending"), "{text}");
@@ -374,15 +515,29 @@ fn a_crash_during_a_note_write_leaves_the_old_or_the_new_note() {
             &[("MEMDIR_FAILPOINT", fp)],
             b"",
         );
-        assert_eq!(r.signal, Some(6), "{fp}: expected an abort: {}", r.run.stderr);
+        assert_eq!(
+            r.signal,
+            Some(6),
+            "{fp}: expected an abort: {}",
+            r.run.stderr
+        );
         assert!(r.run.stdout.is_empty(), "{fp}: acknowledged");
         // The next command recovers: the note and its newest version agree.
         let now = env.ok(&["note", "read", "n.md"]);
         let text = now["text"].as_str().unwrap().to_string();
-        assert!(text == "old\n" || text.starts_with("new "), "{fp}: {text:?}");
+        assert!(
+            text == "old\n" || text.starts_with("new "),
+            "{fp}: {text:?}"
+        );
         let head = &history_of(&env, "n.md")[0];
-        assert_eq!(head["hash"], now["hash"], "{fp}: the history's head is not the file");
-        assert_ne!(now["updated_by"], "external", "{fp}: a torn write looked like a hand edit");
+        assert_eq!(
+            head["hash"], now["hash"],
+            "{fp}: the history's head is not the file"
+        );
+        assert_ne!(
+            now["updated_by"], "external",
+            "{fp}: a torn write looked like a hand edit"
+        );
         assert!(env.staging_entries().is_empty(), "{fp}: staging left");
         // Back to a known state for the next failpoint.
         env.ok(&["note", "write", "n.md", "--text", "old\n"]);
@@ -407,9 +562,15 @@ fn kill_nine_during_note_appends_loses_nothing_acknowledged() {
         }
     }
     // The next command recovers whatever was half done.
-    let text = env.ok(&["note", "read", "log.md"])["text"].as_str().unwrap().to_string();
+    let text = env.ok(&["note", "read", "log.md"])["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
     for line in &acknowledged {
-        assert!(text.contains(&format!("{line}\n")), "{line} acknowledged but lost:\n{text}");
+        assert!(
+            text.contains(&format!("{line}\n")),
+            "{line} acknowledged but lost:\n{text}"
+        );
     }
     let head = &history_of(&env, "log.md")[0];
     assert_eq!(head["hash"], env.ok(&["note", "read", "log.md"])["hash"]);
@@ -419,7 +580,13 @@ fn kill_nine_during_note_appends_loses_nothing_acknowledged() {
 #[test]
 fn an_old_version_of_a_note_can_be_forgotten_but_not_the_current_one() {
     let env = TestEnv::new();
-    env.ok(&["note", "write", "s.md", "--text", "password hint: blue falcon\n"]);
+    env.ok(&[
+        "note",
+        "write",
+        "s.md",
+        "--text",
+        "password hint: blue falcon\n",
+    ]);
     env.ok(&["note", "write", "s.md", "--text", "nothing secret\n"]);
     let e = env.fail(&["forget", "--note", "s.md", "--version", "2", "--yes"], 5);
     assert_eq!(e["code"], "conflict");
@@ -434,7 +601,10 @@ fn an_old_version_of_a_note_can_be_forgotten_but_not_the_current_one() {
     // No truth file holds the forgotten text any more; the history keeps its place.
     for f in crate::util::truth_files(&env.path("")) {
         let bytes = std::fs::read(env.path(&f)).unwrap();
-        assert!(!String::from_utf8_lossy(&bytes).contains("blue falcon"), "{f}");
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("blue falcon"),
+            "{f}"
+        );
     }
     assert_eq!(history_of(&env, "s.md").len(), 2);
     assert_eq!(env.ok(&["verify-store"])["ok"], true);
@@ -460,18 +630,34 @@ fn the_clients_memory_files_come_in_as_notes_once() {
         env.read("notes/imports/claude-code/-home-me-app/MEMORY.md"),
         "# App memory\n- uses pnpm\n"
     );
-    assert!(env.path("notes/imports/claude-code/-home-me-app/topics/testing.md").exists());
+    assert!(
+        env.path("notes/imports/claude-code/-home-me-app/topics/testing.md")
+            .exists()
+    );
     assert!(env.path("notes/imports/claude-code/CLAUDE.md").exists());
     // A second run adds nothing; a changed file adds one version.
     let again = env.ok(&["import", "claude-memory", claude_dir]);
     assert_eq!(again["notes"], 0);
-    std::fs::write(mem.join("MEMORY.md"), "# App memory\n- uses pnpm\n- node 22\n").unwrap();
+    std::fs::write(
+        mem.join("MEMORY.md"),
+        "# App memory\n- uses pnpm\n- node 22\n",
+    )
+    .unwrap();
     let third = env.ok(&["import", "claude-memory", claude_dir]);
     assert_eq!(third["notes"], 1);
-    assert_eq!(history_of(&env, "imports/claude-code/-home-me-app/MEMORY.md").len(), 2);
+    assert_eq!(
+        history_of(&env, "imports/claude-code/-home-me-app/MEMORY.md").len(),
+        2
+    );
     // The version keeps the file's time, not the import's.
-    let mtime = std::fs::metadata(mem.join("MEMORY.md")).unwrap().modified().unwrap();
-    let secs = mtime.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let mtime = std::fs::metadata(mem.join("MEMORY.md"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let secs = mtime
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     let ts = history_of(&env, "imports/claude-code/-home-me-app/MEMORY.md")[0]["timestamp"]
         .as_str()
         .unwrap()
@@ -488,22 +674,39 @@ fn the_clients_memory_files_come_in_as_notes_once() {
     assert!(env.path("notes/imports/codex/memories/build.md").exists());
     let proj = env.path("../orbital");
     std::fs::create_dir_all(proj.join(".cursor/rules")).unwrap();
-    std::fs::write(proj.join(".cursor/rules/style.mdc"), "---\nglobs: *.rs\n---\nuse rustfmt\n").unwrap();
+    std::fs::write(
+        proj.join(".cursor/rules/style.mdc"),
+        "---\nglobs: *.rs\n---\nuse rustfmt\n",
+    )
+    .unwrap();
     std::fs::write(proj.join(".cursorrules"), "be terse\n").unwrap();
     let cr = env.ok(&["import", "cursor-rules", proj.to_str().unwrap()]);
     assert_eq!(cr["notes"], 2, "{cr}");
-    assert_eq!(env.read("notes/imports/cursor/orbital/style.mdc"), "---\nglobs: *.rs\n---\nuse rustfmt\n");
-    assert!(env.path("notes/imports/cursor/orbital/cursorrules").exists());
+    assert_eq!(
+        env.read("notes/imports/cursor/orbital/style.mdc"),
+        "---\nglobs: *.rs\n---\nuse rustfmt\n"
+    );
+    assert!(
+        env.path("notes/imports/cursor/orbital/cursorrules")
+            .exists()
+    );
     // Imported notes are searched like any other.
     let hit = env.ok(&["search", "vitest", "--kind", "note"]);
-    assert_eq!(hit["results"][0]["path"], "imports/claude-code/-home-me-app/topics/testing.md");
+    assert_eq!(
+        hit["results"][0]["path"],
+        "imports/claude-code/-home-me-app/topics/testing.md"
+    );
 }
 
 /// Seconds since the epoch of an RFC 3339 UTC time (`2026-12-03T15:30:40.596Z`).
 fn chrono_like_secs(ts: &str) -> i64 {
     let (date, time) = ts.split_once('T').unwrap();
     let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
-    let t: Vec<f64> = time.trim_end_matches('Z').split(':').map(|x| x.parse().unwrap()).collect();
+    let t: Vec<f64> = time
+        .trim_end_matches('Z')
+        .split(':')
+        .map(|x| x.parse().unwrap())
+        .collect();
     // Days from civil (Howard Hinnant's algorithm).
     let (y, m, dd) = (if d[1] <= 2 { d[0] - 1 } else { d[0] }, d[1], d[2]);
     let era = y.div_euclid(400);
@@ -533,12 +736,19 @@ fn an_export_never_overwrites_a_file_changed_since() {
     env.ok(&["note", "write", "team/b.md", "--text", "b2\n"]);
     let dry = env.ok(&["notes", "export", dir, "--folder", "team", "--dry-run"]);
     assert_eq!(dry["written"], serde_json::json!(["team/a.md"]));
-    assert_eq!(std::fs::read_to_string(out.join("a.md")).unwrap(), "a1\n", "a dry run wrote");
+    assert_eq!(
+        std::fs::read_to_string(out.join("a.md")).unwrap(),
+        "a1\n",
+        "a dry run wrote"
+    );
     let e = env.ok(&["notes", "export", dir, "--folder", "team"]);
     assert_eq!(e["written"], serde_json::json!(["team/a.md"]));
     assert_eq!(e["conflicts"][0]["path"], "team/b.md");
     assert_eq!(std::fs::read_to_string(out.join("a.md")).unwrap(), "a2\n");
-    assert_eq!(std::fs::read_to_string(out.join("b.md")).unwrap(), "b edited by the client\n");
+    assert_eq!(
+        std::fs::read_to_string(out.join("b.md")).unwrap(),
+        "b edited by the client\n"
+    );
     // Again: nothing to do but the same conflict.
     let e = env.ok(&["notes", "export", dir, "--folder", "team"]);
     assert_eq!(e["unchanged"], 1);
@@ -547,7 +757,10 @@ fn an_export_never_overwrites_a_file_changed_since() {
     env.ok(&["note", "write", "team/c.md", "--text", "c\n"]);
     std::fs::write(out.join("c.md"), "the client's own c\n").unwrap();
     let e = env.ok(&["notes", "export", dir, "--folder", "team"]);
-    assert!(e["conflicts"].to_string().contains("no export wrote"), "{e}");
+    assert!(
+        e["conflicts"].to_string().contains("no export wrote"),
+        "{e}"
+    );
     env.fail(&["notes", "export", env.path("notes").to_str().unwrap()], 3);
 }
 
@@ -555,8 +768,20 @@ fn an_export_never_overwrites_a_file_changed_since() {
 fn access_rules_name_notes_by_path_and_secrets_are_redacted() {
     let mut env = TestEnv::new();
     env.set_env("MEMDIR_DEVICE", "laptop");
-    env.ok(&["note", "write", "team/plan.md", "--text", "# Plan\nship the aurora release\n"]);
-    env.ok(&["note", "write", "private/diary.md", "--text", "# Diary\naurora thoughts\n"]);
+    env.ok(&[
+        "note",
+        "write",
+        "team/plan.md",
+        "--text",
+        "# Plan\nship the aurora release\n",
+    ]);
+    env.ok(&[
+        "note",
+        "write",
+        "private/diary.md",
+        "--text",
+        "# Diary\naurora thoughts\n",
+    ]);
     let cfg = env.path("../acl.toml");
     std::fs::write(
         &cfg,
@@ -570,25 +795,53 @@ fn access_rules_name_notes_by_path_and_secrets_are_redacted() {
         vec!["note", "read", "private/diary.md"],
         vec!["note", "write", "private/diary.md", "--text", "x"],
         vec!["note", "mv", "team/plan.md", "private/plan.md"],
-        vec!["memory-tool", "view", "--path", "/memories/private/diary.md"],
+        vec![
+            "memory-tool",
+            "view",
+            "--path",
+            "/memories/private/diary.md",
+        ],
     ] {
         let e = env.fail(&args, 12);
         assert_eq!(e["code"], "forbidden", "{args:?}");
     }
     assert_eq!(env.snapshot(), before);
-    env.ok(&["note", "append", "team/plan.md", "--text", "- phone was here"]);
+    env.ok(&[
+        "note",
+        "append",
+        "team/plan.md",
+        "--text",
+        "- phone was here",
+    ]);
     // A search shows the phone only the sections it may read.
     let hits = env.ok(&["search", "aurora", "--kind", "note"]);
-    let paths: Vec<&str> = hits["results"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+    let paths: Vec<&str> = hits["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["path"].as_str().unwrap())
+        .collect();
     assert_eq!(paths, ["team/plan.md"]);
     // Secrets never reach a note's file or history.
     env.set_env("MEMDIR_DEVICE", "laptop");
-    env.ok(&["note", "write", "team/keys.md", "--text", "token ghp_abcdefghijklmnopqrstuvwxyz0123456789 <private>my pin 1234</private> end\n"]);
+    env.ok(&[
+        "note",
+        "write",
+        "team/keys.md",
+        "--text",
+        "token ghp_abcdefghijklmnopqrstuvwxyz0123456789 <private>my pin 1234</private> end\n",
+    ]);
     let stored = env.read("notes/team/keys.md");
-    assert!(!stored.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), "{stored}");
+    assert!(
+        !stored.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+        "{stored}"
+    );
     assert!(!stored.contains("1234"), "{stored}");
     for f in crate::util::truth_files(&env.path("")) {
         let b = String::from_utf8_lossy(&std::fs::read(env.path(&f)).unwrap()).into_owned();
-        assert!(!b.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), "{f}");
+        assert!(
+            !b.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+            "{f}"
+        );
     }
 }

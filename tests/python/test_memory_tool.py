@@ -462,3 +462,22 @@ async def test_simultaneous_str_replace_of_the_same_text_has_one_winner(store, m
             assert text == f"# Plan\n\nDeploys go through {winners[0]} first.\n", f"round {r}"
             h = memdir(store, "note", "history", f"race{r}.md")
             assert [v["op"] for v in reversed(h["versions"])] == ["write", "edit"], f"round {r}"
+
+
+async def test_a_note_hit_names_a_resource_that_reads_the_note(store, mcp_server):
+    """The `uri` of a note's search hit is a resource: its text as Markdown, with its meta."""
+    async with mcp_server(store, profile="full") as srv:
+        text = "# Runbook\n\n## Deploys\nShip on Tuesdays after the freeze.\n"
+        r = await srv.session.call_tool("memory", {"command": "create", "path": "/memories/ops/run book.md", "file_text": text})
+        assert not r.is_error, r
+        hits = await srv.session.call_tool("memory_search", {"query": "tuesdays freeze", "kind": "note"})
+        hit = hits.structured_content["results"][0]
+        assert hit["kind"] == "note" and hit["path"] == "ops/run book.md" and hit["heading"] == "Runbook > Deploys"
+        assert hit["uri"] == "memdir://notes/ops/run%20book.md"
+        read = await srv.session.read_resource(hit["uri"])
+        c = read.contents[0]
+        assert c.text == text
+        assert c.mime_type == "text/markdown"
+        assert c.meta["memdir/meta"]["hash"] == hit["hash"]
+        with pytest.raises(Exception):
+            await srv.session.read_resource("memdir://notes/ops/missing.md")

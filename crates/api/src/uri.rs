@@ -24,6 +24,8 @@ pub enum Resource {
     Category { name: String },
     /// An old (or the current) version of a category, by number.
     Version { name: String, version: u64 },
+    /// A note's current text (its path below `notes/`).
+    Note { path: String },
     /// The store's status.
     Status,
 }
@@ -114,6 +116,12 @@ pub fn parse(uri: &str) -> Option<Resource> {
             name: decode(name)?,
             version: number(n)?,
         }),
+        ["notes", rest @ ..] if !rest.is_empty() && rest.iter().all(|p| !p.is_empty()) => {
+            let parts: Option<Vec<String>> = rest.iter().map(|p| decode(p)).collect();
+            whole(Resource::Note {
+                path: parts?.join("/"),
+            })
+        }
         _ => None,
     }
 }
@@ -121,6 +129,16 @@ pub fn parse(uri: &str) -> Option<Resource> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_note_path_round_trips_through_its_uri() {
+        for path in ["MEMORY.md", "projects/orbital.md", "a b/ü?#.md"] {
+            assert_eq!(parse(&note(path)), Some(Resource::Note { path: path.into() }));
+        }
+        assert_eq!(note("a b/c.md"), "memdir://notes/a%20b/c.md");
+        assert_eq!(parse("memdir://notes/"), None);
+        assert_eq!(parse("memdir://notes/a//b"), None);
+    }
 
     #[test]
     fn every_name_round_trips_through_its_uri() {

@@ -477,7 +477,10 @@ pub enum Need<'a> {
     Ingest(Vec<&'a str>),
     /// Notes (or folders of notes) by path below `notes/`: read them, or change them too.
     /// Rules name them `notes/<path>` (`notes/projects/*`), beside the categories.
-    Notes { write: bool, paths: Vec<&'a str> },
+    Notes {
+        write: bool,
+        paths: Vec<&'a str>,
+    },
     /// An operation reserved to admins and devices with `delete = true` (import, sync, ...).
     Privileged(&'static str),
     /// A destructive operation on one category, or on every one.

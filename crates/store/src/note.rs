@@ -53,7 +53,9 @@ fn check_component(path: &str, part: &str) -> Result<(), Error> {
     if part.is_empty() {
         return Err(Error::invalid(
             "path",
-            format!("note path {path:?} has an empty component (a leading, trailing or double '/')"),
+            format!(
+                "note path {path:?} has an empty component (a leading, trailing or double '/')"
+            ),
         )
         .hint("use paths such as MEMORY.md or projects/orbital.md"));
     }
@@ -72,7 +74,10 @@ fn check_component(path: &str, part: &str) -> Result<(), Error> {
             "starts with '.' (no '..', no hidden files)",
         ));
     }
-    if let Some(c) = part.chars().find(|c| c.is_control() || FORBIDDEN.contains(c)) {
+    if let Some(c) = part
+        .chars()
+        .find(|c| c.is_control() || FORBIDDEN.contains(c))
+    {
         return Err(component_error(
             path,
             part,
@@ -203,8 +208,8 @@ pub fn read(layout: &Layout, path: &NotePath) -> Result<Option<NoteFile>, IoErro
     match fsx::read(&full, MAX_READ) {
         Ok(Some(bytes)) => {
             let hash = content_hash(&bytes);
-            let text = String::from_utf8(bytes.clone())
-                .map_err(|e| format!("is not UTF-8 text: {e}"));
+            let text =
+                String::from_utf8(bytes.clone()).map_err(|e| format!("is not UTF-8 text: {e}"));
             Ok(Some(NoteFile { bytes, hash, text }))
         }
         Ok(None) => Ok(None),
@@ -239,7 +244,14 @@ pub struct Listed {
 pub fn list(layout: &Layout) -> Result<(Vec<Listed>, Vec<PathBuf>), IoError> {
     let mut found = Vec::new();
     let mut strays = Vec::new();
-    walk(&layout.root.join(NOTES_DIR), "", &mut found, &mut strays, usize::MAX, true)?;
+    walk(
+        &layout.root.join(NOTES_DIR),
+        "",
+        &mut found,
+        &mut strays,
+        usize::MAX,
+        true,
+    )?;
     found.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((found, strays))
 }
@@ -426,7 +438,12 @@ mod tests {
 
     #[test]
     fn plain_paths_pass_and_keep_their_spelling() {
-        for p in ["MEMORY.md", "projects/orbital.md", "a/b/c/d/e/f/g/h.md", "Über uns.md"] {
+        for p in [
+            "MEMORY.md",
+            "projects/orbital.md",
+            "a/b/c/d/e/f/g/h.md",
+            "Über uns.md",
+        ] {
             let n = NotePath::new(p).unwrap();
             assert_eq!(n.as_str(), p);
         }

@@ -34,7 +34,11 @@ fn component(name: &str) -> String {
             }
         })
         .collect();
-    s = s.trim_start_matches('.').trim().trim_end_matches('.').to_string();
+    s = s
+        .trim_start_matches('.')
+        .trim()
+        .trim_end_matches('.')
+        .to_string();
     if s.is_empty() {
         s = "_".into();
     }
@@ -46,7 +50,10 @@ fn component(name: &str) -> String {
 fn note_path(prefix: &[&str], base: &Path, file: &Path) -> Option<NotePath> {
     let rel = file.strip_prefix(base).ok()?;
     let mut parts: Vec<String> = prefix.iter().map(|p| component(p)).collect();
-    parts.extend(rel.components().map(|c| component(&c.as_os_str().to_string_lossy())));
+    parts.extend(
+        rel.components()
+            .map(|c| component(&c.as_os_str().to_string_lossy())),
+    );
     NotePath::new(&parts.join("/")).ok()
 }
 
@@ -85,7 +92,10 @@ fn sources(format: &str, root: &Path, report: &mut Report) -> Vec<(PathBuf, Opti
                     }
                     let project = project.as_os_str().to_string_lossy().into_owned();
                     let base = projects.join(&project).join("memory");
-                    out.push((f.clone(), note_path(&["imports", "claude-code", &project], &base, &f)));
+                    out.push((
+                        f.clone(),
+                        note_path(&["imports", "claude-code", &project], &base, &f),
+                    ));
                 }
             }
             for name in ["CLAUDE.md", "CLAUDE.local.md"] {
@@ -103,19 +113,32 @@ fn sources(format: &str, root: &Path, report: &mut Report) -> Vec<(PathBuf, Opti
             let dot = root.join(".claude").join("CLAUDE.md");
             if dot.is_file() {
                 let project = dir_name(root);
-                out.push((dot.clone(), note_path(&["imports", "claude-code", &project], &root.join(".claude"), &dot)));
+                out.push((
+                    dot.clone(),
+                    note_path(
+                        &["imports", "claude-code", &project],
+                        &root.join(".claude"),
+                        &dot,
+                    ),
+                ));
             }
         }
         "codex-memories" => {
             let memories = root.join("memories");
             if memories.is_dir() {
                 for f in find_files(&memories, report, |p| p.is_file() || p.is_symlink()) {
-                    out.push((f.clone(), note_path(&["imports", "codex", "memories"], &memories, &f)));
+                    out.push((
+                        f.clone(),
+                        note_path(&["imports", "codex", "memories"], &memories, &f),
+                    ));
                 }
             }
             let agents = root.join("AGENTS.md");
             if agents.is_file() {
-                out.push((agents.clone(), note_path(&["imports", "codex"], root, &agents)));
+                out.push((
+                    agents.clone(),
+                    note_path(&["imports", "codex"], root, &agents),
+                ));
             }
         }
         _ => {
@@ -124,12 +147,18 @@ fn sources(format: &str, root: &Path, report: &mut Report) -> Vec<(PathBuf, Opti
             if rules.is_dir() {
                 let mdc = |p: &Path| p.extension().is_some_and(|x| x == "mdc" || x == "md");
                 for f in find_files(&rules, report, mdc) {
-                    out.push((f.clone(), note_path(&["imports", "cursor", &project], &rules, &f)));
+                    out.push((
+                        f.clone(),
+                        note_path(&["imports", "cursor", &project], &rules, &f),
+                    ));
                 }
             }
             let legacy = root.join(".cursorrules");
             if legacy.is_file() {
-                out.push((legacy.clone(), note_path(&["imports", "cursor", &project], root, &legacy)));
+                out.push((
+                    legacy.clone(),
+                    note_path(&["imports", "cursor", &project], root, &legacy),
+                ));
             }
         }
     }
@@ -170,7 +199,12 @@ pub fn import(format: &str, path: &Path, sink: &mut Sink<'_>) -> Result<()> {
             }
         };
         let ts = memdir_store::clock::rfc3339(memdir_store::mtime_ns(&meta) / 1_000_000);
-        sink.note(&note, &text, &ts, &format!("imported from {}", file.display()))?;
+        sink.note(
+            &note,
+            &text,
+            &ts,
+            &format!("imported from {}", file.display()),
+        )?;
     }
     Ok(())
 }

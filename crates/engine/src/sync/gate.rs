@@ -774,7 +774,14 @@ impl<'a> Gate<'a> {
         local: Option<&[u8]>,
     ) -> std::result::Result<(Verdict, Needs), Why> {
         let check = |e: &HistoryEntry| self.check_entry(e);
-        self.version(category.as_str(), "delete categories", id, body, local, &check)
+        self.version(
+            category.as_str(),
+            "delete categories",
+            id,
+            body,
+            local,
+            &check,
+        )
     }
 
     /// A version of a category or a note (`name` as access rules name it): write-once; a new
@@ -875,7 +882,14 @@ impl<'a> Gate<'a> {
         local: Option<&[u8]>,
     ) -> std::result::Result<(Verdict, Needs), Why> {
         let check = |e: &HistoryEntry| self.check_note_entry(e);
-        self.version(&format!("notes/{path}"), "delete notes", id, body, local, &check)
+        self.version(
+            &format!("notes/{path}"),
+            "delete notes",
+            id,
+            body,
+            local,
+            &check,
+        )
     }
 
     /// A note version's shape: its id, a text (or none, for a tombstone or a forgotten
@@ -895,11 +909,18 @@ impl<'a> Gate<'a> {
             if t.len() > note::MAX_NOTE_BYTES {
                 return Err(why(
                     "over_limit",
-                    format!("the version holds {} bytes; a note holds at most {}", t.len(), note::MAX_NOTE_BYTES),
+                    format!(
+                        "the version holds {} bytes; a note holds at most {}",
+                        t.len(),
+                        note::MAX_NOTE_BYTES
+                    ),
                 ));
             }
             if e.hash.as_deref() != Some(&content_hash(t.as_bytes())) {
-                return Err(why("malformed", "the entry's hash is not the BLAKE3 of its text"));
+                return Err(why(
+                    "malformed",
+                    "the entry's hash is not the BLAKE3 of its text",
+                ));
             }
             if !self.clean_text(t) {
                 return Err(why(
@@ -908,10 +929,16 @@ impl<'a> Gate<'a> {
                 ));
             }
         } else if e.forgotten.is_none() && !e.is_tombstone() {
-            return Err(why("malformed", "a version without text must be a delete or forgotten"));
+            return Err(why(
+                "malformed",
+                "a version without text must be a delete or forgotten",
+            ));
         }
         if e.reason.as_deref().is_some_and(|r| !self.clean_text(r)) {
-            return Err(why("unredacted", "the reason holds text the redactor would change"));
+            return Err(why(
+                "unredacted",
+                "the reason holds text the redactor would change",
+            ));
         }
         Ok(())
     }
@@ -1009,21 +1036,21 @@ impl<'a> Gate<'a> {
 
 /// A version's id (`<hlc>_<replica>`, newer than its parents) and the length of its reason.
 fn check_id_and_reason(e: &HistoryEntry) -> std::result::Result<(), Why> {
-        let stamp_ok = e.id.get(..24).and_then(Hlc::parse).is_some()
-            && e.id.as_bytes().get(24) == Some(&b'_')
-            && e.id.len() > 25;
-        if !stamp_ok || e.parents.iter().any(|p| p.as_str() >= e.id.as_str()) {
-            return Err(why(
-                "malformed",
-                "the id is not <hlc>_<replica> newer than its parents",
-            ));
-        }
-        if e.reason
-            .as_ref()
-            .is_some_and(|r| r.chars().count() > limits::MAX_REASON_CHARS)
-        {
-            return Err(why("over_limit", "the reason is over memdir's limit"));
-        }
+    let stamp_ok = e.id.get(..24).and_then(Hlc::parse).is_some()
+        && e.id.as_bytes().get(24) == Some(&b'_')
+        && e.id.len() > 25;
+    if !stamp_ok || e.parents.iter().any(|p| p.as_str() >= e.id.as_str()) {
+        return Err(why(
+            "malformed",
+            "the id is not <hlc>_<replica> newer than its parents",
+        ));
+    }
+    if e.reason
+        .as_ref()
+        .is_some_and(|r| r.chars().count() > limits::MAX_REASON_CHARS)
+    {
+        return Err(why("over_limit", "the reason is over memdir's limit"));
+    }
     Ok(())
 }
 

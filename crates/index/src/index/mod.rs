@@ -302,12 +302,19 @@ pub fn note_sections(text: &str) -> Vec<Section> {
             && fence_mark.is_none()
             && (1..=6).contains(&level)
             && line.len() - trimmed.len() < 4
-            && trimmed[level..].chars().next().is_none_or(|c| c == ' ' || c == '\t');
+            && trimmed[level..]
+                .chars()
+                .next()
+                .is_none_or(|c| c == ' ' || c == '\t');
         if heading {
             if !cur.text.trim().is_empty() {
                 out.push(cur);
             }
-            let title = trimmed[level..].trim().trim_end_matches('#').trim().to_string();
+            let title = trimmed[level..]
+                .trim()
+                .trim_end_matches('#')
+                .trim()
+                .to_string();
             stack.retain(|(l, _)| *l < level);
             stack.push((level, title));
             cur = Section {
@@ -442,6 +449,9 @@ mod note_tests {
         assert_eq!(s[3].headings, vec!["Other"]);
         assert_eq!(s[3].lines, [9, 11]);
         let k = note_key_path([4, 8], "Deploys > Staging");
-        assert_eq!(parse_note_key_path(&k), ([4, 8], "Deploys > Staging".to_string()));
+        assert_eq!(
+            parse_note_key_path(&k),
+            ([4, 8], "Deploys > Staging".to_string())
+        );
     }
 }

@@ -516,7 +516,9 @@ impl DerivedIndex for CategoryIndex<'_> {
                 let key = memdir_index::index::note_key(p.as_str());
                 let got = count(&s, category_term(self.idx, &key))?;
                 if want != got {
-                    mismatches.push(json!({"path": p.rel().display().to_string(), "files": want, "index": got}));
+                    mismatches.push(
+                        json!({"path": p.rel().display().to_string(), "files": want, "index": got}),
+                    );
                 }
             }
         }

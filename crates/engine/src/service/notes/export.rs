@@ -34,7 +34,10 @@ fn write_whole(root: &Path, target: &Path, bytes: &[u8]) -> Result<()> {
     fsx::check_no_links(root, target)?;
     let tmp = target.with_file_name(format!(
         ".{}.memdir-tmp",
-        target.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+        target
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
     ));
     fsx::write_synced(&tmp, bytes)?;
     std::fs::rename(&tmp, target).at("rename", target)?;
@@ -79,9 +82,13 @@ impl Notes<'_> {
     pub fn export(&self, req: &NotesExportRequest) -> Result<NotesExportResponse> {
         let folder = folder_of(req.folder.as_deref().unwrap_or(""))?;
         if req.directory.trim().is_empty() {
-            return Err(Error::invalid("directory", "give the directory to export into"));
+            return Err(Error::invalid(
+                "directory",
+                "give the directory to export into",
+            ));
         }
-        let dir = lexical(&std::path::absolute(&req.directory).at("resolve", Path::new(&req.directory))?);
+        let dir =
+            lexical(&std::path::absolute(&req.directory).at("resolve", Path::new(&req.directory))?);
         let layout = self.layout();
         let root = std::fs::canonicalize(&layout.root).unwrap_or_else(|_| layout.root.clone());
         let real = nearest_real(&dir);
@@ -92,7 +99,10 @@ impl Notes<'_> {
             ));
         }
         if std::fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
-            return Err(Error::invalid("directory", format!("{} is not a directory", dir.display())));
+            return Err(Error::invalid(
+                "directory",
+                format!("{} is not a directory", dir.display()),
+            ));
         }
         let key = dir.display().to_string();
         let mut exports: Exports = std::fs::read(exports_path(&layout.meta_dir()))
@@ -116,22 +126,28 @@ impl Notes<'_> {
                     None => continue,
                 },
             };
-            let Ok(p) = NotePath::new(&l.path) else { continue };
+            let Ok(p) = NotePath::new(&l.path) else {
+                continue;
+            };
             let conflict = |reason: &str| ExportConflict {
                 path: l.path.clone(),
                 reason: reason.to_string(),
             };
             let Some(Ok(text)) = note::read(layout, &p)?.map(|f| f.text) else {
-                out.conflicts.push(conflict("the note cannot be read in the store"));
+                out.conflicts
+                    .push(conflict("the note cannot be read in the store"));
                 continue;
             };
             let hash = content_hash(text.as_bytes());
             let target = rel.split('/').fold(dir.clone(), |d, c| d.join(c));
             let there = match std::fs::symlink_metadata(&target) {
                 Err(_) => None,
-                Ok(m) if m.is_file() => Some(content_hash(&std::fs::read(&target).at("read", &target)?)),
+                Ok(m) if m.is_file() => {
+                    Some(content_hash(&std::fs::read(&target).at("read", &target)?))
+                }
                 Ok(_) => {
-                    out.conflicts.push(conflict("a link, folder or special file stands there"));
+                    out.conflicts
+                        .push(conflict("a link, folder or special file stands there"));
                     continue;
                 }
             };
@@ -163,7 +179,10 @@ impl Notes<'_> {
             std::fs::create_dir_all(&dir).at("create", &dir)?;
             exports.insert(key, now);
             let tmp = layout.meta_dir().join("exports.json.tmp");
-            fsx::write_synced(&tmp, &codec::to_pretty(&serde_json::to_value(&exports).unwrap_or_default()))?;
+            fsx::write_synced(
+                &tmp,
+                &codec::to_pretty(&serde_json::to_value(&exports).unwrap_or_default()),
+            )?;
             std::fs::rename(&tmp, exports_path(&layout.meta_dir())).at("rename", &tmp)?;
         }
         Ok(out)

@@ -53,7 +53,9 @@ fn target(path: &str) -> Result<Target> {
     let lower = rest.to_ascii_lowercase();
     let escapes = rest.split('/').any(|c| c == ".." || c == ".")
         || rest.contains('\\')
-        || ["%2e", "%2f", "%5c", "%00"].iter().any(|e| lower.contains(e));
+        || ["%2e", "%2f", "%5c", "%00"]
+            .iter()
+            .any(|e| lower.contains(e));
     if escapes {
         return Err(refuse_as(
             ErrorKind::Forbidden,
@@ -109,7 +111,10 @@ impl Notes<'_> {
     /// Runs one command of the memory tool.
     pub fn memory_tool(&self, req: &MemoryToolRequest) -> Result<MemoryToolResponse> {
         let result = match req.command.as_str() {
-            "view" => self.mt_view(required(&req.path, "path", "view")?, req.view_range.as_deref()),
+            "view" => self.mt_view(
+                required(&req.path, "path", "view")?,
+                req.view_range.as_deref(),
+            ),
             "create" => self.mt_create(
                 required(&req.path, "path", "create")?,
                 required(&req.file_text, "file_text", "create")?,
@@ -154,7 +159,8 @@ impl Notes<'_> {
             }
         };
         let entries = note::list_folder(layout, &folder, usize::MAX)?;
-        let depth_of = |p: &str| p.split('/').count() - folder.split('/').filter(|s| !s.is_empty()).count();
+        let depth_of =
+            |p: &str| p.split('/').count() - folder.split('/').filter(|s| !s.is_empty()).count();
         let hidden = |p: &str| p.split('/').any(|c| c == "node_modules");
         let total = |prefix: &str| -> u64 {
             entries
@@ -166,18 +172,25 @@ impl Notes<'_> {
         };
         let base = path.trim_end_matches('/');
         let path = base;
-        let mut shown: Vec<&note::Listed> = entries.iter().filter(|e| depth_of(&e.path) <= 2).collect();
+        let mut shown: Vec<&note::Listed> =
+            entries.iter().filter(|e| depth_of(&e.path) <= 2).collect();
         // Tree order: a folder's entries right after it, each level by name.
         shown.sort_by(|a, b| a.path.split('/').cmp(b.path.split('/')));
         let mut out = vec![
-            format!("Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:"),
+            format!(
+                "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:"
+            ),
             format!("{}\t{base}", size(total(&folder))),
         ];
         for e in shown {
             if hidden(&e.path) {
                 continue;
             }
-            let rel = if folder.is_empty() { e.path.as_str() } else { &e.path[folder.len() + 1..] };
+            let rel = if folder.is_empty() {
+                e.path.as_str()
+            } else {
+                &e.path[folder.len() + 1..]
+            };
             if e.dir {
                 out.push(format!("{}\t{base}/{rel}/", size(total(&e.path))));
             } else {
@@ -191,12 +204,11 @@ impl Notes<'_> {
         let Some(file) = note::read(self.layout(), p)? else {
             return Err(missing(path, true));
         };
-        let t = file
-            .text
-            .map_err(|why| refuse_as(ErrorKind::Corrupt, format!("Error: The file {path} {why}")))?;
-        let (lines, _) = text::cut(&t, range).map_err(|m| {
-            refuse(format!("Error: Invalid `view_range` parameter: {m}"))
+        let t = file.text.map_err(|why| {
+            refuse_as(ErrorKind::Corrupt, format!("Error: The file {path} {why}"))
         })?;
+        let (lines, _) = text::cut(&t, range)
+            .map_err(|m| refuse(format!("Error: Invalid `view_range` parameter: {m}")))?;
         let header = format!("Here's the content of {path} with line numbers:");
         let mut body = String::new();
         let mut last = None;
@@ -234,12 +246,18 @@ impl Notes<'_> {
             reason: None,
         };
         if memdir_store::fsx::is_real_dir(&self.layout().root.join(p.rel())) {
-            return Err(refuse_as(ErrorKind::Conflict, format!("Error: File {path} already exists")));
+            return Err(refuse_as(
+                ErrorKind::Conflict,
+                format!("Error: File {path} already exists"),
+            ));
         }
         match self.write(&req) {
             Ok(_) => Ok(format!("File created successfully at: {path}")),
             Err(e) if e.kind == ErrorKind::Conflict && e.details.contains_key("current_hash") => {
-                Err(refuse_as(ErrorKind::Conflict, format!("Error: File {path} already exists")))
+                Err(refuse_as(
+                    ErrorKind::Conflict,
+                    format!("Error: File {path} already exists"),
+                ))
             }
             Err(e) => Err(protocol_error(e)),
         }
@@ -269,9 +287,11 @@ impl Notes<'_> {
                     text::numbered(&ls)
                 ))
             }
-            Err(e) if e.kind == ErrorKind::NotFound && field_is(&e, "old_str") => Err(refuse(format!(
-                "No replacement was performed, old_str `{old}` did not appear verbatim in {path}."
-            ))),
+            Err(e) if e.kind == ErrorKind::NotFound && field_is(&e, "old_str") => {
+                Err(refuse(format!(
+                    "No replacement was performed, old_str `{old}` did not appear verbatim in {path}."
+                )))
+            }
             Err(e) if field_is(&e, "old_str") && e.details.contains_key("lines") => {
                 let lines: Vec<String> = e.details["lines"]
                     .as_array()
@@ -348,10 +368,14 @@ impl Notes<'_> {
 
     fn mt_rename(&self, old_path: &str, new_path: &str) -> Result<String> {
         let Target::Path(from) = target(old_path)? else {
-            return Err(refuse(format!("Error: Cannot rename the {ROOT} directory itself")));
+            return Err(refuse(format!(
+                "Error: Cannot rename the {ROOT} directory itself"
+            )));
         };
         let Target::Path(to) = target(new_path)? else {
-            return Err(refuse(format!("Error: The destination {new_path} already exists")));
+            return Err(refuse(format!(
+                "Error: The destination {new_path} already exists"
+            )));
         };
         let root = &self.layout().root;
         if std::fs::symlink_metadata(root.join(to.rel())).is_ok() {
@@ -412,7 +436,9 @@ mod tests {
     fn paths_stay_under_the_root() {
         assert!(matches!(target("/memories"), Ok(Target::Root)));
         assert!(matches!(target("/memories/"), Ok(Target::Root)));
-        assert!(matches!(target("/memories/a/b.md"), Ok(Target::Path(p)) if p.as_str() == "a/b.md"));
+        assert!(
+            matches!(target("/memories/a/b.md"), Ok(Target::Path(p)) if p.as_str() == "a/b.md")
+        );
         for bad in [
             "/etc/passwd",
             "memories/a.md",

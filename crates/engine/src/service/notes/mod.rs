@@ -83,12 +83,9 @@ pub(crate) fn not_found(path: &NotePath) -> Error {
 }
 
 fn unreadable(path: &NotePath, why: &str) -> Error {
-    Error::new(
-        ErrorKind::Corrupt,
-        format!("note file notes/{path} {why}"),
-    )
-    .field("path")
-    .hint("fix or remove the file by hand; memdir never writes over a file it cannot read")
+    Error::new(ErrorKind::Corrupt, format!("note file notes/{path} {why}"))
+        .field("path")
+        .hint("fix or remove the file by hand; memdir never writes over a file it cannot read")
 }
 
 fn check_expect(cur: &Current, expect: &Expect) -> Result<()> {
@@ -140,13 +137,10 @@ use memdir_store::model::Expect;
 
 fn check_size(text: &str) -> Result<()> {
     if text.len() > note::MAX_NOTE_BYTES {
-        return Err(Error::too_large(
-            "text",
-            text.len(),
-            note::MAX_NOTE_BYTES,
-            "bytes",
-        )
-        .hint("split the note into several notes"));
+        return Err(
+            Error::too_large("text", text.len(), note::MAX_NOTE_BYTES, "bytes")
+                .hint("split the note into several notes"),
+        );
     }
     Ok(())
 }
@@ -252,7 +246,11 @@ impl Notes<'_> {
     }
 
     /// Adopts a hand edit of one note (a file a sync took from a plain commit).
-    pub(in crate::service) fn adopt_hand_edits_of(&self, tx: &WriteTxn<'_>, path: &NotePath) -> Result<()> {
+    pub(in crate::service) fn adopt_hand_edits_of(
+        &self,
+        tx: &WriteTxn<'_>,
+        path: &NotePath,
+    ) -> Result<()> {
         let cur = self.current(path)?;
         if cur.file.as_ref().is_none_or(|f| f.text.is_ok()) {
             self.adopt(tx, cur)?;
@@ -324,7 +322,12 @@ impl Notes<'_> {
                     hist.display()
                 )));
             }
-            let mut vv = c.base.head.as_ref().map(|h| h.vv.clone()).unwrap_or_default();
+            let mut vv = c
+                .base
+                .head
+                .as_ref()
+                .map(|h| h.vv.clone())
+                .unwrap_or_default();
             *vv.entry(replica.clone()).or_insert(0) += 1;
             let bytes = c.text.as_ref().map(|t| t.as_bytes().to_vec());
             let hash = bytes.as_deref().map(content_hash);
@@ -430,7 +433,8 @@ impl Notes<'_> {
                     )
                     .hint("{op:note_history} lists the versions"));
                 };
-                let is_current = cur.hash() == e.hash.as_deref() && cur.consistent()
+                let is_current = cur.hash() == e.hash.as_deref()
+                    && cur.consistent()
                     && cur.head.as_ref().map(|h| &h.id) == Some(&e.id);
                 (
                     t.to_string(),
@@ -445,10 +449,7 @@ impl Notes<'_> {
                 let Some(file) = &cur.file else {
                     return Err(not_found(&path));
                 };
-                let t = file
-                    .text
-                    .as_ref()
-                    .map_err(|why| unreadable(&path, why))?;
+                let t = file.text.as_ref().map_err(|why| unreadable(&path, why))?;
                 let head = cur.head.as_ref();
                 let (version, at, by) = match head {
                     Some(h) if cur.consistent() => (h.ordinal(), h.ts.clone(), h.actor.clone()),
@@ -529,11 +530,19 @@ impl Notes<'_> {
         let expect = expect(req.expected_hash.as_deref())?;
         let reason = check_reason(req.reason.as_deref())?;
         if req.old_str.as_deref() == Some("") {
-            return Err(Error::invalid("old_str", "old_str is empty: give the text to replace"));
+            return Err(Error::invalid(
+                "old_str",
+                "old_str is empty: give the text to replace",
+            ));
         }
         let edit = match (&req.old_str, req.insert_line, &req.insert_text) {
-            (Some(old), None, None) => Edit::Replace(old.clone(), self.redacted(req.new_str.as_deref().unwrap_or(""))),
-            (None, Some(line), Some(t)) if req.new_str.is_none() => Edit::Insert(line, self.redacted(t)),
+            (Some(old), None, None) => Edit::Replace(
+                old.clone(),
+                self.redacted(req.new_str.as_deref().unwrap_or("")),
+            ),
+            (None, Some(line), Some(t)) if req.new_str.is_none() => {
+                Edit::Insert(line, self.redacted(t))
+            }
             _ => {
                 return Err(Error::invalid(
                     "old_str",
@@ -699,7 +708,11 @@ impl Notes<'_> {
                 self.commit(tx, changes, true)?
             };
             if folder {
-                let _ = std::fs::remove_dir(self.layout().root.join(NotePath::new(req.path.trim_end_matches('/'))?.rel()));
+                let _ = std::fs::remove_dir(
+                    self.layout()
+                        .root
+                        .join(NotePath::new(req.path.trim_end_matches('/'))?.rel()),
+                );
             }
             Ok(NoteDeleteResponse { deleted })
         })
@@ -714,14 +727,15 @@ impl Notes<'_> {
         if !folder && req.to.ends_with('/') {
             return Err(Error::invalid(
                 "to",
-                format!("{:?} names a folder; give the note's new path in full", req.to),
+                format!(
+                    "{:?} names a folder; give the note's new path in full",
+                    req.to
+                ),
             ));
         }
         let to_root = NotePath::new(req.to.trim_end_matches('/')).map_err(|e| e.field("to"))?;
         let from_root = req.from.trim_end_matches('/');
-        if to_root.as_str() == from_root
-            || to_root.as_str().starts_with(&format!("{from_root}/"))
-        {
+        if to_root.as_str() == from_root || to_root.as_str().starts_with(&format!("{from_root}/")) {
             return Err(Error::invalid(
                 "to",
                 format!("cannot move {from_root:?} into itself"),
@@ -771,7 +785,11 @@ impl Notes<'_> {
                     op: VersionOp::Rename,
                     text: Some(t.clone()),
                     actor: actor.clone(),
-                    reason: Some(reason.clone().unwrap_or_else(|| format!("renamed from {}", olds[i].path))),
+                    reason: Some(
+                        reason
+                            .clone()
+                            .unwrap_or_else(|| format!("renamed from {}", olds[i].path)),
+                    ),
                     ts: None,
                 });
                 changes.push(Change {
@@ -785,7 +803,8 @@ impl Notes<'_> {
             }
             let done = self.commit(tx, changes, true)?;
             if folder {
-                let _ = std::fs::remove_dir(self.layout().root.join(NotePath::new(from_root)?.rel()));
+                let _ =
+                    std::fs::remove_dir(self.layout().root.join(NotePath::new(from_root)?.rel()));
             }
             Ok(NoteRenameResponse {
                 renamed: done.into_iter().step_by(2).collect(),
@@ -815,7 +834,11 @@ impl Notes<'_> {
             notes: found
                 .into_iter()
                 .map(|l| NoteEntry {
-                    path: if l.dir { format!("{}/", l.path) } else { l.path },
+                    path: if l.dir {
+                        format!("{}/", l.path)
+                    } else {
+                        l.path
+                    },
                     size: l.len,
                     modified: clock::rfc3339(l.mtime_ns / 1_000_000),
                 })
@@ -872,7 +895,11 @@ impl Notes<'_> {
                 Some(e) => vec![e],
                 None if memdir_store::model::is_hash_prefix(id) => entries
                     .iter()
-                    .filter(|e| e.hash.as_deref().is_some_and(|h| h.starts_with(id.as_str())))
+                    .filter(|e| {
+                        e.hash
+                            .as_deref()
+                            .is_some_and(|h| h.starts_with(id.as_str()))
+                    })
                     .collect(),
                 None => Vec::new(),
             },
@@ -933,7 +960,8 @@ impl Notes<'_> {
                 .and_then(|p| entries.iter().find(|e| &e.id == p))
                 .cloned(),
         };
-        let text = |e: Option<&HistoryEntry>| e.and_then(note::entry_text).unwrap_or("").to_string();
+        let text =
+            |e: Option<&HistoryEntry>| e.and_then(note::entry_text).unwrap_or("").to_string();
         let label = |e: Option<&HistoryEntry>| {
             e.map(|e| format!("{path}@{}", e.ordinal()))
                 .unwrap_or_else(|| "/dev/null".into())
@@ -990,7 +1018,10 @@ impl Notes<'_> {
             if e.is_tombstone() {
                 return Err(Error::invalid(
                     "version",
-                    format!("version {} is a delete tombstone: it holds no text", e.ordinal()),
+                    format!(
+                        "version {} is a delete tombstone: it holds no text",
+                        e.ordinal()
+                    ),
                 ));
             }
             let cur = self.current(path)?;
@@ -1014,7 +1045,11 @@ impl Notes<'_> {
         };
         let versions = if dry_run {
             let e = check()?;
-            if e.forgotten.is_some() { Vec::new() } else { vec![row(&e)] }
+            if e.forgotten.is_some() {
+                Vec::new()
+            } else {
+                vec![row(&e)]
+            }
         } else {
             self.with_write(|tx| {
                 let mut e = check()?;
@@ -1038,7 +1073,13 @@ impl Notes<'_> {
                     txn::Replaced::FreeNow,
                 )?;
                 self.record_durable(tx.inner, |l| {
-                    l.record_txn(&txid, "forget", &format!("note:{path}@{}", e.ordinal()), &self.actor(), &at)
+                    l.record_txn(
+                        &txid,
+                        "forget",
+                        &format!("note:{path}@{}", e.ordinal()),
+                        &self.actor(),
+                        &at,
+                    )
                 });
                 Ok(vec![row(&e)])
             })?
@@ -1106,7 +1147,8 @@ impl Notes<'_> {
     /// one `stat`.
     pub(crate) fn scan(&self, inner: &Inner) -> Result<usize> {
         let layout = self.layout();
-        if !fsx_is_dir(&layout.root.join(note::NOTES_DIR)) && inner.ledger.note_stats()?.is_empty() {
+        if !fsx_is_dir(&layout.root.join(note::NOTES_DIR)) && inner.ledger.note_stats()?.is_empty()
+        {
             return Ok(0);
         }
         let (found, _) = note::list(layout)?;
@@ -1177,7 +1219,11 @@ fn apply_edit(path: &NotePath, before: &str, edit: &Edit) -> Result<(String, u64
                     "old_str occurs {} times in note {:?} (lines {}); it must occur once",
                     lines.len(),
                     path.as_str(),
-                    lines.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+                    lines
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             )
             .field("old_str")

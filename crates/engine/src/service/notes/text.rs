@@ -47,7 +47,10 @@ pub fn lines(text: &str) -> Vec<&str> {
     if text.is_empty() {
         return Vec::new();
     }
-    text.strip_suffix('\n').unwrap_or(text).split('\n').collect()
+    text.strip_suffix('\n')
+        .unwrap_or(text)
+        .split('\n')
+        .collect()
 }
 
 /// `text` with `insert` placed after line `after` (0: at the start), or `Err(n)` with the
@@ -82,9 +85,12 @@ pub fn append(text: &str, more: &str) -> String {
     out
 }
 
+/// Numbered lines, and the first and last numbers among them (`[0, 0]` when none).
+pub type Cut = (Vec<(u64, String)>, [u64; 2]);
+
 /// The lines `range` (`[first, last]` from 1, `last` -1 for the end) of `text`, clamped to it:
 /// the lines and the first and last numbers returned (`[0, 0]` when none).
-pub fn cut(text: &str, range: Option<&[i64]>) -> Result<(Vec<(u64, String)>, [u64; 2]), String> {
+pub fn cut(text: &str, range: Option<&[i64]>) -> Result<Cut, String> {
     let ls = lines(text);
     let n = ls.len() as i64;
     let (first, last) = match range {
@@ -152,7 +158,10 @@ mod tests {
     #[test]
     fn insertions_count_lines_from_zero_at_the_start() {
         assert_eq!(insert_after("a\nb", 1, "x"), Ok("a\nx\nb\n".to_string()));
-        assert_eq!(insert_after("a\nb\n", 0, "x\n"), Ok("x\na\nb\n".to_string()));
+        assert_eq!(
+            insert_after("a\nb\n", 0, "x\n"),
+            Ok("x\na\nb\n".to_string())
+        );
         assert_eq!(insert_after("a\nb\n", 2, "x"), Ok("a\nb\nx\n".to_string()));
         assert_eq!(insert_after("a\nb\n", 3, "x"), Err(2));
         assert_eq!(insert_after("", 0, "x"), Ok("x\n".to_string()));

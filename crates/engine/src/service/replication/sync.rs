@@ -743,7 +743,13 @@ impl Replication<'_> {
                 &memdir_store::model::content_hash(theirs.as_bytes())[..12]
             );
             if !touched.is_empty() || !touched_notes.is_empty() {
-                writes.push(self.settle_note(&touched, &touched_notes, strategy, &local_heads, theirs));
+                writes.push(self.settle_note(
+                    &touched,
+                    &touched_notes,
+                    strategy,
+                    &local_heads,
+                    theirs,
+                ));
             }
             if forgotten {
                 crate::service::upkeep::forget::mark_purge_pending(self.layout())?;
@@ -1468,31 +1474,35 @@ impl Replication<'_> {
         } else {
             strategy
         };
-        let served: Option<String> =
-            match merge::resolve(path.as_str(), &entries, strategy, local_heads) {
-                None => match merge::heads(&entries).first() {
-                    Some(h) => h.content.as_str().map(str::to_string),
-                    None => return Ok(()),
-                },
-                Some(mut r) => {
-                    let text = r.entry.content.as_str().map(str::to_string);
-                    // The hash of a note's version is its text's.
-                    r.entry.hash = text
-                        .as_deref()
-                        .map(|t| memdir_store::model::content_hash(t.as_bytes()));
-                    let hist_rel = path.history_rel().join(format!("{}.json", r.entry.id));
-                    if !layout.root.join(&hist_rel).exists() {
-                        files.push(txn::FileWrite {
-                            rel: hist_rel,
-                            bytes: Some(codec::to_pretty(
-                                &serde_json::to_value(&r.entry)
-                                    .expect("invariant: history entries serialize"),
-                            )),
-                            hash: None,
-                        });
-                    }
-                    if r.conflict.is_some() {
-                        resp.reported.push(problem(
+        let served: Option<String> = match merge::resolve(
+            path.as_str(),
+            &entries,
+            strategy,
+            local_heads,
+        ) {
+            None => match merge::heads(&entries).first() {
+                Some(h) => h.content.as_str().map(str::to_string),
+                None => return Ok(()),
+            },
+            Some(mut r) => {
+                let text = r.entry.content.as_str().map(str::to_string);
+                // The hash of a note's version is its text's.
+                r.entry.hash = text
+                    .as_deref()
+                    .map(|t| memdir_store::model::content_hash(t.as_bytes()));
+                let hist_rel = path.history_rel().join(format!("{}.json", r.entry.id));
+                if !layout.root.join(&hist_rel).exists() {
+                    files.push(txn::FileWrite {
+                        rel: hist_rel,
+                        bytes: Some(codec::to_pretty(
+                            &serde_json::to_value(&r.entry)
+                                .expect("invariant: history entries serialize"),
+                        )),
+                        hash: None,
+                    });
+                }
+                if r.conflict.is_some() {
+                    resp.reported.push(problem(
                             "note_conflict",
                             &path.rel().to_string_lossy(),
                             format!(
@@ -1500,10 +1510,10 @@ impl Replication<'_> {
                                 strategy.as_str()
                             ),
                         ));
-                    }
-                    text
                 }
-            };
+                text
+            }
+        };
         let current = memdir_store::note::read(&layout, path)?;
         let unreadable = current.as_ref().is_some_and(|f| f.text.is_err());
         let bytes = served.map(String::into_bytes);

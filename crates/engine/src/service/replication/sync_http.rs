@@ -41,8 +41,8 @@ use memdir_api::{
     SyncResponse, SyncWant,
 };
 use memdir_store::lock::WriteLock;
-use memdir_store::note::NotePath;
 use memdir_store::model::{CategoryName, content_hash, decode_component};
+use memdir_store::note::NotePath;
 use memdir_store::{self as store, Layout, failpoint, fsx, txn};
 
 /// Default page size in bytes of data.
@@ -820,8 +820,13 @@ impl Peers<'_> {
                 )?;
             }
             for path in &touched_notes {
-                self.replication()
-                    .settle_note_text(path, strategy, &local_heads, &seed, &mut out)?;
+                self.replication().settle_note_text(
+                    path,
+                    strategy,
+                    &local_heads,
+                    &seed,
+                    &mut out,
+                )?;
             }
             self.notes().record_settled(tx, &touched_notes)?;
             self.replication().settled()?;

@@ -128,7 +128,9 @@ impl Upkeep<'_> {
         let out = match target {
             Target::Chunks(sessions) => self.forget_chunks(&sessions, req.dry_run)?,
             Target::Version(name, v) => self.forget_version(&name, &v, req.dry_run)?,
-            Target::NoteVersion(path, v) => (**self).notes().forget_version(&path, &v, req.dry_run)?,
+            Target::NoteVersion(path, v) => {
+                (**self).notes().forget_version(&path, &v, req.dry_run)?
+            }
         };
         if !req.dry_run {
             // A category write leaves the large file it replaced for the reaper to free
@@ -146,8 +148,7 @@ impl Upkeep<'_> {
         let usage = "forget takes one of: session_id (with chunk_ids, or alone for the whole session), query (with project and limit), or category (or note) with version";
         let chunk_mode = req.session_id.is_some() || req.chunk_ids.is_some();
         let query_mode = req.query.is_some() || req.project.is_some() || req.limit.is_some();
-        let version_mode =
-            req.category.is_some() || req.note.is_some() || req.version.is_some();
+        let version_mode = req.category.is_some() || req.note.is_some() || req.version.is_some();
         if [chunk_mode, query_mode, version_mode]
             .iter()
             .filter(|m| **m)
@@ -159,7 +160,11 @@ impl Upkeep<'_> {
         if version_mode && req.note.is_some() {
             let (None, Some(n), Some(v)) = (&req.category, &req.note, &req.version) else {
                 return Err(Error::invalid(
-                    if req.category.is_some() { "note" } else { "version" },
+                    if req.category.is_some() {
+                        "note"
+                    } else {
+                        "version"
+                    },
                     "a note's version is forgotten by note and version together (not with category)",
                 ));
             };

@@ -64,7 +64,10 @@ fn allowed(rel: &str) -> bool {
         && p.components().all(|c| matches!(c, Component::Normal(_)));
     let top = rel.split('/').next().unwrap_or("");
     plain
-        && (matches!(top, "categories" | "history" | "sessions" | "conflicts" | "notes" | "note-history") && rel.contains('/')
+        && (matches!(
+            top,
+            "categories" | "history" | "sessions" | "conflicts" | "notes" | "note-history"
+        ) && rel.contains('/')
             || matches!(rel, "memdir.json" | ".gitignore" | ".gitattributes"))
 }
 

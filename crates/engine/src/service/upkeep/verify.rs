@@ -263,22 +263,38 @@ fn check_notes(layout: &Layout, now: i64, p: &mut Problems) -> Result<(usize, us
             if let Some(stamp) = h.id.get(..24).and_then(Hlc::parse)
                 && !stamp.admissible(now)
             {
-                p.add("future_stamp", &h.path, format!("stamp {stamp} is more than a day ahead of this machine's clock"));
+                p.add(
+                    "future_stamp",
+                    &h.path,
+                    format!("stamp {stamp} is more than a day ahead of this machine's clock"),
+                );
             }
             match h.entry {
                 Ok(e) => {
                     let text = note::entry_text(&e);
                     if e.is_tombstone() != text.is_none() && e.forgotten.is_none() {
-                        p.add("history", &h.path, "a delete tombstone must have no text, and only a tombstone may");
+                        p.add(
+                            "history",
+                            &h.path,
+                            "a delete tombstone must have no text, and only a tombstone may",
+                        );
                     }
                     if let Some(t) = text
                         && e.hash.as_deref() != Some(content_hash(t.as_bytes()).as_str())
                     {
-                        p.add("history", &h.path, "the version's text does not give its hash");
+                        p.add(
+                            "history",
+                            &h.path,
+                            "the version's text does not give its hash",
+                        );
                     }
                     head = Some(e);
                 }
-                Err(why) => p.add("history", &h.path, format!("malformed history entry: {why}")),
+                Err(why) => p.add(
+                    "history",
+                    &h.path,
+                    format!("malformed history entry: {why}"),
+                ),
             }
         }
         let rel = path.rel();
