@@ -133,7 +133,10 @@ mod tests {
     #[test]
     fn a_note_path_round_trips_through_its_uri() {
         for path in ["MEMORY.md", "projects/orbital.md", "a b/ü?#.md"] {
-            assert_eq!(parse(&note(path)), Some(Resource::Note { path: path.into() }));
+            assert_eq!(
+                parse(&note(path)),
+                Some(Resource::Note { path: path.into() })
+            );
         }
         assert_eq!(note("a b/c.md"), "memdir://notes/a%20b/c.md");
         assert_eq!(parse("memdir://notes/"), None);
