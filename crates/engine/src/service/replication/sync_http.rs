@@ -249,6 +249,15 @@ struct Admitted {
     patched: bool,
 }
 
+/// What a page's settling needs: what it touched, and the inputs every replica resolves with.
+struct Settling<'a> {
+    categories: &'a BTreeSet<CategoryName>,
+    notes: &'a BTreeSet<NotePath>,
+    strategy: Strategy,
+    local_heads: &'a BTreeSet<String>,
+    seed: &'a str,
+}
+
 fn remote_err(url: &str, e: RemoteError) -> Error {
     match e {
         RemoteError::Unreachable(m) => Error::new(ErrorKind::Unavailable, m),
@@ -805,37 +814,14 @@ impl Peers<'_> {
                 )?;
                 store::failpoint::hit("sync.before_settle");
             }
-            let mut out = SyncResponse::default();
-            for name in &touched {
-                let entries = self.categories().history_entries(name)?;
-                // A malformed hand edit stays as it is (adoption reports it); the history
-                // holds the merged version.
-                let _ = self.replication().settle_category(
-                    name,
-                    &entries,
-                    strategy,
-                    &local_heads,
-                    &seed,
-                    &mut out,
-                )?;
-            }
-            for path in &touched_notes {
-                self.replication().settle_note_text(
-                    path,
-                    strategy,
-                    &local_heads,
-                    &seed,
-                    &mut out,
-                )?;
-            }
-            self.notes().record_settled(tx, &touched_notes)?;
-            self.replication().settled()?;
-            for name in &touched {
-                let _ =
-                    self.categories()
-                        .sync_category(tx.inner, name, Some(tx.lock), Sync::Full)?;
-            }
-            self.sessions().sync_sessions(tx.inner, Some(tx.lock))?;
+            let settling = Settling {
+                categories: &touched,
+                notes: &touched_notes,
+                strategy,
+                local_heads: &local_heads,
+                seed: &seed,
+            };
+            let out = self.settle_page(tx, &settling)?;
             resp.categories = out.categories;
             resp.conflicts = out.conflicts;
             resp.reported.extend(out.reported);
@@ -847,6 +833,43 @@ impl Peers<'_> {
             self.upkeep().purge_derived()?;
         }
         Ok(resp)
+    }
+
+    /// Derives the files of the categories and notes a page brought versions of, then brings
+    /// the ledger (and so the index) up to date. Caller holds the lock.
+    fn settle_page(&self, tx: &WriteTxn<'_>, s: &Settling<'_>) -> Result<SyncResponse> {
+        let mut out = SyncResponse::default();
+        for name in s.categories {
+            let entries = self.categories().history_entries(name)?;
+            // A malformed hand edit stays as it is (adoption reports it); the history
+            // holds the merged version.
+            let _ = self.replication().settle_category(
+                name,
+                &entries,
+                s.strategy,
+                s.local_heads,
+                s.seed,
+                &mut out,
+            )?;
+        }
+        for path in s.notes {
+            self.replication().settle_note_text(
+                path,
+                s.strategy,
+                s.local_heads,
+                s.seed,
+                &mut out,
+            )?;
+        }
+        self.notes().record_settled(tx, s.notes)?;
+        self.replication().settled()?;
+        for name in s.categories {
+            let _ = self
+                .categories()
+                .sync_category(tx.inner, name, Some(tx.lock), Sync::Full)?;
+        }
+        self.sessions().sync_sessions(tx.inner, Some(tx.lock))?;
+        Ok(out)
     }
 
     /// Each item of a page through the gate, in order (an item sees what the ones before it
