@@ -590,10 +590,12 @@ mod tests {
             VersionOp::Restore,
             VersionOp::External,
             VersionOp::Resolve,
+            VersionOp::Edit,
+            VersionOp::Rename,
         ] {
             assert_eq!(VersionOp::parse(op.as_str()), Some(op));
         }
-        assert_eq!(VersionOp::parse("rename"), None);
+        assert_eq!(VersionOp::parse("move"), None);
     }
 
     #[test]
