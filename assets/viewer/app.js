@@ -721,7 +721,7 @@
         h('tbody', null, files.map((n) => h('tr', null,
           h('td', { 'data-label': 'Path' }, h('a', { href: link('note', n.path) }, n.path)),
           h('td', { class: 'num', 'data-label': 'Size' }, bytes(n.size)),
-          h('td', { 'data-label': 'Modified' }, time(n.modified)))))))
+          h('td', { 'data-label': 'Modified' }, time(n.modified || null)))))))
         : h('p', { class: 'muted' }, 'No notes yet. Agents write them with the memory tool or note_write; memdir note write PATH adds one.'));
   }
 

@@ -303,6 +303,16 @@ def seed(srv: Rest) -> None:
     for _, ex in body_examples(operation("/api/v1/append", "post")):
         srv.ok("POST", "/api/v1/append", ex)
     srv.ok("POST", "/api/v1/write", {"category": "scratch", "data": {"tmp": True}})
+    # Notes every note example can act on (two versions of MEMORY.md, a note to move, one to
+    # delete).
+    for path, text in [
+        ("MEMORY.md", "# Memory\n- first\n"),
+        ("projects/orbital.md", "# Orbital\n\nDeploys go through staging first.\n"),
+        ("scratch/todo.md", "- tidy up\n"),
+        ("todo.md", "- call Ada\n"),
+    ]:
+        srv.ok("POST", "/api/v1/notes/write", {"path": path, "text": text})
+    srv.ok("POST", "/api/v1/notes/append", {"path": "MEMORY.md", "text": "- second"})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -59,6 +59,13 @@ def seed(store: Path) -> None:
             ).encode(),
         ),
     ]
+    steps += [
+        (["note", "write", "MEMORY.md", "--text", "# Memory\n- first\n"], b""),
+        (["note", "append", "MEMORY.md", "--text", "- second"], b""),
+        (["note", "write", "projects/orbital.md", "--text", "# Orbital\n\nDeploys go through staging first.\n"], b""),
+        (["note", "write", "scratch/todo.md", "--text", "- tidy up\n"], b""),
+        (["note", "write", "todo.md", "--text", "- call Ada\n"], b""),
+    ]
     for argv, stdin in steps:
         p = memdir(store, *argv, stdin=stdin)
         assert p.returncode == 0, (argv, p.stderr)
@@ -75,9 +82,11 @@ def normalize(v: Any) -> Any:
 
 def cli_argv(op: dict, args: dict) -> tuple[list[str], bytes]:
     cli = op["cli"]
-    argv = [cli["command"]]
+    argv = cli["command"].split(" ")  # a group's command is two words (note read)
     stdin = b""
     args = dict(args)
+    if op["name"] in ("note_write", "note_append"):
+        argv += ["--text", args.pop("text")]
     if op["name"] == "ingest":
         if "chunks" in args:
             return argv + ["--jsonl", "-"], "\n".join(json.dumps(c) for c in args["chunks"]).encode()
@@ -98,6 +107,8 @@ def cli_argv(op: dict, args: dict) -> tuple[list[str], bytes]:
             argv.append(flag)
         elif value is False or value is None:
             continue
+        elif isinstance(value, list):
+            argv += [flag, ",".join(str(v) for v in value)]
         else:
             argv += [flag, str(value)]
     return argv, stdin
@@ -116,6 +127,8 @@ def beside(store: Path, op: dict, args: dict) -> dict:
         args["src"] = str(src)
     elif op["name"] == "export":
         args["output"] = str(store.parent / "export-example")
+    elif op["name"] == "notes_export":
+        args["directory"] = str(store.parent / "notes-export-example")
     return args
 
 

@@ -209,8 +209,10 @@ pub struct NoteEntry {
     pub path: String,
     /// Its size in bytes (0 for a folder).
     pub size: u64,
-    /// When the file last changed on disk.
-    pub modified: String,
+    /// When the note was last written (its newest version's time; for a file memdir has no
+    /// version of yet, its modification time); absent for a folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<String>,
 }
 
 /// `note_list`: notes and folders, by path.

@@ -829,21 +829,32 @@ impl Notes<'_> {
             .hint("{op:note_list} without a folder lists every note"));
         }
         let found = note::list_folder(layout, &folder, depth)?;
-        Ok(NoteListResponse {
-            folder,
-            notes: found
-                .into_iter()
-                .map(|l| NoteEntry {
-                    path: if l.dir {
-                        format!("{}/", l.path)
-                    } else {
-                        l.path
-                    },
-                    size: l.len,
-                    modified: clock::rfc3339(l.mtime_ns / 1_000_000),
-                })
-                .collect(),
-        })
+        let written = |l: &note::Listed| -> Result<Option<String>> {
+            if l.dir {
+                return Ok(None);
+            }
+            let head = match NotePath::new(&l.path) {
+                Ok(p) => note::head(layout, &p)?.filter(|h| !h.is_tombstone()),
+                Err(_) => None,
+            };
+            Ok(Some(head.map_or_else(
+                || clock::rfc3339(l.mtime_ns / 1_000_000),
+                |h| h.ts,
+            )))
+        };
+        let mut notes = Vec::with_capacity(found.len());
+        for l in found {
+            notes.push(NoteEntry {
+                modified: written(&l)?,
+                path: if l.dir {
+                    format!("{}/", l.path)
+                } else {
+                    l.path
+                },
+                size: l.len,
+            });
+        }
+        Ok(NoteListResponse { folder, notes })
     }
 
     /// A note's versions, newest first.
