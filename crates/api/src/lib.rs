@@ -1294,6 +1294,23 @@ pub struct HistoryVersion {
     pub malformed: Option<String>,
 }
 
+impl HistoryVersion {
+    /// A history file that could not be read: its id and why.
+    pub fn malformed(id: &str, why: &str) -> HistoryVersion {
+        HistoryVersion {
+            id: id.to_string(),
+            version: None,
+            hash: None,
+            op: None,
+            actor: None,
+            reason: None,
+            timestamp: None,
+            parents: None,
+            malformed: Some(why.to_string()),
+        }
+    }
+}
+
 /// `blame`: for each key of the current content (or of the object at `path`), the version that
 /// set its current value.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]

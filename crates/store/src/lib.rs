@@ -287,21 +287,20 @@ pub struct HistoryFile {
 
 /// History file ids of a category, oldest first (ids sort as time).
 pub fn list_history_ids(layout: &Layout, name: &CategoryName) -> Result<Vec<String>, IoError> {
-    let dir = layout.root.join(Layout::history_rel(name));
+    history_ids_in(&layout.root.join(Layout::history_rel(name)))
+}
+
+/// The ids of the history files in `dir` (a category's or a note's), oldest first; none when
+/// it does not exist.
+pub fn history_ids_in(dir: &Path) -> Result<Vec<String>, IoError> {
     let mut ids = Vec::new();
-    let rd = match fs::read_dir(&dir) {
+    let rd = match fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ids),
-        Err(e) => {
-            return Err(IoError {
-                op: "list",
-                path: dir,
-                source: e,
-            });
-        }
+        Err(e) => return Err(e).at("list", dir),
     };
     for entry in rd {
-        let entry = entry.at("list", &dir)?;
+        let entry = entry.at("list", dir)?;
         if let Some(id) = entry.file_name().to_string_lossy().strip_suffix(".json") {
             ids.push(id.to_string());
         }

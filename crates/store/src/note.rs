@@ -390,21 +390,7 @@ pub fn history_paths(layout: &Layout) -> Result<Vec<NotePath>, IoError> {
 
 /// The ids of a note's history files, oldest first.
 pub fn history_ids(layout: &Layout, path: &NotePath) -> Result<Vec<String>, IoError> {
-    let dir = layout.root.join(path.history_rel());
-    let rd = match fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).at("list", &dir),
-    };
-    let mut ids = Vec::new();
-    for entry in rd {
-        let entry = entry.at("list", &dir)?;
-        if let Some(id) = entry.file_name().to_string_lossy().strip_suffix(".json") {
-            ids.push(id.to_string());
-        }
-    }
-    ids.sort();
-    Ok(ids)
+    crate::history_ids_in(&layout.root.join(path.history_rel()))
 }
 
 /// Every history file of a note, oldest first (a malformed one carries its error).

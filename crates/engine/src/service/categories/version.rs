@@ -441,17 +441,7 @@ impl Categories<'_> {
                     parents: Some(e.parents),
                     malformed: None,
                 }),
-                Err(why) => versions.push(HistoryVersion {
-                    id: id.clone(),
-                    version: None,
-                    hash: None,
-                    op: None,
-                    actor: None,
-                    reason: None,
-                    timestamp: None,
-                    parents: None,
-                    malformed: Some(why),
-                }),
+                Err(why) => versions.push(HistoryVersion::malformed(&id, &why)),
             }
         }
         drop(guard);

@@ -873,17 +873,7 @@ impl Notes<'_> {
             .take(req.limit)
             .map(|f| match &f.entry {
                 Ok(e) => listed(e),
-                Err(why) => HistoryVersion {
-                    id: f.id.clone(),
-                    version: None,
-                    hash: None,
-                    op: None,
-                    actor: None,
-                    reason: None,
-                    timestamp: None,
-                    parents: None,
-                    malformed: Some(why.clone()),
-                },
+                Err(why) => HistoryVersion::malformed(&f.id, why),
             })
             .collect();
         Ok(NoteHistoryResponse {
