@@ -441,7 +441,7 @@ impl Categories<'_> {
                     parents: Some(e.parents),
                     malformed: None,
                 }),
-                Err(why) => versions.push(HistoryVersion::malformed(&id, &why)),
+                Err(why) => versions.push(HistoryVersion::malformed(id, &why)),
             }
         }
         drop(guard);
