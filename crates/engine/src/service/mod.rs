@@ -881,7 +881,9 @@ impl Memdir {
             }
         }
         self.sessions().sync_sessions(inner, None)?;
-        self.cx().notes().scan(inner)?;
+        self.cx()
+            .notes()
+            .scan_every(inner, self.settings.scan_interval)?;
         Ok(adopted)
     }
 

@@ -56,6 +56,9 @@ impl Upkeep<'_> {
             });
         };
         self.scan(inner)?;
+        // Status answers for every note, whenever the last scan was (an open skips notes
+        // within the scan interval).
+        self.cx().notes().scan(inner)?;
         let cats = inner.ledger.categories()?;
         let live: Vec<_> = cats
             .iter()
