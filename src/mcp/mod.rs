@@ -150,6 +150,9 @@ pub struct Server {
     /// This connection's `resources/subscribe` subscriptions; a task polls them while any
     /// are left (see [`watch`]).
     watcher: Arc<std::sync::Mutex<watch::Watcher>>,
+    /// What this session's memory-tool `view`s showed: its edits of a viewed file are
+    /// compare-and-swaps against them.
+    views: Arc<memdir_engine::service::Views>,
 }
 
 impl Server {
@@ -161,6 +164,7 @@ impl Server {
             caller,
             caller_of: None,
             watcher: Arc::default(),
+            views: Arc::default(),
         }
     }
 
@@ -173,6 +177,7 @@ impl Server {
             caller: Caller::new(String::new(), None),
             caller_of: Some(caller_of),
             watcher: Arc::default(),
+            views: Arc::default(),
         }
     }
 
@@ -231,15 +236,16 @@ impl Server {
         &self,
         context: &RequestContext<RoleServer>,
     ) -> std::result::Result<Caller, ErrorData> {
-        match self.caller_of {
-            None => Ok(self.caller.clone()),
+        let caller = match self.caller_of {
+            None => self.caller.clone(),
             Some(of) => of(&context.extensions).ok_or_else(|| {
                 ErrorData::internal_error(
                     "invariant: an HTTP request reached the server without its caller",
                     None,
                 )
-            }),
-        }
+            })?,
+        };
+        Ok(caller.with_views(self.views.clone()))
     }
 
     /// Runs `f` on the store for the request's caller, off the async runtime.

@@ -14,8 +14,8 @@ It is replayed, on a fresh store each time,
   the message.
 After a replay the files under notes/ hold what the session's last views showed, and every
 change is a version in the note's history (`memdir note history`). Two sessions editing the
-same note: a str_replace of text another session has already replaced fails with the protocol's
-not-found string, and the other session's change survives.
+same note: an edit of a file the session viewed fails once another session has changed it (the
+view is the base of a compare-and-swap), and the other session's change survives.
 """
 
 from __future__ import annotations
@@ -414,9 +414,13 @@ PLAN = "/memories/plan.md"
 PLAN_TEXT = "# Plan\n\nDeploys go through staging first.\n"
 
 
+CHANGED = "Error: The file {path} has been changed by another writer since you last viewed it; nothing was changed. View it again, then retry the edit on what it holds now."
+
+
 async def test_stale_str_replace_fails_and_the_other_change_survives(store, mcp_server):
-    """A views, B replaces the text A saw, A's str_replace of that text then fails with the
-    protocol's not-found string; B's change is what the note holds, and both views agree."""
+    """A views, B replaces the text A saw, A's str_replace of that text then fails: the file
+    changed since A's view; viewed again, the text is not there (the protocol's not-found
+    string). B's change is what the note holds, and both views agree."""
     async with mcp_server(store, profile="memory-tool") as a, mcp_server(store, profile="memory-tool") as b:
         res = await a.raw("memory", {"command": "create", "path": PLAN, "file_text": PLAN_TEXT})
         assert tool_text(res) == f"File created successfully at: {PLAN}"
@@ -426,6 +430,10 @@ async def test_stale_str_replace_fails_and_the_other_change_survives(store, mcp_
         res = await b.raw("memory", {"command": "str_replace", "path": PLAN, "old_str": "staging first", "new_str": "staging-2 first"})
         assert not res.is_error, tool_text(res)
 
+        res = await a.raw("memory", {"command": "str_replace", "path": PLAN, "old_str": "staging first", "new_str": "production first"})
+        assert res.is_error is True
+        assert tool_text(res) == CHANGED.format(path=PLAN)
+        assert not (await a.raw("memory", {"command": "view", "path": PLAN})).is_error
         res = await a.raw("memory", {"command": "str_replace", "path": PLAN, "old_str": "staging first", "new_str": "production first"})
         assert res.is_error is True
         assert tool_text(res) == f"No replacement was performed, old_str `staging first` did not appear verbatim in {PLAN}."
@@ -440,7 +448,8 @@ async def test_stale_str_replace_fails_and_the_other_change_survives(store, mcp_
 
 async def test_simultaneous_str_replace_of_the_same_text_has_one_winner(store, mcp_server):
     """Both sessions replace the same text at the same moment: exactly one succeeds, the other
-    gets the not-found string, and the note holds the winner's text (no lost update, no mix)."""
+    learns the file changed since its view, and the note holds the winner's text (no lost
+    update, no mix)."""
     rounds = 8
     async with mcp_server(store, profile="memory-tool") as a, mcp_server(store, profile="memory-tool") as b:
         for r in range(rounds):
@@ -457,11 +466,63 @@ async def test_simultaneous_str_replace_of_the_same_text_has_one_winner(store, m
             winners = [k for k, res in outcomes.items() if not res.is_error]
             assert len(winners) == 1, f"round {r}: {[(k, res.is_error, tool_text(res)) for k, res in outcomes.items()]}"
             loser = outcomes["B" if winners == ["A"] else "A"]
-            assert tool_text(loser) == f"No replacement was performed, old_str `staging first` did not appear verbatim in {path}."
+            assert tool_text(loser) == CHANGED.format(path=path)
             text = (store / "notes" / f"race{r}.md").read_text()
             assert text == f"# Plan\n\nDeploys go through {winners[0]} first.\n", f"round {r}"
             h = memdir(store, "note", "history", f"race{r}.md")
             assert [v["op"] for v in reversed(h["versions"])] == ["write", "edit"], f"round {r}"
+
+
+async def test_an_edit_after_another_writers_change_fails_until_viewed_again(store, mcp_server):
+    """A views; B inserts a line at the top; A's insert by the line number it saw would land on
+    a shifted line, so it fails, as do its str_replace and delete, and the note keeps B's change
+    alone. Viewed again, A's insert lands where A means. A session's own edits never trip it,
+    and a session that never viewed the file edits it as it is."""
+    path = "/memories/steps.md"
+    async with mcp_server(store, profile="memory-tool") as a, mcp_server(store, profile="memory-tool") as b:
+        assert not (await a.raw("memory", {"command": "create", "path": path, "file_text": "one\ntwo\nthree\n"})).is_error
+        # A's own edits, one after another, each on what A knows.
+        for cmd in (
+            {"command": "insert", "path": path, "insert_line": 1, "insert_text": "one and a half"},
+            {"command": "str_replace", "path": path, "old_str": "three", "new_str": "three!"},
+            {"command": "insert", "path": path, "insert_line": 4, "insert_text": "four"},
+        ):
+            res = await a.raw("memory", cmd)
+            assert not res.is_error, tool_text(res)
+        before = "one\none and a half\ntwo\nthree!\nfour\n"
+        assert (store / "notes" / "steps.md").read_text() == before
+        assert not (await a.raw("memory", {"command": "view", "path": path})).is_error
+
+        res = await b.raw("memory", {"command": "insert", "path": path, "insert_line": 0, "insert_text": "zero"})
+        assert not res.is_error, tool_text(res)
+        after_b = "zero\n" + before
+        for cmd in (
+            {"command": "insert", "path": path, "insert_line": 2, "insert_text": "A's line"},
+            {"command": "str_replace", "path": path, "old_str": "four", "new_str": "4"},
+            {"command": "delete", "path": path},
+        ):
+            res = await a.raw("memory", cmd)
+            assert res.is_error is True, cmd
+            assert tool_text(res) == CHANGED.format(path=path), cmd
+        assert (store / "notes" / "steps.md").read_text() == after_b
+
+        view = tool_text(await a.raw("memory", {"command": "view", "path": path}))
+        assert view.endswith("     1\tzero\n     2\tone\n     3\tone and a half\n     4\ttwo\n     5\tthree!\n     6\tfour")
+        res = await a.raw("memory", {"command": "insert", "path": path, "insert_line": 3, "insert_text": "A's line"})
+        assert not res.is_error, tool_text(res)
+        assert (store / "notes" / "steps.md").read_text() == "zero\none\none and a half\nA's line\ntwo\nthree!\nfour\n"
+
+    # A fresh session has viewed nothing: its edit applies to the note as it is.
+    async with mcp_server(store, profile="memory-tool") as c:
+        res = await c.raw("memory", {"command": "str_replace", "path": path, "old_str": "four", "new_str": "4"})
+        assert not res.is_error, tool_text(res)
+        res = await c.raw("memory", {"command": "rename", "old_path": path, "new_path": "/memories/done/steps.md"})
+        assert not res.is_error, tool_text(res)
+        # A renamed file keeps what the session knew of it.
+        res = await c.raw("memory", {"command": "delete", "path": "/memories/done/steps.md"})
+        assert not res.is_error, tool_text(res)
+    h = memdir(store, "note", "history", "steps.md")
+    assert [v["op"] for v in reversed(h["versions"])] == ["write", "edit", "edit", "edit", "edit", "edit", "edit", "delete"]
 
 
 async def test_a_note_hit_names_a_resource_that_reads_the_note(store, mcp_server):

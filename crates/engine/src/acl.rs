@@ -101,6 +101,8 @@ pub struct Caller {
     admin: bool,
     /// Reached memdir over the network (REST, MCP over HTTP), not as the user who runs it.
     network: bool,
+    /// What this caller's session saw of each memory file (MCP sessions keep one).
+    views: Option<Arc<crate::service::notes::memory_tool::Views>>,
 }
 
 /// A denial: the message and the rule that decided.
@@ -171,6 +173,7 @@ impl Caller {
             acl,
             admin: false,
             network: false,
+            views: None,
         }
     }
 
@@ -181,6 +184,7 @@ impl Caller {
             acl,
             admin: true,
             network: false,
+            views: None,
         }
     }
 
@@ -191,6 +195,20 @@ impl Caller {
             network: true,
             ..self
         }
+    }
+
+    /// The same caller within a session that remembers what its memory-tool `view`s showed,
+    /// so its edits of a file it viewed are compare-and-swaps against that view.
+    pub fn with_views(self, views: Arc<crate::service::notes::memory_tool::Views>) -> Caller {
+        Caller {
+            views: Some(views),
+            ..self
+        }
+    }
+
+    /// The session's memory of memory-tool views, if it keeps one.
+    pub(crate) fn views(&self) -> Option<&crate::service::notes::memory_tool::Views> {
+        self.views.as_deref()
     }
 
     /// Whether the caller reached memdir over the network.

@@ -5,8 +5,10 @@
 //! Results and errors are the strings the protocol's documentation gives, so a model that
 //! knows the tool reads them as it expects. Each command runs as one note operation: every
 //! edit is a versioned write under the store's lock, applied to the note as it is at that
-//! moment (a `str_replace` whose text another agent changed meanwhile fails instead of
-//! overwriting the change), and `create` creates only.
+//! moment, and `create` creates only. Within a session that keeps [`Views`] (an MCP session),
+//! an edit of a file the session viewed is a compare-and-swap against the text that view
+//! showed: another writer's change in between fails the edit clearly instead of being edited
+//! over (an `insert` by line number would otherwise land on a shifted line).
 
 use memdir_api::error::{Error, ErrorKind, Result};
 use memdir_api::*;
@@ -14,6 +16,41 @@ use memdir_store::note::{self, NotePath};
 
 use super::text;
 use crate::service::Notes;
+
+/// What one agent session's `view`s showed of each memory file: the hash of the text, by
+/// note path. Kept by the surface per session; edits keep it current with the session's own
+/// changes.
+#[derive(Debug, Default)]
+pub struct Views(std::sync::Mutex<std::collections::HashMap<String, String>>);
+
+impl Views {
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
+        // A panic elsewhere while holding it leaves a map that is still whole.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The hash the session last saw of `path`, if it viewed (or wrote) it.
+    fn seen(&self, path: &NotePath) -> Option<String> {
+        self.map().get(path.as_str()).cloned()
+    }
+
+    /// Records what the session now knows `path` holds (`None`: nothing known).
+    fn saw(&self, path: &NotePath, hash: Option<&str>) {
+        match hash {
+            Some(h) => self.map().insert(path.to_string(), h.to_string()),
+            None => self.map().remove(path.as_str()),
+        };
+    }
+
+    /// Forgets `path` and everything under it (a delete, a rename).
+    fn forget_under(&self, path: &NotePath) {
+        let dir = format!("{path}/");
+        self.map()
+            .retain(|k, _| k != path.as_str() && !k.starts_with(&dir));
+    }
+}
 
 /// The root every path of the protocol lies under.
 pub const ROOT: &str = "/memories";
@@ -98,6 +135,21 @@ fn required<'r>(field: &'r Option<String>, name: &str, command: &str) -> Result<
     })
 }
 
+/// A file this session viewed was changed by another writer before the session's edit.
+fn changed_since_view(path: &str) -> Error {
+    refuse_as(
+        ErrorKind::Conflict,
+        format!(
+            "Error: The file {path} has been changed by another writer since you last viewed it; nothing was changed. View it again, then retry the edit on what it holds now."
+        ),
+    )
+}
+
+/// Whether `e` is a compare-and-swap that lost.
+fn lost_race(e: &Error) -> bool {
+    e.kind == ErrorKind::Conflict && e.details.contains_key("current_hash")
+}
+
 fn missing(path: &str, full: bool) -> Error {
     let msg = if full {
         format!("The path {path} does not exist. Please provide a valid path.")
@@ -105,6 +157,11 @@ fn missing(path: &str, full: bool) -> Error {
         format!("Error: The path {path} does not exist")
     };
     refuse_as(ErrorKind::NotFound, msg)
+}
+
+/// The session's views, if its surface keeps them.
+fn views<'n>(notes: &'n Notes<'_>) -> Option<&'n Views> {
+    notes.call().caller.views()
 }
 
 impl Notes<'_> {
@@ -207,6 +264,9 @@ impl Notes<'_> {
         let t = file.text.map_err(|why| {
             refuse_as(ErrorKind::Corrupt, format!("Error: The file {path} {why}"))
         })?;
+        if let Some(v) = views(self) {
+            v.saw(p, Some(&file.hash));
+        }
         let (lines, _) = text::cut(&t, range)
             .map_err(|m| refuse(format!("Error: Invalid `view_range` parameter: {m}")))?;
         let header = format!("Here's the content of {path} with line numbers:");
@@ -252,13 +312,16 @@ impl Notes<'_> {
             ));
         }
         match self.write(&req) {
-            Ok(_) => Ok(format!("File created successfully at: {path}")),
-            Err(e) if e.kind == ErrorKind::Conflict && e.details.contains_key("current_hash") => {
-                Err(refuse_as(
-                    ErrorKind::Conflict,
-                    format!("Error: File {path} already exists"),
-                ))
+            Ok(out) => {
+                if let Some(v) = views(self) {
+                    v.saw(&p, out.hash.as_deref());
+                }
+                Ok(format!("File created successfully at: {path}"))
             }
+            Err(e) if lost_race(&e) => Err(refuse_as(
+                ErrorKind::Conflict,
+                format!("Error: File {path} already exists"),
+            )),
             Err(e) => Err(protocol_error(e)),
         }
     }
@@ -271,10 +334,14 @@ impl Notes<'_> {
             path: p.to_string(),
             old_str: Some(old.to_string()),
             new_str: Some(new.to_string()),
+            expected_hash: views(self).and_then(|v| v.seen(&p)),
             ..Default::default()
         };
         match self.edit(&req) {
             Ok(out) => {
+                if let Some(v) = views(self) {
+                    v.saw(&p, out.hash.as_deref());
+                }
                 let now = note::read(self.layout(), &p)?
                     .and_then(|f| f.text.ok())
                     .unwrap_or_default();
@@ -287,6 +354,7 @@ impl Notes<'_> {
                     text::numbered(&ls)
                 ))
             }
+            Err(e) if lost_race(&e) => Err(changed_since_view(path)),
             Err(e) if e.kind == ErrorKind::NotFound && field_is(&e, "old_str") => {
                 Err(refuse(format!(
                     "No replacement was performed, old_str `{old}` did not appear verbatim in {path}."
@@ -336,10 +404,17 @@ impl Notes<'_> {
             path: p.to_string(),
             insert_line: Some(line as u64),
             insert_text: Some(insert.to_string()),
+            expected_hash: views(self).and_then(|v| v.seen(&p)),
             ..Default::default()
         };
         match self.edit(&req) {
-            Ok(_) => Ok(format!("The file {path} has been edited.")),
+            Ok(out) => {
+                if let Some(v) = views(self) {
+                    v.saw(&p, out.hash.as_deref());
+                }
+                Ok(format!("The file {path} has been edited."))
+            }
+            Err(e) if lost_race(&e) => Err(changed_since_view(path)),
             Err(e) if field_is(&e, "insert_line") => Err(bad_line(lines_now())),
             Err(e) if e.kind == ErrorKind::NotFound => Err(missing(path, false)),
             Err(e) => Err(protocol_error(e)),
@@ -357,10 +432,17 @@ impl Notes<'_> {
         }
         let req = NoteDeleteRequest {
             path: p.to_string(),
+            expected_hash: views(self).and_then(|v| v.seen(&p)),
             ..Default::default()
         };
         match self.delete(&req) {
-            Ok(_) => Ok(format!("Successfully deleted {path}")),
+            Ok(_) => {
+                if let Some(v) = views(self) {
+                    v.forget_under(&p);
+                }
+                Ok(format!("Successfully deleted {path}"))
+            }
+            Err(e) if lost_race(&e) => Err(changed_since_view(path)),
             Err(e) if e.kind == ErrorKind::NotFound => Err(missing(path, false)),
             Err(e) => Err(protocol_error(e)),
         }
@@ -393,7 +475,14 @@ impl Notes<'_> {
             ..Default::default()
         };
         match self.rename(&req) {
-            Ok(_) => Ok(format!("Successfully renamed {old_path} to {new_path}")),
+            Ok(_) => {
+                if let Some(v) = views(self) {
+                    let seen = v.seen(&from);
+                    v.forget_under(&from);
+                    v.saw(&to, seen.as_deref());
+                }
+                Ok(format!("Successfully renamed {old_path} to {new_path}"))
+            }
             Err(e) if e.kind == ErrorKind::Conflict && field_is(&e, "to") => Err(refuse_as(
                 ErrorKind::Conflict,
                 format!("Error: The destination {new_path} already exists"),
