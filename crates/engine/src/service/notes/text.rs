@@ -99,6 +99,11 @@ pub fn cut(text: &str, range: Option<&[i64]>) -> Result<Cut, String> {
             if *a < 1 {
                 return Err(format!("the first line must be 1 or more; got {a}"));
             }
+            if *a > n.max(1) {
+                return Err(format!(
+                    "the first line must be within the file's {n} lines, [1, {n}]; got {a}"
+                ));
+            }
             if *b != -1 && *b < *a {
                 return Err(format!(
                     "the last line must be -1 (the end) or at least the first ({a}); got {b}"
@@ -182,7 +187,11 @@ mod tests {
         assert_eq!(numbered(&got), "     2\tl2\n     3\tl3");
         assert_eq!(cut(t, Some(&[3, -1])).unwrap().1, [3, 4]);
         assert_eq!(cut(t, Some(&[2, 99])).unwrap().1, [2, 4]);
-        assert_eq!(cut(t, Some(&[9, -1])).unwrap().1, [0, 0]);
+        assert_eq!(
+            cut(t, Some(&[9, -1])).unwrap_err(),
+            "the first line must be within the file's 4 lines, [1, 4]; got 9"
+        );
+        assert_eq!(cut("", Some(&[1, -1])).unwrap().1, [0, 0]);
         assert!(cut(t, Some(&[0, 2])).is_err());
         assert!(cut(t, Some(&[3, 2])).is_err());
         assert!(cut(t, Some(&[3])).is_err());
