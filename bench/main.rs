@@ -814,8 +814,80 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
         );
         ingest.push(ms(t));
     }
+    // Freshness: a search for a word only the write just acknowledged holds (it must be
+    // found), and a search for other words right after a write, against plain searches
+    // taken in the same rounds.
+    let (mut fresh, mut after, mut plain) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..200 {
+        let word = format!("freshword{i}x{}", r.below(1_000_000));
+        c.call(
+            "memory_ingest",
+            json!({"session_id": "mcp-fresh", "content": format!("{} {word}", vocab.sentence(&mut r, 20))}),
+        );
+        let t = Instant::now();
+        let v = c.call("memory_search", json!({"query": word, "limit": 5}));
+        fresh.push(ms(t));
+        assert!(
+            v.to_string().contains(&word),
+            "a search missed the write just acknowledged"
+        );
+        c.call(
+            "memory_ingest",
+            json!({"session_id": "mcp-fresh", "content": vocab.sentence(&mut r, 20)}),
+        );
+        let q = format!(
+            "{} {}",
+            vocab.words[200 + r.below(3000) as usize],
+            vocab.words[200 + r.below(3000) as usize]
+        );
+        let t = Instant::now();
+        c.call("memory_search", json!({"query": q, "limit": 5}));
+        after.push(ms(t));
+        let q = format!(
+            "{} {}",
+            vocab.words[200 + r.below(3000) as usize],
+            vocab.words[200 + r.below(3000) as usize]
+        );
+        let t = Instant::now();
+        c.call("memory_search", json!({"query": q, "limit": 5}));
+        plain.push(ms(t));
+    }
+    // The same with an agent's pause (50 ms) after each answer: the writes are indexed in
+    // the background meanwhile.
+    let (mut paused_after, mut paused_plain) = (Vec::new(), Vec::new());
+    let pause = std::time::Duration::from_millis(50);
+    for _ in 0..100 {
+        c.call(
+            "memory_ingest",
+            json!({"session_id": "mcp-fresh", "content": vocab.sentence(&mut r, 20)}),
+        );
+        for list in [&mut paused_after, &mut paused_plain] {
+            std::thread::sleep(pause);
+            let q = format!(
+                "{} {}",
+                vocab.words[200 + r.below(3000) as usize],
+                vocab.words[200 + r.below(3000) as usize]
+            );
+            let t = Instant::now();
+            c.call("memory_search", json!({"query": q, "limit": 5}));
+            list.push(ms(t));
+        }
+    }
+    let p50 = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     Ok(json!({
         "chunks": chunks,
+        "search_for_the_write_just_acknowledged": pct(fresh.clone()),
+        "search_for_other_words_after_a_write": pct(after.clone()),
+        "a_search_with_no_write_before_it": pct(plain.clone()),
+        "freshness_ratio": round(p50(&after) / p50(&plain)),
+        "freshness_ratio_own_word": round(p50(&fresh) / p50(&plain)),
+        "search_50ms_after_a_write": pct(paused_after.clone()),
+        "search_50ms_after_a_search": pct(paused_plain.clone()),
+        "freshness_ratio_after_a_pause": round(p50(&paused_after) / p50(&paused_plain)),
         "initialize_fresh_process": pct(inits),
         "first_search_after_serve_starts": pct(firsts),
         "memory_search_round_trip": pct(search),

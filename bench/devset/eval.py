@@ -106,6 +106,9 @@ async def wait_for_vectors(srv, query, mode, timeout):
         await asyncio.sleep(2)
 
 
+ANSWER_ARGS: dict = {}
+
+
 async def ask(srv, q, where, ev_keys, mode, budget, extra, schema_has_budget):
     """Run the three searches for one question; where maps (session_id, position) -> turn id."""
     rec = {}
@@ -118,7 +121,7 @@ async def ask(srv, q, where, ev_keys, mode, budget, extra, schema_has_budget):
     rec["top"] = top
     rec["ranks"] = [top.index(e) + 1 if e in top else None for e in ev_keys]
     rec["unmapped"] = sum(1 for t in top if t is None) + other
-    variants = [("default", {"query": q, **extra})]
+    variants = [("default", {"query": q, **extra, **ANSWER_ARGS})]
     if schema_has_budget:
         variants.append((f"budget{budget}", {"query": q, "max_tokens": budget, **extra}))
     for name, a in variants:
@@ -283,10 +286,14 @@ def main():
     ap.add_argument("--out", help="per-question results (default bench/results/devset-<mode>[-nospeaker].json)")
     ap.add_argument("--conversations", type=int, default=0, help="only the first N conversations")
     ap.add_argument("--budget", type=int, default=800, help="max_tokens of the budget answer")
+    ap.add_argument("--answer", default="{}", help="JSON arguments added to the default answer's search "
+                    "(e.g. '{\"limit\": 7, \"context\": 2}') to compare answer shapes")
     ap.add_argument("--no-speaker", action="store_true", help="ingest the turn text without the 'Name: ' prefix")
     ap.add_argument("--old-fixture", action="store_true", help="also measure bench/fixtures/recall.json")
     ap.add_argument("--embed-timeout", type=int, default=900, help="seconds to wait for vectors (hybrid/semantic)")
     args = ap.parse_args()
+    global ANSWER_ARGS
+    ANSWER_ARGS = json.loads(args.answer)
 
     tmpcfg = None
     config = args.config

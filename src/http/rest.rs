@@ -58,6 +58,9 @@ pub(super) async fn run(
         tokio::task::spawn_blocking(move || ops::call(&memdir, &caller, op, Value::Object(args)))
             .await
             .unwrap_or_else(|e| Err(Error::internal(format!("request panicked: {e}"))));
+    if !op.read_only && out.is_ok() {
+        memdir_engine::service::catch_up_soon(&app.memdir);
+    }
     match out {
         Ok(v) => json_response(StatusCode::OK, &v),
         Err(e) => error_response(&e),

@@ -303,6 +303,9 @@ impl ServerHandler for Server {
         let out = self
             .run(&context, move |m, c| ops::call(m, c, op, a))
             .await?;
+        if !op.read_only && out.is_ok() {
+            memdir_engine::service::catch_up_soon(&self.memdir);
+        }
         if PROTOCOL_TOOLS.contains(&name.as_str()) {
             return Ok(protocol_result(out).into());
         }

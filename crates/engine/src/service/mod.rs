@@ -22,7 +22,7 @@ pub use crate::sync::gate::SyncAccess;
 pub(crate) use categories::adoption::Sync;
 pub use categories::log::*;
 pub use indexing::indexer::{Progress, index_fingerprint};
-pub use indexing::search::warm_up;
+pub use indexing::search::{catch_up_soon, warm_up};
 pub use memdir_api::{
     AppendRequest, CompactRequest, ContextRequest, DeleteRequest, DeltaRequest, DiffRequest,
     FetchRequest, Fields, HistoryRequest, IngestRequest, NewChunk, OverviewRequest, ReadRequest,

@@ -680,6 +680,25 @@ impl Indexing<'_> {
         self.catch_up_to(full, progress, None)
     }
 
+    /// Whether the open index lacks a change the ledger recorded (what the next search would
+    /// catch up), judged without catching up.
+    #[cfg(test)]
+    pub(crate) fn behind(&self) -> Result<bool> {
+        let g = self.index_guard()?;
+        let idx = g.as_ref().expect("invariant: index_guard opens the index");
+        let indexes = derived(idx, self.settings.lock_timeout);
+        let needs = {
+            let guard = self.inner()?;
+            let shared = guard.as_ref().expect("a test's store exists");
+            needs_of(&shared.ledger, &indexes, None)?
+        };
+        let payloads = payloads_of(&indexes)?;
+        Ok(payloads
+            .iter()
+            .zip(&needs)
+            .any(|(p, n)| p.as_ref().is_none_or(|p| p.generation < *n)))
+    }
+
     /// The newest change of each kind now: what a search arriving now must see.
     pub(crate) fn change_marks(&self) -> Result<Option<ChangeMarks>> {
         let guard = self.inner()?;

@@ -26,6 +26,9 @@ pub(crate) struct State {
     /// time, the ledger's marks it was built at (last transaction, last category change), its
     /// searcher). A search as of the same time reuses it while neither moved.
     pub(in crate::service) then: Mutex<Option<Then>>,
+    /// The background catch-up after a server's writes (`search::catch_up_soon`): idle,
+    /// running, or running with another round asked for.
+    pub(in crate::service) soon: std::sync::atomic::AtomicU8,
 }
 
 /// The categories as they stood at a time, indexed: (the time, the ledger's marks when built,

@@ -442,6 +442,47 @@ impl<'a> Indexing<'a> {
     }
 }
 
+/// After a write a server acknowledged, the index catches up in a background thread, so the
+/// client's next search finds it ready instead of doing the catch-up itself (the freshness
+/// guarantee does not rest on this: a search still catches up to every write acknowledged
+/// before it). Writes in a burst share one thread: a write during a round asks for one more.
+/// A store without an index is left for its first search to index, as [`warm_up`] leaves it.
+pub fn catch_up_soon(memdir: &std::sync::Arc<crate::service::Memdir>) {
+    use std::sync::atomic::Ordering::AcqRel;
+    const IDLE: u8 = 0;
+    const RUNNING: u8 = 1;
+    const AGAIN: u8 = 2;
+    if memdir.indexing.soon.swap(AGAIN, AcqRel) != IDLE {
+        return;
+    }
+    let meta = memdir.layout().index_dir().join("chunks").join("meta.json");
+    let m = memdir.clone();
+    let spawned = std::thread::Builder::new()
+        .name("memdir-catch-up".into())
+        .spawn(move || {
+            let soon = &m.indexing.soon;
+            loop {
+                soon.store(RUNNING, std::sync::atomic::Ordering::Release);
+                if meta.exists() {
+                    // A failure is the next search's to meet and report.
+                    let _ = m.indexing().refresh_index();
+                }
+                if soon
+                    .compare_exchange(RUNNING, IDLE, AcqRel, std::sync::atomic::Ordering::Acquire)
+                    .is_ok()
+                {
+                    break;
+                }
+            }
+        });
+    if spawned.is_err() {
+        memdir
+            .indexing
+            .soon
+            .store(IDLE, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// Opens the index and brings it up to date in the background (a server starting: the client
 /// is still connecting), so the first search finds it ready instead of doing this first. A
 /// failure is left for that search to meet and report. Only an index that exists is warmed: a
@@ -458,4 +499,55 @@ pub fn warm_up(memdir: &std::sync::Arc<crate::service::Memdir>) {
         .spawn(move || {
             let _ = m.indexing().refresh_index();
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use memdir_api::{NewChunk, SearchRequest};
+
+    use crate::service::Memdir;
+
+    fn chunk(text: &str) -> NewChunk {
+        serde_json::from_value(serde_json::json!({"session_id": "s", "content": text}))
+            .expect("a chunk")
+    }
+
+    /// A write a server acknowledged is indexed in the background: the index is current
+    /// again before any search asks (and a burst of writes is caught up by one thread).
+    #[test]
+    fn a_servers_write_is_indexed_before_the_next_search_asks() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let m = Arc::new(Memdir::open(tmp.path()).expect("open"));
+        m.sessions()
+            .ingest_one(chunk("the first turn"))
+            .expect("ingest");
+        m.indexing()
+            .search(&SearchRequest::new("first"))
+            .expect("search");
+        assert!(!m.indexing().behind().expect("behind"));
+        for i in 0..5 {
+            m.sessions()
+                .ingest_one(chunk(&format!("a later turn about kumquats {i}")))
+                .expect("ingest");
+            super::catch_up_soon(&m);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while m.indexing.soon.load(Ordering::Acquire) != 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the catch-up never ended"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            !m.indexing().behind().expect("behind"),
+            "the writes are not indexed"
+        );
+        // Without it the index would wait for the search.
+        m.sessions().ingest_one(chunk("one more")).expect("ingest");
+        assert!(m.indexing().behind().expect("behind"));
+    }
 }
