@@ -182,3 +182,63 @@ fn verify_store_reports_an_index_behind_the_files_until_the_next_search() {
     assert_eq!(idx["state"], "current", "{idx:#}");
     assert_eq!(idx["chunks"], 41);
 }
+
+/// A session written by two replicas has a segment from each; a write appended to one of them
+/// is indexed on its own (its chunks sort after every chunk indexed before), and the index is
+/// the one a rebuild makes.
+#[test]
+fn appends_to_a_session_of_two_segments_index_as_a_rebuild_does() {
+    let mut env = TestEnv::new();
+    let ingest = |env: &TestEnv, text: &str| {
+        env.ok(&["ingest", "--session-id", "multi", "--text", text]);
+    };
+    for i in 0..4 {
+        ingest(
+            &env,
+            &format!("first machine, turn {i}: the queue drains slowly"),
+        );
+    }
+    ingest(&env, "an unrelated session's neighbour");
+    search(&env, &["queue"]);
+    // Another machine's replica of the same store writes its own segment of the session.
+    env.set_env("MEMDIR_MACHINE_ID", "second-machine");
+    for i in 0..3 {
+        ingest(
+            &env,
+            &format!("second machine, turn {i}: the queue is fixed"),
+        );
+        search(&env, &["turn"]);
+    }
+    let segments = std::fs::read_dir(env.path("sessions/multi"))
+        .unwrap()
+        .count();
+    assert_eq!(segments, 2, "the session has a segment per replica");
+    let queries: [&[&str]; 3] = [
+        &["queue", "--limit", "100", "--context", "2"],
+        &["turn", "--session", "multi", "--context", "5"],
+        &["fixed drains", "--limit", "3", "--context", "1"],
+    ];
+    let run = |env: &TestEnv| -> Vec<String> {
+        queries
+            .iter()
+            .map(|q| {
+                let mut a = vec!["search"];
+                a.extend_from_slice(q);
+                env.run(&a).stdout
+            })
+            .collect()
+    };
+    let before = run(&env);
+    assert!(
+        before[1].contains("second machine, turn 2"),
+        "{}",
+        before[1]
+    );
+    std::fs::remove_dir_all(env.path(".memdir/index")).unwrap();
+    env.ok(&["reindex"]);
+    assert_eq!(
+        run(&env),
+        before,
+        "the appended index differs from a rebuilt one"
+    );
+}

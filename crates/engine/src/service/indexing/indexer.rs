@@ -253,6 +253,54 @@ impl DerivedIndex for ChunkIndex<'_> {
 
 impl ChunkWrite<'_> {
     /// Re-reads a whole session directory (every segment, numbered by rank over all).
+    /// Indexes what was appended to a session of several segments without re-indexing the
+    /// session, when every new chunk sorts after every chunk already indexed (a local append
+    /// always does: its HLC is the newest): their ranks are then the next positions and no
+    /// other chunk moves. Returns false, having done nothing, when that does not hold (a
+    /// synced segment whose chunks interleave), and the caller re-indexes the session.
+    fn append_to_session(
+        &mut self,
+        pass: &Pass<'_>,
+        dir: &std::path::Path,
+        appends: &BTreeMap<String, u64>,
+    ) -> Result<bool> {
+        let key = |c: &ChunkRecord| (c.hlc.clone(), c.replica.clone(), c.seq);
+        let (mut old, mut new) = (Vec::new(), Vec::new());
+        for f in &store::list_segments(pass.memdir.layout(), dir)? {
+            let rel = f.rel.to_string_lossy().into_owned();
+            let path = pass.memdir.layout().root.join(&f.rel);
+            let end = pass.snap.lens.get(&rel).copied().or(Some(f.len));
+            let from = appends.get(&rel).copied();
+            let indexed = read_prefix(&path, 0, from.or(end))?;
+            old.extend(indexed.chunks);
+            if let Some(from) = from {
+                let added = read_prefix(&path, from, end)?;
+                new.extend(added.chunks.into_iter().map(|c| (rel.clone(), c)));
+            }
+        }
+        let last = old.iter().max_by_key(|c| key(c));
+        let Some(first_new) = new.iter().map(|(_, c)| key(c)).min() else {
+            return Ok(true);
+        };
+        if last.is_some_and(|l| key(l) >= first_new) {
+            return Ok(false);
+        }
+        let idx = self.idx;
+        let session = &new[0].1.session_id;
+        let before = count(&idx.chunks.reader.searcher(), session_term(idx, session))?;
+        if before != old.len() as u64 {
+            return Ok(false);
+        }
+        new.sort_by_key(|(_, a)| key(a));
+        let mut prev = last.map(|c| c.content.clone());
+        for (i, (rel, c)) in new.into_iter().enumerate() {
+            self.sink
+                .add_document(idx.chunk_doc(&rel, &c, before + i as u64, prev.as_deref()))?;
+            prev = Some(c.content);
+        }
+        Ok(true)
+    }
+
     fn index_session(&mut self, pass: &Pass<'_>, dir: &std::path::Path) -> Result<u64> {
         let idx = self.idx;
         let mut all = Vec::new();
@@ -324,7 +372,12 @@ impl IndexWrite for ChunkWrite<'_> {
             }
         }
         for dir in &sessions_full {
-            self.index_session(pass, dir)?;
+            let rewritten = full_segments
+                .iter()
+                .any(|rel| std::path::Path::new(rel).parent() == Some(dir.as_path()));
+            if rewritten || !self.append_to_session(pass, dir, &appends)? {
+                self.index_session(pass, dir)?;
+            }
         }
         let in_full = |rel: &str| {
             sessions_full
