@@ -156,9 +156,7 @@ async def run_devset(args, dev, config, errlog):
         t0 = time.time()
         with tempfile.TemporaryDirectory(prefix="memdir-devset-") as store:
             async with Server(args.memdir, store, config, errlog) as srv:
-                tools = await srv.s.list_tools()
-                schema = next(t for t in tools.tools if t.name == "memory_search").input_schema
-                has_budget = "max_tokens" in schema.get("properties", {})
+                has_budget = await takes_budget(srv)
                 where = {}
                 for sess in conv["sessions"]:
                     sid = f"{conv['id']}-s{sess['id']}"
@@ -187,15 +185,20 @@ async def run_devset(args, dev, config, errlog):
     return out
 
 
+async def takes_budget(srv) -> bool:
+    """Whether the server's memory_search takes max_tokens."""
+    tools = await srv.s.list_tools()
+    schema = next(t for t in tools.tools if t.name == "memory_search").input_schema
+    return "max_tokens" in schema.get("properties", {})
+
+
 async def run_old_fixture(args, config, errlog):
     """bench/fixtures/recall.json: one store, a project per conversation (as memdir-bench recall)."""
     fx = json.load(open(os.path.join(ROOT, "bench/fixtures/recall.json")))
     out = []
     with tempfile.TemporaryDirectory(prefix="memdir-recall-") as store:
         async with Server(args.memdir, store, config, errlog) as srv:
-            tools = await srv.s.list_tools()
-            schema = next(t for t in tools.tools if t.name == "memory_search").input_schema
-            has_budget = "max_tokens" in schema.get("properties", {})
+            has_budget = await takes_budget(srv)
             where = {}
             for conv in fx["conversations"]:
                 cid = conv["id"]
