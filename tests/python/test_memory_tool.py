@@ -525,6 +525,29 @@ async def test_an_edit_after_another_writers_change_fails_until_viewed_again(sto
     assert [v["op"] for v in reversed(h["versions"])] == ["write", "edit", "edit", "edit", "edit", "edit", "edit", "delete"]
 
 
+async def test_what_a_session_saw_follows_folders_and_renames(store, mcp_server):
+    """A file the session viewed that became a folder does not block deleting that folder; a
+    folder renamed by the session keeps what it saw of its files, so another writer's change
+    to a moved file still fails the session's edit."""
+    async with mcp_server(store, profile="memory-tool") as a, mcp_server(store, profile="memory-tool") as b:
+        assert not (await a.raw("memory", {"command": "create", "path": "/memories/x", "file_text": "x\n"})).is_error
+        assert not (await a.raw("memory", {"command": "view", "path": "/memories/x"})).is_error
+        assert not (await b.raw("memory", {"command": "delete", "path": "/memories/x"})).is_error
+        assert not (await b.raw("memory", {"command": "create", "path": "/memories/x/y.md", "file_text": "y\n"})).is_error
+        res = await a.raw("memory", {"command": "delete", "path": "/memories/x"})
+        assert tool_text(res) == "Successfully deleted /memories/x"
+
+        assert not (await a.raw("memory", {"command": "create", "path": "/memories/f/g.md", "file_text": "one\n"})).is_error
+        assert not (await a.raw("memory", {"command": "view", "path": "/memories/f/g.md"})).is_error
+        res = await a.raw("memory", {"command": "rename", "old_path": "/memories/f", "new_path": "/memories/h"})
+        assert tool_text(res) == "Successfully renamed /memories/f to /memories/h"
+        res = await b.raw("memory", {"command": "str_replace", "path": "/memories/h/g.md", "old_str": "one", "new_str": "two"})
+        assert not res.is_error, tool_text(res)
+        res = await a.raw("memory", {"command": "insert", "path": "/memories/h/g.md", "insert_line": 1, "insert_text": "A"})
+        assert tool_text(res) == CHANGED.format(path="/memories/h/g.md")
+    assert (store / "notes" / "h" / "g.md").read_text() == "two\n"
+
+
 async def test_a_note_hit_names_a_resource_that_reads_the_note(store, mcp_server):
     """The `uri` of a note's search hit is a resource: its text as Markdown, with its meta."""
     async with mcp_server(store, profile="full") as srv:

@@ -576,7 +576,8 @@ impl Memdir {
                 source: e,
             })
         })?;
-        report.adopted = self.scan(inner)?;
+        // An open skips the notes another process checked within the interval.
+        report.adopted = self.scan(inner, self.settings.scan_interval)?;
         self.indexing().note_scanned();
         Ok(report)
     }
@@ -848,9 +849,14 @@ impl Memdir {
         Ok(())
     }
 
-    /// Finds files changed behind memdir's back, adopts them, and refreshes stale caches.
-    /// Returns the adopted category names.
-    pub(crate) fn scan(&self, inner: &mut Inner) -> Result<Vec<String>> {
+    /// Finds files changed behind memdir's back, adopts them, and refreshes stale caches;
+    /// notes only when no process checked them within `notes_interval` (see
+    /// `Notes::scan_every`). Returns the adopted category names.
+    pub(crate) fn scan(
+        &self,
+        inner: &mut Inner,
+        notes_interval: std::time::Duration,
+    ) -> Result<Vec<String>> {
         let mut adopted = Vec::new();
         let mut names = store::list_category_files(&self.layout)?.0;
         for row in inner.ledger.categories()? {
@@ -882,9 +888,7 @@ impl Memdir {
             }
         }
         self.sessions().sync_sessions(inner, None)?;
-        self.cx()
-            .notes()
-            .scan_every(inner, self.settings.scan_interval)?;
+        self.cx().notes().scan_every(inner, notes_interval)?;
         Ok(adopted)
     }
 

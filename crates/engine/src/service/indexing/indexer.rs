@@ -252,7 +252,6 @@ impl DerivedIndex for ChunkIndex<'_> {
 }
 
 impl ChunkWrite<'_> {
-    /// Re-reads a whole session directory (every segment, numbered by rank over all).
     /// Indexes what was appended to a session of several segments without re-indexing the
     /// session, when every new chunk sorts after every chunk already indexed (a local append
     /// always does: its HLC is the newest): their ranks are then the next positions and no
@@ -280,7 +279,7 @@ impl ChunkWrite<'_> {
         }
         let last = old.iter().max_by_key(|c| key(c));
         let Some(first_new) = new.iter().map(|(_, c)| key(c)).min() else {
-            return Ok(true);
+            return Ok(false);
         };
         if last.is_some_and(|l| key(l) >= first_new) {
             return Ok(false);
@@ -301,6 +300,7 @@ impl ChunkWrite<'_> {
         Ok(true)
     }
 
+    /// Re-reads a whole session directory (every segment, numbered by rank over all).
     fn index_session(&mut self, pass: &Pass<'_>, dir: &std::path::Path) -> Result<u64> {
         let idx = self.idx;
         let mut all = Vec::new();

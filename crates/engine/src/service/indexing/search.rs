@@ -416,7 +416,9 @@ impl<'a> Indexing<'a> {
                 last.is_none_or(|t| t.elapsed() >= self.settings.scan_interval)
             };
             if due {
-                self.scan(inner)?;
+                // Throttled here already: every note is checked, so a hand edit is seen within
+                // one interval of this process's own clock.
+                self.scan(inner, std::time::Duration::ZERO)?;
                 *self
                     .last_scan
                     .lock()
@@ -461,6 +463,16 @@ pub fn catch_up_soon(memdir: &std::sync::Arc<crate::service::Memdir>) {
         .name("memdir-catch-up".into())
         .spawn(move || {
             let soon = &m.indexing.soon;
+            // A round that panics leaves the state idle, so later writes start a round again.
+            struct Unstuck<'a>(&'a std::sync::atomic::AtomicU8);
+            impl Drop for Unstuck<'_> {
+                fn drop(&mut self) {
+                    if std::thread::panicking() {
+                        self.0.store(IDLE, std::sync::atomic::Ordering::Release);
+                    }
+                }
+            }
+            let _unstuck = Unstuck(soon);
             loop {
                 soon.store(RUNNING, std::sync::atomic::Ordering::Release);
                 if meta.exists() {

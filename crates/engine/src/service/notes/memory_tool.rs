@@ -44,11 +44,24 @@ impl Views {
         };
     }
 
-    /// Forgets `path` and everything under it (a delete, a rename).
+    /// Forgets `path` and everything under it (a delete).
     fn forget_under(&self, path: &NotePath) {
         let dir = format!("{path}/");
         self.map()
             .retain(|k, _| k != path.as_str() && !k.starts_with(&dir));
+    }
+
+    /// Moves what is known of `from` and everything under it to `to` (a rename).
+    fn move_under(&self, from: &NotePath, to: &NotePath) {
+        let dir = format!("{from}/");
+        let mut map = self.map();
+        let moved: Vec<(String, String)> = map
+            .iter()
+            .filter(|(k, _)| *k == from.as_str() || k.starts_with(&dir))
+            .map(|(k, v)| (format!("{to}{}", &k[from.as_str().len()..]), v.clone()))
+            .collect();
+        map.retain(|k, _| k != from.as_str() && !k.starts_with(&dir));
+        map.extend(moved);
     }
 }
 
@@ -212,6 +225,10 @@ impl Notes<'_> {
                 if !memdir_store::fsx::is_real_dir(&full) {
                     return self.mt_view_file(path, &p, range);
                 }
+                // A folder now: what the session saw of a file here is gone.
+                if let Some(v) = views(self) {
+                    v.saw(&p, None);
+                }
                 p.as_str().to_string()
             }
         };
@@ -259,6 +276,9 @@ impl Notes<'_> {
 
     fn mt_view_file(&self, path: &str, p: &NotePath, range: Option<&[i64]>) -> Result<String> {
         let Some(file) = note::read(self.layout(), p)? else {
+            if let Some(v) = views(self) {
+                v.saw(p, None);
+            }
             return Err(missing(path, true));
         };
         let t = file.text.map_err(|why| {
@@ -427,12 +447,15 @@ impl Notes<'_> {
                 "Error: Cannot delete the {ROOT} directory itself"
             )));
         };
-        if std::fs::symlink_metadata(self.layout().root.join(p.rel())).is_err() {
+        let full = self.layout().root.join(p.rel());
+        if std::fs::symlink_metadata(&full).is_err() {
             return Err(missing(path, false));
         }
+        // A folder has no hash to compare: its notes are deleted as they are.
+        let folder = memdir_store::fsx::is_real_dir(&full);
         let req = NoteDeleteRequest {
             path: p.to_string(),
-            expected_hash: views(self).and_then(|v| v.seen(&p)),
+            expected_hash: views(self).filter(|_| !folder).and_then(|v| v.seen(&p)),
             ..Default::default()
         };
         match self.delete(&req) {
@@ -477,9 +500,7 @@ impl Notes<'_> {
         match self.rename(&req) {
             Ok(_) => {
                 if let Some(v) = views(self) {
-                    let seen = v.seen(&from);
-                    v.forget_under(&from);
-                    v.saw(&to, seen.as_deref());
+                    v.move_under(&from, &to);
                 }
                 Ok(format!("Successfully renamed {old_path} to {new_path}"))
             }

@@ -292,7 +292,12 @@ impl Notes<'_> {
         if cur.consistent() || !readable || self.read_only().is_some() {
             return Ok(cur);
         }
-        self.with_write(|tx| self.for_change(tx, path))
+        // A lock held elsewhere, or a store this process may not write, leaves the edit for
+        // the next change or scan: the read shows the file as it is.
+        match self.with_write(|tx| self.for_change(tx, path)) {
+            Err(e) if e.kind == ErrorKind::Busy || e.write_denied() => Ok(cur),
+            r => r,
+        }
     }
 
     /// The note at `path`, adopted, for a change. Caller holds the lock.
@@ -1161,15 +1166,11 @@ impl Notes<'_> {
 
     /// Notes whose files changed since memdir last saw them (by size and mtime): adopted as
     /// versions and told to the index through the change feed; a store without notes costs
-    /// one `stat`.
-    pub(crate) fn scan(&self, inner: &Inner) -> Result<usize> {
-        self.scan_every(inner, std::time::Duration::ZERO)
-    }
-
-    /// [`Self::scan`], skipped when a scan by any process of this store started less than
-    /// `interval` ago (its start time kept in the ledger). A hand edit made `interval` or more
-    /// before a search is seen by it, as a running server's throttled scan already promised;
-    /// one stat per note is what this spares each open (a store of 10,000 notes: ~35 ms).
+    /// one `stat`. Skipped when a check by any process of this store started less than
+    /// `interval` ago (its start time kept in the ledger; zero: never skipped). A hand edit
+    /// made `interval` or more before a search is seen by it, as a running server's throttled
+    /// scan already promised; one stat per note is what this spares each open (a store of
+    /// 10,000 notes: ~35 ms).
     pub(crate) fn scan_every(&self, inner: &Inner, interval: std::time::Duration) -> Result<usize> {
         let started = clock::now_ms();
         let last = inner
@@ -1195,11 +1196,15 @@ impl Notes<'_> {
             }
         }
         changed.extend(seen.into_keys().map(|p| (p, None)));
-        if self.read_only().is_none() {
-            // Only a shortcut for the next open: one not recorded (a full disk) costs a scan.
-            let _ = inner.ledger.set_meta(SCANNED_AT, &started.to_string());
-        }
+        // The start of this check, recorded once what it found is recorded: only a shortcut
+        // for the next open (one not recorded, a full disk, costs a check).
+        let stamp = || {
+            if self.read_only().is_none() {
+                let _ = inner.ledger.set_meta(SCANNED_AT, &started.to_string());
+            }
+        };
         if changed.is_empty() {
+            stamp();
             return Ok(0);
         }
         // A note changed, created or removed by hand becomes a version of its own now, as a
@@ -1229,6 +1234,7 @@ impl Notes<'_> {
             }
             Ok(())
         })?;
+        stamp();
         Ok(changed.len())
     }
 }

@@ -55,10 +55,8 @@ impl Upkeep<'_> {
                 stale: None,
             });
         };
-        self.scan(inner)?;
-        // Status answers for every note, whenever the last scan was (an open skips notes
-        // within the scan interval).
-        self.cx().notes().scan(inner)?;
+        // Status answers for every note, whenever the last check was.
+        self.scan(inner, std::time::Duration::ZERO)?;
         let cats = inner.ledger.categories()?;
         let live: Vec<_> = cats
             .iter()
