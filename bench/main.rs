@@ -49,6 +49,15 @@ struct Vocab {
 }
 
 impl Vocab {
+    /// A two-word query of mid-frequency words, as the search benchmarks send.
+    fn query2(&self, r: &mut Rng) -> String {
+        format!(
+            "{} {}",
+            self.words[200 + r.below(3000) as usize],
+            self.words[200 + r.below(3000) as usize]
+        )
+    }
+
     fn new(n: usize) -> Vocab {
         let syll = [
             "ka", "lo", "mi", "ne", "ru", "ta", "po", "se", "di", "vu", "ba", "ze", "qu", "fo",
@@ -779,11 +788,7 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
     for _ in 0..10 {
         let (mut c, init) = Client::start(&dir);
         inits.push(init);
-        let q = format!(
-            "{} {}",
-            vocab.words[200 + r.below(3000) as usize],
-            vocab.words[200 + r.below(3000) as usize]
-        );
+        let q = vocab.query2(&mut r);
         let t = Instant::now();
         c.call("memory_search", json!({"query": q, "limit": 5}));
         firsts.push(ms(t));
@@ -793,11 +798,7 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
     let mut search = Vec::new();
     let (mut wire, mut read) = (Vec::new(), Vec::new());
     for _ in 0..200 {
-        let q = format!(
-            "{} {}",
-            vocab.words[200 + r.below(3000) as usize],
-            vocab.words[200 + r.below(3000) as usize]
-        );
+        let q = vocab.query2(&mut r);
         let t = Instant::now();
         let v = c.call("memory_search", json!({"query": q, "limit": 5}));
         search.push(ms(t));
@@ -835,19 +836,11 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
             "memory_ingest",
             json!({"session_id": "mcp-fresh", "content": vocab.sentence(&mut r, 20)}),
         );
-        let q = format!(
-            "{} {}",
-            vocab.words[200 + r.below(3000) as usize],
-            vocab.words[200 + r.below(3000) as usize]
-        );
+        let q = vocab.query2(&mut r);
         let t = Instant::now();
         c.call("memory_search", json!({"query": q, "limit": 5}));
         after.push(ms(t));
-        let q = format!(
-            "{} {}",
-            vocab.words[200 + r.below(3000) as usize],
-            vocab.words[200 + r.below(3000) as usize]
-        );
+        let q = vocab.query2(&mut r);
         let t = Instant::now();
         c.call("memory_search", json!({"query": q, "limit": 5}));
         plain.push(ms(t));
@@ -863,11 +856,7 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
         );
         for list in [&mut paused_after, &mut paused_plain] {
             std::thread::sleep(pause);
-            let q = format!(
-                "{} {}",
-                vocab.words[200 + r.below(3000) as usize],
-                vocab.words[200 + r.below(3000) as usize]
-            );
+            let q = vocab.query2(&mut r);
             let t = Instant::now();
             c.call("memory_search", json!({"query": q, "limit": 5}));
             list.push(ms(t));
@@ -943,11 +932,7 @@ fn long_answers() -> Result<Value> {
     let (mut c, _) = Client::start(&dir);
     let (mut wire, mut read) = (Vec::new(), Vec::new());
     for _ in 0..50 {
-        let q = format!(
-            "{} {}",
-            vocab.words[200 + r.below(3000) as usize],
-            vocab.words[200 + r.below(3000) as usize]
-        );
+        let q = vocab.query2(&mut r);
         let v = c.call("memory_search", json!({"query": q, "limit": 5}));
         wire.push(c.line.trim_end().to_string());
         read.push(model_reads(&v));
@@ -1058,7 +1043,7 @@ fn bench_http(args: &[String]) -> Result<Value> {
                 let (mut own, mut unseen) = (Vec::new(), 0usize);
                 let mut i = 0u64;
                 while Instant::now() < deadline {
-                    let q = format!("{} {}", vocab.words[200 + r.below(3000) as usize], vocab.words[200 + r.below(3000) as usize]);
+                    let q = vocab.query2(&mut r);
                     let t = Instant::now();
                     let (code, _) = c.post("/search", &json!({"query": q, "limit": 5}));
                     assert_eq!(code, 200);
@@ -1327,11 +1312,7 @@ fn bench_fresh(args: &[String]) -> Result<Value> {
             source_id: None,
             supersedes: None,
         })?;
-        let q = format!(
-            "{} {}",
-            vocab.words[200 + r.below(3000) as usize],
-            vocab.words[200 + r.below(3000) as usize]
-        );
+        let q = vocab.query2(&mut r);
         let t = Instant::now();
         m.indexing().search(&SearchRequest::new(&q))?;
         let o = ms(t);
