@@ -152,7 +152,7 @@ pub struct Server {
     watcher: Arc<std::sync::Mutex<watch::Watcher>>,
     /// What this session's memory-tool `view`s showed: its edits of a viewed file are
     /// compare-and-swaps against them.
-    views: Arc<memdir_engine::service::Views>,
+    views: Arc<memdir_engine::acl::Views>,
 }
 
 impl Server {

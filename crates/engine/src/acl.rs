@@ -29,6 +29,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use memdir_api::error::{Error, ErrorKind, Result};
+use memdir_store::note::NotePath;
 
 /// Categories only an admin device may write (the earlier design's shared documents).
 pub const ADMIN_ONLY: &[&str] = &[
@@ -91,6 +92,54 @@ impl Role {
     }
 }
 
+/// What one agent session's memory-tool `view`s showed of each memory file: the hash of the
+/// text, by note path. Kept by the surface per session (an MCP session), carried on its
+/// [`Caller`]; the session's own edits keep it current.
+#[derive(Debug, Default)]
+pub struct Views(std::sync::Mutex<std::collections::HashMap<String, String>>);
+
+impl Views {
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
+        // A panic elsewhere while holding it leaves a map that is still whole.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The hash the session last saw of `path`, if it viewed (or wrote) it.
+    pub(crate) fn seen(&self, path: &NotePath) -> Option<String> {
+        self.map().get(path.as_str()).cloned()
+    }
+
+    /// Records what the session now knows `path` holds (`None`: nothing known).
+    pub(crate) fn saw(&self, path: &NotePath, hash: Option<&str>) {
+        match hash {
+            Some(h) => self.map().insert(path.to_string(), h.to_string()),
+            None => self.map().remove(path.as_str()),
+        };
+    }
+
+    /// Forgets `path` and everything under it (a delete).
+    pub(crate) fn forget_under(&self, path: &NotePath) {
+        let dir = format!("{path}/");
+        self.map()
+            .retain(|k, _| k != path.as_str() && !k.starts_with(&dir));
+    }
+
+    /// Moves what is known of `from` and everything under it to `to` (a rename).
+    pub(crate) fn move_under(&self, from: &NotePath, to: &NotePath) {
+        let dir = format!("{from}/");
+        let mut map = self.map();
+        let moved: Vec<(String, String)> = map
+            .iter()
+            .filter(|(k, _)| *k == from.as_str() || k.starts_with(&dir))
+            .map(|(k, v)| (format!("{to}{}", &k[from.as_str().len()..]), v.clone()))
+            .collect();
+        map.retain(|k, _| k != from.as_str() && !k.starts_with(&dir));
+        map.extend(moved);
+    }
+}
+
 /// One device acting under a policy.
 #[derive(Clone, Debug)]
 pub struct Caller {
@@ -102,7 +151,7 @@ pub struct Caller {
     /// Reached memdir over the network (REST, MCP over HTTP), not as the user who runs it.
     network: bool,
     /// What this caller's session saw of each memory file (MCP sessions keep one).
-    views: Option<Arc<crate::service::notes::memory_tool::Views>>,
+    views: Option<Arc<Views>>,
 }
 
 /// A denial: the message and the rule that decided.
@@ -199,7 +248,7 @@ impl Caller {
 
     /// The same caller within a session that remembers what its memory-tool `view`s showed,
     /// so its edits of a file it viewed are compare-and-swaps against that view.
-    pub fn with_views(self, views: Arc<crate::service::notes::memory_tool::Views>) -> Caller {
+    pub fn with_views(self, views: Arc<Views>) -> Caller {
         Caller {
             views: Some(views),
             ..self
@@ -207,7 +256,7 @@ impl Caller {
     }
 
     /// The session's memory of memory-tool views, if it keeps one.
-    pub(crate) fn views(&self) -> Option<&crate::service::notes::memory_tool::Views> {
+    pub(crate) fn views(&self) -> Option<&Views> {
         self.views.as_deref()
     }
 

@@ -28,7 +28,6 @@ pub use memdir_api::{
     FetchRequest, Fields, HistoryRequest, IngestRequest, NewChunk, OverviewRequest, ReadRequest,
     RestoreRequest, SearchRequest, SemanticSearchRequest, VersionRef, WriteRequest,
 };
-pub use notes::memory_tool::Views;
 pub use replication::{sync, sync_http};
 pub use sessions::*;
 pub use upkeep::verify::*;

@@ -15,55 +15,8 @@ use memdir_api::*;
 use memdir_store::note::{self, NotePath};
 
 use super::text;
+use crate::acl::Views;
 use crate::service::Notes;
-
-/// What one agent session's `view`s showed of each memory file: the hash of the text, by
-/// note path. Kept by the surface per session; edits keep it current with the session's own
-/// changes.
-#[derive(Debug, Default)]
-pub struct Views(std::sync::Mutex<std::collections::HashMap<String, String>>);
-
-impl Views {
-    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
-        // A panic elsewhere while holding it leaves a map that is still whole.
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The hash the session last saw of `path`, if it viewed (or wrote) it.
-    fn seen(&self, path: &NotePath) -> Option<String> {
-        self.map().get(path.as_str()).cloned()
-    }
-
-    /// Records what the session now knows `path` holds (`None`: nothing known).
-    fn saw(&self, path: &NotePath, hash: Option<&str>) {
-        match hash {
-            Some(h) => self.map().insert(path.to_string(), h.to_string()),
-            None => self.map().remove(path.as_str()),
-        };
-    }
-
-    /// Forgets `path` and everything under it (a delete).
-    fn forget_under(&self, path: &NotePath) {
-        let dir = format!("{path}/");
-        self.map()
-            .retain(|k, _| k != path.as_str() && !k.starts_with(&dir));
-    }
-
-    /// Moves what is known of `from` and everything under it to `to` (a rename).
-    fn move_under(&self, from: &NotePath, to: &NotePath) {
-        let dir = format!("{from}/");
-        let mut map = self.map();
-        let moved: Vec<(String, String)> = map
-            .iter()
-            .filter(|(k, _)| *k == from.as_str() || k.starts_with(&dir))
-            .map(|(k, v)| (format!("{to}{}", &k[from.as_str().len()..]), v.clone()))
-            .collect();
-        map.retain(|k, _| k != from.as_str() && !k.starts_with(&dir));
-        map.extend(moved);
-    }
-}
 
 /// The root every path of the protocol lies under.
 pub const ROOT: &str = "/memories";
