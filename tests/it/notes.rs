@@ -884,3 +884,85 @@ fn access_rules_name_notes_by_path_and_secrets_are_redacted() {
         );
     }
 }
+
+/// How many note changes the ledger's feed holds (what the index is told to re-read).
+fn note_changes(env: &TestEnv) -> i64 {
+    let db = rusqlite::Connection::open_with_flags(
+        env.path(".memdir/ledger.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    db.query_row("SELECT count(*) FROM change WHERE kind = 'note'", [], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}
+
+/// A copy or a restore of the store sets every file's status-change time and keeps its text
+/// and modification time: the notes are not sent to the index again. A note whose file was
+/// written after its recorded stamp (a write whose ledger update failed) still is, and so is
+/// a hand edit.
+#[test]
+fn a_copied_stores_notes_are_not_indexed_again_but_a_missed_write_is() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut env = TestEnv::new();
+    env.set_env("MEMDIR_SCAN_INTERVAL_MS", "0");
+    for i in 0..5 {
+        env.ok(&[
+            "note",
+            "write",
+            &format!("n{i}.md"),
+            "--text",
+            &format!("# N\nwombat {i}\n"),
+        ]);
+    }
+    env.ok(&["search", "wombat"]);
+    let before = note_changes(&env);
+    let stamp = |env: &TestEnv| -> i64 {
+        let db = rusqlite::Connection::open_with_flags(
+            env.path(".memdir/ledger.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        db.query_row("SELECT mtime_ns FROM note WHERE path = 'n0.md'", [], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+    let stamped = stamp(&env);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for i in 0..5 {
+        let p = env.path(&format!("notes/n{i}.md"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    env.ok(&["status"]);
+    assert_ne!(
+        stamp(&env),
+        stamped,
+        "the scan saw the new status-change times"
+    );
+    assert_eq!(
+        note_changes(&env),
+        before,
+        "touched notes were sent to the index"
+    );
+    // The ledger's stamp of n2 from before its last write: the write's ledger update was lost.
+    let db = rusqlite::Connection::open(env.path(".memdir/ledger.db")).unwrap();
+    db.execute(
+        "UPDATE note SET mtime_ns = mtime_ns - 5000000000 WHERE path = 'n2.md'",
+        [],
+    )
+    .unwrap();
+    drop(db);
+    env.ok(&["status"]);
+    assert_eq!(
+        note_changes(&env),
+        before + 1,
+        "a missed write was not re-read"
+    );
+    // A hand edit is adopted and indexed as ever.
+    env.write_file("notes/n1.md", "# N\nnumbat\n");
+    let r = env.ok(&["search", "numbat", "--kind", "note"]);
+    assert_eq!(r["results"][0]["path"], "n1.md", "{r}");
+    assert_eq!(ops_of(&env, "n1.md"), ["external", "write"]);
+}

@@ -458,16 +458,20 @@ pub fn list_segments(layout: &Layout, session_rel: &Path) -> Result<Vec<SegmentF
     Ok(out)
 }
 
+/// The modification time in nanoseconds (0 where the platform has none).
+pub fn modified_ns(meta: &fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
 /// A change stamp in nanoseconds: the later of the modification and the status-change time.
 /// Tools can set a file's mtime back after an edit, but not its ctime, so a cache keyed by
 /// size and this stamp notices every edit.
 pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0);
+    let mtime = modified_ns(meta);
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;

@@ -1189,9 +1189,16 @@ impl Notes<'_> {
         let (found, _) = note::list(layout)?;
         let mut seen = inner.ledger.note_stats()?;
         let mut changed = Vec::new();
+        // Listed notes whose stamp alone moved: same size, and not modified since the stamp
+        // recorded (a copy or a restore sets every status-change time, not the content).
+        let mut touched = std::collections::HashSet::new();
         for l in &found {
             let stat = (l.len as i64, l.mtime_ns);
-            if seen.remove(&l.path) != Some(stat) {
+            let was = seen.remove(&l.path);
+            if was != Some(stat) {
+                if was.is_some_and(|(len, at)| len == stat.0 && l.modified_ns <= at) {
+                    touched.insert(l.path.clone());
+                }
                 changed.push((l.path.clone(), Some(stat)));
             }
         }
@@ -1209,6 +1216,11 @@ impl Notes<'_> {
         }
         // A note changed, created or removed by hand becomes a version of its own now, as a
         // category's does (a store served read-only adopts nothing).
+        // A file only touched whose text is its newest version's (a copied or restored store)
+        // is what the index already holds: its stamp is recorded, and no change goes to the
+        // feed. One written since its stamp was recorded (a write whose ledger update a crash
+        // cut off) is told to the index, whatever it holds.
+        let mut unchanged = std::collections::HashSet::new();
         let mut lock = None;
         for (p, _) in &changed {
             let Ok(path) = NotePath::new(p) else {
@@ -1216,7 +1228,13 @@ impl Notes<'_> {
             };
             let cur = self.current(&path)?;
             let readable = cur.file.as_ref().is_none_or(|f| f.text.is_ok());
-            if cur.consistent() || !readable || self.read_only().is_some() {
+            if cur.consistent() && readable {
+                if touched.contains(p) {
+                    unchanged.insert(p.clone());
+                }
+                continue;
+            }
+            if !readable || self.read_only().is_some() {
                 continue;
             }
             if lock.is_none() {
@@ -1229,13 +1247,15 @@ impl Notes<'_> {
         }
         inner.ledger.atomically(|l| {
             for (p, stat) in &changed {
-                l.record_change(ChangeKind::Note, p)?;
+                if !unchanged.contains(p) {
+                    l.record_change(ChangeKind::Note, p)?;
+                }
                 l.put_note_stat(p, *stat)?;
             }
             Ok(())
         })?;
         stamp();
-        Ok(changed.len())
+        Ok(changed.len() - unchanged.len())
     }
 }
 
