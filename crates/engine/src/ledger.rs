@@ -20,7 +20,7 @@ use memdir_store::fsx;
 use memdir_store::model::CategoryStatus;
 
 /// The ledger's schema version; a different version is rebuilt from the files.
-pub const LEDGER_SCHEMA: i64 = 5;
+pub const LEDGER_SCHEMA: i64 = 6;
 
 /// Cached state of one category.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -59,6 +59,9 @@ pub struct SegmentRow {
     pub bad_lines: i64,
     /// The largest stamp in the segment: the next chunk appended to it sorts after it.
     pub max_hlc: String,
+    /// The signature of the first `len` bytes (`segment::sign`; empty: unknown): a file whose
+    /// stamp moved but whose signature did not (a copied or restored store) is unchanged.
+    pub sig: String,
 }
 
 /// An idempotency key of a chunk: its session, its `source_id` and the chunk that holds it.
@@ -178,7 +181,7 @@ CREATE TABLE IF NOT EXISTS segment (
   rel TEXT PRIMARY KEY, session_id TEXT NOT NULL, replica TEXT NOT NULL, len INTEGER NOT NULL,
   mtime_ns INTEGER NOT NULL, chunks INTEGER NOT NULL, next_seq INTEGER NOT NULL,
   project TEXT NOT NULL, title TEXT NOT NULL, first_ts TEXT NOT NULL, last_ts TEXT NOT NULL,
-  bad_lines INTEGER NOT NULL, max_hlc TEXT NOT NULL);
+  bad_lines INTEGER NOT NULL, max_hlc TEXT NOT NULL, sig TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS segment_session ON segment(session_id);
 CREATE TABLE IF NOT EXISTS source_key (
   session_id TEXT NOT NULL, source_id TEXT NOT NULL, rel TEXT NOT NULL, chunk_id TEXT NOT NULL,
@@ -498,10 +501,10 @@ impl Ledger {
 
     pub fn put_segment(&self, r: &SegmentRow) -> Result<()> {
         self.conn
-            .prepare_cached("INSERT OR REPLACE INTO segment VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)").map_err(sql_error)?
+            .prepare_cached("INSERT OR REPLACE INTO segment VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)").map_err(sql_error)?
             .execute(params![
                 r.rel, r.session_id, r.replica, r.len, r.mtime_ns, r.chunks, r.next_seq, r.project,
-                r.title, r.first_ts, r.last_ts, r.bad_lines, r.max_hlc
+                r.title, r.first_ts, r.last_ts, r.bad_lines, r.max_hlc, r.sig
             ]).map_err(sql_error)?;
         Ok(())
     }
@@ -759,5 +762,6 @@ fn segment_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SegmentRow> {
         last_ts: r.get(10)?,
         bad_lines: r.get(11)?,
         max_hlc: r.get(12)?,
+        sig: r.get(13)?,
     })
 }

@@ -242,3 +242,95 @@ fn appends_to_a_session_of_two_segments_index_as_a_rebuild_does() {
         "the appended index differs from a rebuilt one"
     );
 }
+
+/// How many segment changes the ledger's feed holds (each makes the index re-read a segment).
+fn segment_changes(env: &TestEnv) -> i64 {
+    let db = rusqlite::Connection::open_with_flags(
+        env.path(".memdir/ledger.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    db.query_row(
+        "SELECT count(*) FROM change WHERE kind = 'segment'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// A copy or a restore sets every file's status-change time: segments whose bytes are what
+/// their rows signed are not re-read (the index keeps them, results are unchanged), while an
+/// edit that keeps the size and puts the modification time back is still found.
+#[test]
+fn a_copied_stores_segments_are_not_read_again_but_a_disguised_edit_is() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    for s in ["one", "two", "three"] {
+        for i in 0..3 {
+            env.ok(&[
+                "ingest",
+                "--session-id",
+                s,
+                "--text",
+                &format!("{s} says the kettle boils at step {i}"),
+            ]);
+        }
+    }
+    let before = search(&env, &["kettle", "--limit", "20"]);
+    let changes = segment_changes(&env);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let segments: Vec<std::path::PathBuf> = walkdir::WalkDir::new(env.path("sessions"))
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.path().to_path_buf())
+        .collect();
+    assert_eq!(segments.len(), 3);
+    let stamps = |env: &TestEnv| -> Vec<i64> {
+        let db = rusqlite::Connection::open_with_flags(
+            env.path(".memdir/ledger.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let mut q = db
+            .prepare("SELECT mtime_ns FROM segment ORDER BY rel")
+            .unwrap();
+        q.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let stamped = stamps(&env);
+    for p in &segments {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    env.ok(&["status"]);
+    assert_ne!(
+        stamps(&env),
+        stamped,
+        "the scan saw the new status-change times"
+    );
+    assert_eq!(
+        segment_changes(&env),
+        changes,
+        "touched segments were read again"
+    );
+    assert_eq!(search(&env, &["kettle", "--limit", "20"]), before);
+    // The same size, another word, the modification time put back: the signature differs.
+    let p = segments
+        .iter()
+        .find(|p| p.to_string_lossy().contains("/two/"))
+        .unwrap();
+    let modified = std::fs::metadata(p).unwrap().modified().unwrap();
+    let text = std::fs::read_to_string(p).unwrap();
+    std::fs::write(p, text.replacen("kettle", "teapot", 1)).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let r = search(&env, &["teapot"]);
+    assert_eq!(r["results"].as_array().unwrap().len(), 1, "{r:#}");
+    assert!(segment_changes(&env) > changes);
+}
