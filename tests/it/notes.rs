@@ -949,7 +949,7 @@ fn a_copied_stores_notes_are_not_indexed_again_but_a_missed_write_is() {
     // The ledger's stamp of n2 from before its last write: the write's ledger update was lost.
     let db = rusqlite::Connection::open(env.path(".memdir/ledger.db")).unwrap();
     db.execute(
-        "UPDATE note SET mtime_ns = mtime_ns - 5000000000 WHERE path = 'n2.md'",
+        "UPDATE note SET mtime_ns = mtime_ns - 5000000000, hash = 'an older version' WHERE path = 'n2.md'",
         [],
     )
     .unwrap();
@@ -960,6 +960,23 @@ fn a_copied_stores_notes_are_not_indexed_again_but_a_missed_write_is() {
         before + 1,
         "a missed write was not re-read"
     );
+    // A note made unreadable by hand leaves the index; its text put back (even with its old
+    // modification time, as a restore from a backup does) is indexed again.
+    let p3 = env.path("notes/n3.md");
+    let text3 = std::fs::read(&p3).unwrap();
+    let modified3 = std::fs::metadata(&p3).unwrap().modified().unwrap();
+    std::fs::write(&p3, b"\xff\xfe not text").unwrap();
+    let r = env.ok(&["search", "wombat", "--kind", "note", "--limit", "10"]);
+    assert_eq!(r["results"].as_array().unwrap().len(), 4, "{r}");
+    std::fs::write(&p3, &text3).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&p3)
+        .unwrap()
+        .set_modified(modified3)
+        .unwrap();
+    let r = env.ok(&["search", "wombat", "--kind", "note", "--limit", "10"]);
+    assert_eq!(r["results"].as_array().unwrap().len(), 5, "{r}");
     // A hand edit is adopted and indexed as ever.
     env.write_file("notes/n1.md", "# N\nnumbat\n");
     let r = env.ok(&["search", "numbat", "--kind", "note"]);

@@ -195,7 +195,7 @@ CREATE TABLE IF NOT EXISTS change (
 CREATE INDEX IF NOT EXISTS change_kind ON change(kind, gen);
 CREATE TABLE IF NOT EXISTS import_cursor (source TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS session_dir (rel TEXT PRIMARY KEY, stamp INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS note (path TEXT PRIMARY KEY, len INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS note (path TEXT PRIMARY KEY, len INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash TEXT NOT NULL);
 ";
 
 impl Ledger {
@@ -445,28 +445,30 @@ impl Ledger {
         Ok(())
     }
 
-    /// The size and mtime each note file had when memdir last saw it, by path.
-    pub fn note_stats(&self) -> Result<std::collections::HashMap<String, (i64, i64)>> {
+    /// The size, change stamp and content hash (empty: unknown) each note file had when
+    /// memdir last saw it, by path.
+    pub fn note_stats(&self) -> Result<std::collections::HashMap<String, (i64, i64, String)>> {
         let mut st = self
             .conn
-            .prepare_cached("SELECT path, len, mtime_ns FROM note")
+            .prepare_cached("SELECT path, len, mtime_ns, hash FROM note")
             .map_err(sql_error)?;
         let rows = st
-            .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+            .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))
             .map_err(sql_error)?
             .collect::<Result<_, _>>()
             .map_err(sql_error)?;
         Ok(rows)
     }
 
-    /// Records the size and mtime of a note file as seen (`None`: it is gone).
-    pub fn put_note_stat(&self, path: &str, stat: Option<(i64, i64)>) -> Result<()> {
+    /// Records the size, change stamp and content hash (empty: unknown) of a note file as
+    /// seen (`None`: it is gone).
+    pub fn put_note_stat(&self, path: &str, stat: Option<(i64, i64)>, hash: &str) -> Result<()> {
         match stat {
             Some((len, mtime)) => self
                 .conn
-                .prepare_cached("INSERT OR REPLACE INTO note VALUES (?1, ?2, ?3)")
+                .prepare_cached("INSERT OR REPLACE INTO note VALUES (?1, ?2, ?3, ?4)")
                 .map_err(sql_error)?
-                .execute(params![path, len, mtime]),
+                .execute(params![path, len, mtime, hash]),
             None => self
                 .conn
                 .prepare_cached("DELETE FROM note WHERE path = ?1")

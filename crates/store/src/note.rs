@@ -238,8 +238,6 @@ pub struct Listed {
     pub len: u64,
     /// Its change stamp (`crate::mtime_ns`: the later of modification and status change).
     pub mtime_ns: i64,
-    /// Its modification time alone (a copy keeps it; an edit moves it).
-    pub modified_ns: i64,
 }
 
 /// Every note file, sorted by path, with entries whose names are not valid note paths (or
@@ -316,7 +314,6 @@ fn walk(
                 dir: dir_entry,
                 len: if dir_entry { 0 } else { meta.len() },
                 mtime_ns: crate::mtime_ns(&meta),
-                modified_ns: crate::modified_ns(&meta),
             });
         }
         if dir_entry {

@@ -481,7 +481,11 @@ fn take_appends(plan: &mut Plan<'_>) -> Vec<SegmentAppend> {
                 .state
                 .get_mut(k)
                 .expect("invariant: every ordered key has a state");
-            p.row.sig = segment::sign(&p.row.sig, &p.append.lines);
+            p.row.sig = if p.row.len == p.append.len_before as i64 {
+                segment::sign(&p.row.sig, &p.append.lines)
+            } else {
+                String::new()
+            };
             p.row.len = (p.append.len_before + p.append.lines.len() as u64) as i64;
             let a = &mut p.append;
             SegmentAppend {
@@ -772,11 +776,18 @@ impl Sessions<'_> {
                     complete = false;
                     continue;
                 };
-                if let Some(r) = inner.ledger.segment(&rel)? {
-                    let ok = fresh(Some(&r), stat.0, stat.1);
-                    rows.insert(rel.clone(), r);
-                    if ok {
-                        continue;
+                match inner.ledger.segment(&rel)? {
+                    Some(r) => {
+                        let ok = fresh(Some(&r), stat.0, stat.1);
+                        rows.insert(rel.clone(), r);
+                        if ok {
+                            continue;
+                        }
+                    }
+                    // Gone from the ledger meanwhile (another process saw the file missing):
+                    // new to it now, whatever the snapshot said.
+                    None => {
+                        rows.remove(&rel);
                     }
                 }
                 // A segment that cannot be read (no permission, too large) is broken on its

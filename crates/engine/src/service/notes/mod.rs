@@ -272,7 +272,7 @@ impl Notes<'_> {
             for p in paths {
                 l.record_change(ChangeKind::Note, p.as_str())?;
                 let stat = store::stat(&root.join(p.rel()))?;
-                l.put_note_stat(p.as_str(), stat.map(|(len, m)| (len as i64, m)))?;
+                l.put_note_stat(p.as_str(), stat.map(|(len, m)| (len as i64, m)), "")?;
             }
             Ok(())
         })
@@ -379,7 +379,14 @@ impl Notes<'_> {
                     bytes,
                 });
             }
-            ids.push((id.clone(), c.op, c.base.path.clone(), c.actor.clone(), ts));
+            ids.push((
+                id.clone(),
+                c.op,
+                c.base.path.clone(),
+                c.actor.clone(),
+                ts,
+                hash.clone().unwrap_or_default(),
+            ));
             out.push(NoteWriteResponse {
                 path: c.base.path.to_string(),
                 hash,
@@ -405,11 +412,11 @@ impl Notes<'_> {
         }
         store::failpoint::hit("ledger.before_update");
         self.record_durable(tx.inner, |l| {
-            for (id, op, path, actor, ts) in &ids {
+            for (id, op, path, actor, ts, hash) in &ids {
                 l.record_txn(id, op.as_str(), &format!("note:{path}"), actor, ts)?;
                 l.record_change(ChangeKind::Note, path.as_str())?;
                 let stat = store::stat(&layout.root.join(path.rel()))?;
-                l.put_note_stat(path.as_str(), stat.map(|(len, m)| (len as i64, m)))?;
+                l.put_note_stat(path.as_str(), stat.map(|(len, m)| (len as i64, m)), hash)?;
             }
             Ok(())
         });
@@ -1189,15 +1196,18 @@ impl Notes<'_> {
         let (found, _) = note::list(layout)?;
         let mut seen = inner.ledger.note_stats()?;
         let mut changed = Vec::new();
-        // Listed notes whose stamp alone moved: same size, and not modified since the stamp
-        // recorded (a copy or a restore sets every status-change time, not the content).
-        let mut touched = std::collections::HashSet::new();
+        // Listed notes whose stamp moved but not their size, with the hash recorded with the
+        // stamp: a copy or a restore sets every status-change time, not the content.
+        let mut recorded = std::collections::HashMap::new();
         for l in &found {
             let stat = (l.len as i64, l.mtime_ns);
             let was = seen.remove(&l.path);
-            if was != Some(stat) {
-                if was.is_some_and(|(len, at)| len == stat.0 && l.modified_ns <= at) {
-                    touched.insert(l.path.clone());
+            if was.as_ref().map(|w| (w.0, w.1)) != Some(stat) {
+                if let Some((len, _, hash)) = was
+                    && len == stat.0
+                    && !hash.is_empty()
+                {
+                    recorded.insert(l.path.clone(), hash);
                 }
                 changed.push((l.path.clone(), Some(stat)));
             }
@@ -1216,11 +1226,12 @@ impl Notes<'_> {
         }
         // A note changed, created or removed by hand becomes a version of its own now, as a
         // category's does (a store served read-only adopts nothing).
-        // A file only touched whose text is its newest version's (a copied or restored store)
-        // is what the index already holds: its stamp is recorded, and no change goes to the
-        // feed. One written since its stamp was recorded (a write whose ledger update a crash
-        // cut off) is told to the index, whatever it holds.
+        // A file whose bytes are those recorded with its stamp (a copied or restored store) is
+        // what the index was last told: its new stamp is recorded, and no change goes to the
+        // feed. Any other is told to the index (a write whose ledger update a crash cut off,
+        // a hand edit, whatever its times say).
         let mut unchanged = std::collections::HashSet::new();
+        let mut hashes = std::collections::HashMap::new();
         let mut lock = None;
         for (p, _) in &changed {
             let Ok(path) = NotePath::new(p) else {
@@ -1228,10 +1239,13 @@ impl Notes<'_> {
             };
             let cur = self.current(&path)?;
             let readable = cur.file.as_ref().is_none_or(|f| f.text.is_ok());
-            if cur.consistent() && readable {
-                if touched.contains(p) {
+            if let Some(f) = cur.file.as_ref().filter(|f| f.text.is_ok()) {
+                hashes.insert(p.clone(), f.hash.clone());
+                if recorded.get(p) == Some(&f.hash) {
                     unchanged.insert(p.clone());
                 }
+            }
+            if cur.consistent() && readable {
                 continue;
             }
             if !readable || self.read_only().is_some() {
@@ -1250,7 +1264,8 @@ impl Notes<'_> {
                 if !unchanged.contains(p) {
                     l.record_change(ChangeKind::Note, p)?;
                 }
-                l.put_note_stat(p, *stat)?;
+                let hash = hashes.get(p).map_or("", String::as_str);
+                l.put_note_stat(p, *stat, hash)?;
             }
             Ok(())
         })?;
