@@ -776,20 +776,15 @@ impl Sessions<'_> {
                     complete = false;
                     continue;
                 };
+                // A row gone meanwhile (another process saw the file missing): new to it now.
                 match inner.ledger.segment(&rel)? {
-                    Some(r) => {
-                        let ok = fresh(Some(&r), stat.0, stat.1);
+                    Some(r) if fresh(Some(&r), stat.0, stat.1) => {
                         rows.insert(rel.clone(), r);
-                        if ok {
-                            continue;
-                        }
+                        continue;
                     }
-                    // Gone from the ledger meanwhile (another process saw the file missing):
-                    // new to it now, whatever the snapshot said.
-                    None => {
-                        rows.remove(&rel);
-                    }
-                }
+                    Some(r) => rows.insert(rel.clone(), r),
+                    None => rows.remove(&rel),
+                };
                 // A segment that cannot be read (no permission, too large) is broken on its
                 // own: verify-store reports it; every other segment is still refreshed.
                 let Some((seg, stat)) = read_repaired(layout, &path, stat, read_only)? else {
