@@ -131,16 +131,9 @@ fn same_size_hand_edit_with_an_unchanged_mtime_is_still_noticed() {
     let env = TestEnv::new();
     env.ok(&["write", "base", "--data", r#"{"v": 1}"#]);
     let path = env.path("categories/base.json");
-    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
     let old_len = std::fs::metadata(&path).unwrap().len();
-    std::fs::write(&path, "{\n  \"v\": 2\n}\n").unwrap();
+    crate::util::write_keeping_mtime(&path, "{\n  \"v\": 2\n}\n");
     assert_eq!(std::fs::metadata(&path).unwrap().len(), old_len);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(mtime)
-        .unwrap();
     let new_hash = hash_of(&env, "categories/base.json");
     let l = env.ok(&["list"]);
     assert_eq!(
@@ -812,18 +805,11 @@ fn a_server_merging_after_a_hand_edit_builds_on_the_edit() {
     merge(json!({"g": 8}));
     assert_eq!(read()["g"], 8);
     let before = std::fs::read(&file).unwrap();
-    let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
     let edited = String::from_utf8(before.clone())
         .unwrap()
         .replace("\"e\": 5", "\"e\": 6");
     assert_eq!(edited.len(), before.len());
-    std::fs::write(&file, &edited).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&file)
-        .unwrap()
-        .set_modified(mtime)
-        .unwrap();
+    crate::util::write_keeping_mtime(&file, &edited);
     let w = merge(json!({"f": 7}));
     assert_eq!(
         read(),

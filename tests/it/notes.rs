@@ -887,15 +887,7 @@ fn access_rules_name_notes_by_path_and_secrets_are_redacted() {
 
 /// How many note changes the ledger's feed holds (what the index is told to re-read).
 fn note_changes(env: &TestEnv) -> i64 {
-    let db = rusqlite::Connection::open_with_flags(
-        env.path(".memdir/ledger.db"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    db.query_row("SELECT count(*) FROM change WHERE kind = 'note'", [], |r| {
-        r.get(0)
-    })
-    .unwrap()
+    env.ledger_ints("SELECT count(*) FROM change WHERE kind = 'note'")[0]
 }
 
 /// A copy or a restore of the store sets every file's status-change time and keeps its text
@@ -918,17 +910,7 @@ fn a_copied_stores_notes_are_not_indexed_again_but_a_missed_write_is() {
     }
     env.ok(&["search", "wombat"]);
     let before = note_changes(&env);
-    let stamp = |env: &TestEnv| -> i64 {
-        let db = rusqlite::Connection::open_with_flags(
-            env.path(".memdir/ledger.db"),
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .unwrap();
-        db.query_row("SELECT mtime_ns FROM note WHERE path = 'n0.md'", [], |r| {
-            r.get(0)
-        })
-        .unwrap()
-    };
+    let stamp = |env: &TestEnv| env.ledger_ints("SELECT mtime_ns FROM note WHERE path = 'n0.md'");
     let stamped = stamp(&env);
     std::thread::sleep(std::time::Duration::from_millis(20));
     for i in 0..5 {
@@ -964,17 +946,10 @@ fn a_copied_stores_notes_are_not_indexed_again_but_a_missed_write_is() {
     // modification time, as a restore from a backup does) is indexed again.
     let p3 = env.path("notes/n3.md");
     let text3 = std::fs::read(&p3).unwrap();
-    let modified3 = std::fs::metadata(&p3).unwrap().modified().unwrap();
-    std::fs::write(&p3, b"\xff\xfe not text").unwrap();
+    crate::util::write_keeping_mtime(&p3, b"\xff\xfe not text");
     let r = env.ok(&["search", "wombat", "--kind", "note", "--limit", "10"]);
     assert_eq!(r["results"].as_array().unwrap().len(), 4, "{r}");
-    std::fs::write(&p3, &text3).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&p3)
-        .unwrap()
-        .set_modified(modified3)
-        .unwrap();
+    crate::util::write_keeping_mtime(&p3, &text3);
     let r = env.ok(&["search", "wombat", "--kind", "note", "--limit", "10"]);
     assert_eq!(r["results"].as_array().unwrap().len(), 5, "{r}");
     // A hand edit is adopted and indexed as ever.

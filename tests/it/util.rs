@@ -198,6 +198,21 @@ impl TestEnv {
         self.dir.join(rel)
     }
 
+    /// The integers a query of the store's ledger answers, read-only (what the index is told,
+    /// the stamps the ledger keeps).
+    pub fn ledger_ints(&self, sql: &str) -> Vec<i64> {
+        let db = rusqlite::Connection::open_with_flags(
+            self.path(".memdir/ledger.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let mut q = db.prepare(sql).unwrap();
+        q.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    }
+
     /// Reads a file inside the store as text.
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
@@ -257,6 +272,19 @@ pub fn close_and_wait(child: &mut Child, stdin: Option<std::process::ChildStdin>
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Writes `bytes` to `path` and puts its modification time back to what it was (an edit a
+/// tool disguised, or a restore from a backup): only the status-change time shows it.
+pub fn write_keeping_mtime(path: &Path, bytes: impl AsRef<[u8]>) {
+    let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+    std::fs::write(path, bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
 }
 
 pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {

@@ -245,17 +245,7 @@ fn appends_to_a_session_of_two_segments_index_as_a_rebuild_does() {
 
 /// How many segment changes the ledger's feed holds (each makes the index re-read a segment).
 fn segment_changes(env: &TestEnv) -> i64 {
-    let db = rusqlite::Connection::open_with_flags(
-        env.path(".memdir/ledger.db"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    db.query_row(
-        "SELECT count(*) FROM change WHERE kind = 'segment'",
-        [],
-        |r| r.get(0),
-    )
-    .unwrap()
+    env.ledger_ints("SELECT count(*) FROM change WHERE kind = 'segment'")[0]
 }
 
 /// A copy or a restore sets every file's status-change time: segments whose bytes are what
@@ -286,20 +276,7 @@ fn a_copied_stores_segments_are_not_read_again_but_a_disguised_edit_is() {
         .map(|e| e.path().to_path_buf())
         .collect();
     assert_eq!(segments.len(), 3);
-    let stamps = |env: &TestEnv| -> Vec<i64> {
-        let db = rusqlite::Connection::open_with_flags(
-            env.path(".memdir/ledger.db"),
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .unwrap();
-        let mut q = db
-            .prepare("SELECT mtime_ns FROM segment ORDER BY rel")
-            .unwrap();
-        q.query_map([], |r| r.get(0))
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect()
-    };
+    let stamps = |env: &TestEnv| env.ledger_ints("SELECT mtime_ns FROM segment ORDER BY rel");
     let stamped = stamps(&env);
     for p in &segments {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -321,15 +298,8 @@ fn a_copied_stores_segments_are_not_read_again_but_a_disguised_edit_is() {
         .iter()
         .find(|p| p.to_string_lossy().contains("/two/"))
         .unwrap();
-    let modified = std::fs::metadata(p).unwrap().modified().unwrap();
     let text = std::fs::read_to_string(p).unwrap();
-    std::fs::write(p, text.replacen("kettle", "teapot", 1)).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(p)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    crate::util::write_keeping_mtime(p, text.replacen("kettle", "teapot", 1));
     let r = search(&env, &["teapot"]);
     assert_eq!(r["results"].as_array().unwrap().len(), 1, "{r:#}");
     assert!(segment_changes(&env) > changes);
