@@ -510,9 +510,9 @@ impl Sessions<'_> {
         let layout = self.layout();
         for f in store::list_segments(layout, &Layout::session_rel(id))? {
             let rel = f.rel.to_string_lossy().into_owned();
-            if inner
-                .ledger
-                .segment(&rel)?
+            let old = inner.ledger.segment(&rel)?;
+            if old
+                .as_ref()
                 .is_some_and(|r| r.len == f.len as i64 && r.mtime_ns == f.mtime_ns)
             {
                 continue;
@@ -527,11 +527,7 @@ impl Sessions<'_> {
                 self.observe(inner, max)?;
             }
             let row = segment_row(&rel, id.as_str(), &f.replica, stat, &seg);
-            if inner
-                .ledger
-                .segment(&rel)?
-                .is_some_and(|old| only_touched(&old, &row))
-            {
+            if old.as_ref().is_some_and(|old| only_touched(old, &row)) {
                 inner.ledger.put_segment(&row)?;
                 continue;
             }
@@ -1039,8 +1035,9 @@ impl Sessions<'_> {
         let stat = store::stat(&path)?;
         let known = inner.ledger.segment(key)?;
         let cached = known
-            .clone()
-            .filter(|r| stat.is_some_and(|(len, m)| r.len == len as i64 && r.mtime_ns == m));
+            .as_ref()
+            .filter(|r| stat.is_some_and(|(len, m)| r.len == len as i64 && r.mtime_ns == m))
+            .cloned();
         let mut stale = false;
         let row = match (cached, stat) {
             (Some(r), _) => r,

@@ -263,7 +263,9 @@ impl ChunkWrite<'_> {
         dir: &std::path::Path,
         appends: &BTreeMap<String, u64>,
     ) -> Result<bool> {
-        let key = |c: &ChunkRecord| (c.hlc.clone(), c.replica.clone(), c.seq);
+        fn key(c: &ChunkRecord) -> (&str, &str, u64) {
+            (&c.hlc, &c.replica, c.seq)
+        }
         let (mut old, mut new) = (Vec::new(), Vec::new());
         for f in &store::list_segments(pass.memdir.layout(), dir)? {
             let rel = f.rel.to_string_lossy().into_owned();
@@ -290,7 +292,7 @@ impl ChunkWrite<'_> {
         if before != old.len() as u64 {
             return Ok(false);
         }
-        new.sort_by_key(|(_, a)| key(a));
+        new.sort_by(|(_, a), (_, b)| key(a).cmp(&key(b)));
         let mut prev = last.map(|c| c.content.clone());
         for (i, (rel, c)) in new.into_iter().enumerate() {
             self.sink
