@@ -244,3 +244,48 @@ fn the_answer_one_turn_after_the_questions_words_is_found_and_limits_only_cut() 
         "{w:#}"
     );
 }
+
+#[test]
+fn question_words_do_not_outrank_the_turn_that_holds_the_answer() {
+    let env = TestEnv::new();
+    let chat = [
+        "Wren: What did you buy?",
+        "Kofi: Ha. A waffle maker. I don't eat waffles.",
+        "Wren: How did it go? What did they say?",
+        "Kofi: What are you having for dinner tonight?",
+    ];
+    for t in chat {
+        env.ok(&["ingest", "--session-id", "small-talk", "--text", t]);
+    }
+    let fact = "Wren: I finally decided to buy a car, a burgundy Mazda with a million miles on it.";
+    for t in ["Kofi: Any news?", fact, "Kofi: Nice one."] {
+        env.ok(&["ingest", "--session-id", "news", "--text", t]);
+    }
+    let q = "What car did Wren buy?";
+    let v = search(&env, &[q, "--mode", "bm25", "--context", "0"]);
+    // "What did you buy?" is short and holds three of the question's words; the answer holds
+    // its content words, and comes first.
+    assert_eq!(rows(&v)[0]["content"], fact, "{v:#}");
+    assert!(
+        v.get("notes")
+            .is_none_or(|n| n.as_array().unwrap().is_empty()),
+        "{v:#}"
+    );
+    // explain says which words were left out of the text match.
+    let e = search(&env, &[q, "--mode", "bm25", "--context", "0", "--explain"]);
+    let notes = e["notes"].to_string();
+    assert!(
+        notes.contains("previous turn, not in the text: what, did"),
+        "{e:#}"
+    );
+    // A query of question words alone still searches with them.
+    let w = search(
+        &env,
+        &["what did they say", "--mode", "bm25", "--context", "0"],
+    );
+    assert_eq!(rows(&w)[0]["content"], chat[2], "{w:#}");
+    // A selection that needs every word (a forget by query) keeps them all: nothing holds
+    // "what", "car" and "buy".
+    let f = env.ok(&["forget", "--query", q, "--dry-run"]);
+    assert!(!f.to_string().contains("Mazda"), "{f:#}");
+}

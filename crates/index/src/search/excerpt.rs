@@ -3,7 +3,7 @@
 
 use tantivy::tokenizer::TokenStream;
 
-use super::query::analyze;
+use super::query::query_words;
 use crate::index::SearchIndex;
 use memdir_api::error::Result;
 
@@ -18,7 +18,10 @@ pub struct Terms {
 
 impl Terms {
     pub fn new(idx: &SearchIndex, query: &str) -> Result<Terms> {
-        let words = analyze(idx, query)?.into_iter().map(|(_, w)| w).collect();
+        let words = query_words(idx, query, false)?
+            .into_iter()
+            .map(|(_, w)| w)
+            .collect();
         Ok(Terms {
             words,
             analyzer: Some(idx.analyzer()?),

@@ -6,20 +6,29 @@ use tantivy::DocAddress;
 use tantivy::query::Query;
 
 use super::document::{doc, get_str, get_u64, places_of};
-use super::query::{analyze, bm25_text_query, filter_clauses, phrase_query, top, with_filters};
+use super::query::{
+    analyze, bm25_text_query, filter_clauses, phrase_query, query_words, top, with_filters,
+};
 use super::rank::{Candidate, POOL, Ranked, rank};
 use super::supersede::superseded;
 use super::window::choose;
 use super::{Hit, Request, View, sort_hits};
 use memdir_api::error::Result;
 
-/// The BM25 query of `words` over chunks, the previous turn weighted in, under the filters.
-fn bm25_chunk_query(idx: &View<'_>, req: &Request, words: &[(usize, String)]) -> Box<dyn Query> {
+/// The BM25 query of `words` over chunks, the previous turn weighted in with every word of
+/// the query (`asked`: a question word there marks a turn that answers such a question),
+/// under the filters.
+fn bm25_chunk_query(
+    idx: &View<'_>,
+    req: &Request,
+    words: &[(usize, String)],
+    asked: &[(usize, String)],
+) -> Box<dyn Query> {
     let f = &idx.chunk_fields;
     with_filters(
         bm25_text_query(
             f.content,
-            Some((f.context, req.context_weight)),
+            Some((f.context, req.context_weight, asked)),
             words,
             req.all_words,
         ),
@@ -44,14 +53,15 @@ pub(super) fn bm25_pool(
     req: &Request,
     depth: usize,
 ) -> Result<Vec<(bool, f32, DocAddress)>> {
-    let words = analyze(idx, text)?;
+    let words = query_words(idx, text, req.all_words)?;
+    let asked = analyze(idx, text)?;
     let mut out = Vec::new();
     if words.is_empty() {
         return Ok(out);
     }
     if req.filters.wants_chunks() {
         let s = &idx.cs;
-        let query = bm25_chunk_query(idx, req, &words);
+        let query = bm25_chunk_query(idx, req, &words, &asked);
         for (score, _, addr) in top(s, query.as_ref(), depth, 0)? {
             out.push((false, score, addr));
         }
@@ -72,14 +82,15 @@ pub(super) fn bm25(
     req: &Request,
     folded: &mut usize,
 ) -> Result<Vec<Hit>> {
-    let words = analyze(idx, text)?;
+    let words = query_words(idx, text, req.all_words)?;
+    let asked = analyze(idx, text)?;
     if words.is_empty() {
         return Ok(Vec::new());
     }
     let mut hits = Vec::new();
     if req.filters.wants_chunks() {
         let s = &idx.cs;
-        let query = bm25_chunk_query(idx, req, &words);
+        let query = bm25_chunk_query(idx, req, &words, &asked);
         let pool = top(s, query.as_ref(), POOL.max(req.limit), 0)?;
         let addrs: Vec<DocAddress> = pool.iter().map(|(_, _, a)| *a).collect();
         let cands: Vec<Candidate> = pool
@@ -138,7 +149,7 @@ pub(super) fn rank_corrected_last(
     }
     // A turn matched only through the previous turn's text (the `context` field), when that
     // turn is corrected, was lifted by the stale fact: it goes with the corrected.
-    let words = super::query::analyze(idx, &req.query)?;
+    let words = query_words(idx, &req.query, req.all_words)?;
     let terms: Vec<tantivy::Term> = words
         .iter()
         .map(|(_, w)| tantivy::Term::from_field_text(idx.chunk_fields.content, w))

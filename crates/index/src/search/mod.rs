@@ -335,6 +335,9 @@ pub fn run(idx: &View<'_>, req: &Request) -> Result<Outcome> {
         Mode::Semantic | Mode::Hybrid => (bm25(idx, q, req, &mut folded)?, "keyword-fallback"),
     };
     notes.extend(folded_note(folded));
+    if req.explain && engine == "bm25" {
+        notes.extend(query::left_out_note(idx, literal, req)?);
+    }
     let mut hits = hits;
     let results = shape_marked(idx, &mut hits, req, engine)?;
     Ok(Outcome {
@@ -433,7 +436,10 @@ pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> 
     hits.extend(choose(idx, cs, ranked, req, &mut folded)?);
     sort_hits(&mut hits);
     hits.truncate(req.limit);
-    let notes = folded_note(folded).into_iter().collect();
+    let mut notes: Vec<String> = folded_note(folded).into_iter().collect();
+    if req.explain && hybrid {
+        notes.extend(query::left_out_note(idx, q, req)?);
+    }
     let engine = if hybrid { "hybrid" } else { "semantic" };
     let results = shape_marked(idx, &mut hits, req, engine)?;
     Ok(Outcome {

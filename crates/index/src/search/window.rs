@@ -75,7 +75,7 @@ pub(super) fn choose(
     // turn in the pool only for the words of the turn before it is not (a reader would see no
     // match in it). Asked of the postings of the text field: no stored document is read.
     if !inside.is_empty() {
-        let words = super::query::analyze(idx, &req.query)?;
+        let words = super::query::query_words(idx, &req.query, req.all_words)?;
         let terms: Vec<tantivy::Term> = words
             .iter()
             .map(|(_, w)| tantivy::Term::from_field_text(idx.chunk_fields.content, w))
