@@ -240,12 +240,15 @@ pub(super) fn with_filters(
     Box::new(BooleanQuery::new(clauses))
 }
 
+/// Query words with their positions.
+pub(super) type Words = [(usize, String)];
+
 /// With `all`, every word must occur in `field` itself (the context field only adds score).
 /// The context field, weighted, is queried with its own words (`context.2`).
 pub(super) fn bm25_text_query(
     field: Field,
-    context: Option<(Field, f32, &[(usize, String)])>,
-    words: &[(usize, String)],
+    context: Option<(Field, f32, &Words)>,
+    words: &Words,
     all: bool,
 ) -> Box<dyn Query> {
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
