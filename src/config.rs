@@ -217,6 +217,8 @@ struct FileEmbeddings {
     max_per_search: Option<Ranged<0, 1_000_000>>,
     query_prefix: Option<String>,
     document_prefix: Option<String>,
+    query_input_type: Option<String>,
+    document_input_type: Option<String>,
 }
 
 #[derive(Debug)]
@@ -1405,7 +1407,35 @@ fn embeddings_spec(
                 .model
                 .ok_or_else(|| bad("model", "the openai provider needs the model's name".into()))?;
             let api_key_env = e.api_key_env.map(|n| n.0);
+            let input_types = match (e.query_input_type, e.document_input_type) {
+                (None, None) => None,
+                (Some(q), Some(d)) => {
+                    for (k, v) in [("query_input_type", &q), ("document_input_type", &d)] {
+                        if v.is_empty() || v.len() > 64 || v.chars().any(char::is_control) {
+                            return Err(bad(
+                                k,
+                                format!(
+                                    "{v:?} is not an input type: give 1 to 64 printable characters, such as \"query\" or \"passage\""
+                                ),
+                            ));
+                        }
+                    }
+                    Some((q, d))
+                }
+                (q, _) => {
+                    let (k, other) = if q.is_some() {
+                        ("query_input_type", "document_input_type")
+                    } else {
+                        ("document_input_type", "query_input_type")
+                    };
+                    return Err(bad(
+                        k,
+                        format!("{k} needs {other} too: a model is asked for both kinds"),
+                    ));
+                }
+            };
             Provider::OpenAi(OpenAiSpec {
+                input_types,
                 url,
                 model,
                 api_key: api_key_env.as_deref().and_then(|n| var(env, n)),
@@ -1422,6 +1452,8 @@ fn embeddings_spec(
                 ("dimensions", e.dimensions.is_some()),
                 ("timeout_ms", e.timeout_ms.is_some()),
                 ("retries", e.retries.is_some()),
+                ("query_input_type", e.query_input_type.is_some()),
+                ("document_input_type", e.document_input_type.is_some()),
             ] {
                 if set {
                     return Err(bad(k, "applies to the openai provider only".into()));

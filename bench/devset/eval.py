@@ -177,7 +177,7 @@ async def run_devset(args, dev, config, errlog):
                     eng = await wait_for_vectors(srv, byconv[conv["id"]][0]["question"], args.mode, args.embed_timeout)
                     print(f"  {conv['id']}: vectors ready, engine {eng}", file=sys.stderr)
                 for q in byconv.get(conv["id"], []):
-                    rec = await ask(srv, q["question"], where, q["evidence"], args.mode, args.budget, {}, has_budget)
+                    rec = await ask(srv, q["question"], where, q["evidence"], args.mode, args.budget, json.loads(args.args), has_budget)
                     out.append({"id": q["id"], "conv": q["conv"], "kind": q["kind"], "question": q["question"],
                                 "evidence": q["evidence"], **rec})
         print(f"  {conv['id']}: {sum(len(s['turns']) for s in conv['sessions'])} turns ingested in {t_ing:.1f}s, "
@@ -214,7 +214,7 @@ async def run_old_fixture(args, config, errlog):
                 cid = conv["id"]
                 for qi, q in enumerate(conv["questions"]):
                     ev = [f"{cid}:{si}:{ti}" for si, ti in q["evidence"]]
-                    rec = await ask(srv, q["question"], where, ev, args.mode, args.budget, {"project": cid}, has_budget)
+                    rec = await ask(srv, q["question"], where, ev, args.mode, args.budget, {"project": cid, **json.loads(args.args)}, has_budget)
                     out.append({"id": f"{cid}-q{qi + 1}", "conv": cid, "kind": "fixture", "question": q["question"],
                                 "evidence": ev, **rec})
     return out
@@ -291,6 +291,8 @@ def main():
     ap.add_argument("--budget", type=int, default=800, help="max_tokens of the budget answer")
     ap.add_argument("--answer", default="{}", help="JSON arguments added to the default answer's search "
                     "(e.g. '{\"limit\": 7, \"context\": 2}') to compare answer shapes")
+    ap.add_argument("--args", default="{}", help="JSON arguments added to every search (ranking and answers), "
+                    "e.g. '{\"context_weight\": 0.8}'")
     ap.add_argument("--no-speaker", action="store_true", help="ingest the turn text without the 'Name: ' prefix")
     ap.add_argument("--old-fixture", action="store_true", help="also measure bench/fixtures/recall.json")
     ap.add_argument("--embed-timeout", type=int, default=900, help="seconds to wait for vectors (hybrid/semantic)")

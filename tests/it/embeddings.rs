@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -39,12 +40,18 @@ fn embed(text: &str) -> Vec<f32> {
 
 /// Serves `/v1/embeddings` on loopback in a thread; returns its base URL.
 fn fake_endpoint(b: Behaviour) -> String {
+    fake_endpoint_seeing(b, Default::default())
+}
+
+/// [`fake_endpoint`], keeping each request's `input_type` field (`null` when absent) in `seen`.
+fn fake_endpoint_seeing(b: Behaviour, seen: Arc<Mutex<Vec<Value>>>) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", l.local_addr().unwrap());
     std::thread::spawn(move || {
         for conn in l.incoming() {
             let Ok(mut s) = conn else { continue };
             let _ = s.set_nodelay(true);
+            let seen = seen.clone();
             std::thread::spawn(move || {
                 let mut r = BufReader::new(s.try_clone().unwrap());
                 loop {
@@ -69,6 +76,7 @@ fn fake_endpoint(b: Behaviour) -> String {
                     let mut body = vec![0u8; len];
                     r.read_exact(&mut body).unwrap();
                     let req: Value = serde_json::from_slice(&body).unwrap();
+                    seen.lock().unwrap().push(req["input_type"].clone());
                     let (status, out) = match b {
                         Behaviour::Fails => (500, json!({"error": "model exploded"})),
                         Behaviour::Hangs => {
@@ -311,8 +319,49 @@ fn an_unset_api_key_variable_is_the_reason_given() {
 }
 
 #[test]
+fn input_types_are_sent_only_when_configured_and_name_the_vectors() {
+    let seen: Arc<Mutex<Vec<Value>>> = Default::default();
+    let url = fake_endpoint_seeing(Behaviour::Works, seen.clone());
+    let env = store(&openai(&url, ""));
+    let plain = search(&env, &["database outage", "--mode", "semantic"]);
+    assert_eq!(plain["engine"], "semantic", "{plain}");
+    assert!(seen.lock().unwrap().iter().all(Value::is_null), "{seen:?}");
+    // The same store with input types: every text is embedded again (a `passage` vector is
+    // not a plain one), documents as `passage`, the query as `query`.
+    let cfg = env.tmp.path().join("config.toml");
+    let typed = openai(
+        &url,
+        "query_input_type = \"query\"\ndocument_input_type = \"passage\"",
+    );
+    std::fs::write(&cfg, format!("[embeddings]\n{typed}\n")).unwrap();
+    seen.lock().unwrap().clear();
+    let v = search(&env, &["database outage", "--mode", "semantic"]);
+    assert_eq!(v["engine"], "semantic", "{v}");
+    assert_eq!(v["coverage"], "5/5", "{v}");
+    let kinds = seen.lock().unwrap().clone();
+    assert!(kinds.contains(&json!("passage")), "{kinds:?}");
+    assert!(kinds.contains(&json!("query")), "{kinds:?}");
+    assert!(
+        kinds.iter().all(|k| k == "passage" || k == "query"),
+        "{kinds:?}"
+    );
+}
+
+#[test]
 fn bad_embeddings_settings_name_the_key_and_the_file() {
     for (body, key) in [
+        (
+            "provider = \"openai\"\nurl = \"http://x\"\nmodel = \"m\"\nquery_input_type = \"query\"",
+            "embeddings.query_input_type",
+        ),
+        (
+            "provider = \"openai\"\nurl = \"http://x\"\nmodel = \"m\"\nquery_input_type = \"\"\ndocument_input_type = \"passage\"",
+            "embeddings.query_input_type",
+        ),
+        (
+            "provider = \"local\"\nmodel_dir = \"/m\"\ndocument_input_type = \"passage\"",
+            "embeddings.document_input_type",
+        ),
         ("provider = \"openai\"\nmodel = \"m\"", "embeddings.url"),
         (
             "provider = \"openai\"\nurl = \"ftp://x\"\nmodel = \"m\"",

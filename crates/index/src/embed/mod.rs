@@ -58,6 +58,10 @@ pub struct OpenAiSpec {
     pub dimensions: Option<usize>,
     pub timeout: Duration,
     pub retries: u32,
+    /// The `input_type` sent with a query and with a document (`("query", "passage")`,
+    /// `("query", "document")`, `("search_query", "search_document")`), for servers of
+    /// asymmetric models that take it; `None`: not sent (OpenAI itself refuses the field).
+    pub input_types: Option<(String, String)>,
 }
 
 /// The `local` provider's settings.
@@ -98,40 +102,70 @@ pub fn cache_dir(xdg_cache: Option<&str>, home: Option<&str>) -> Option<PathBuf>
     }
 }
 
-/// What names a local model's files, not its directory: a hash of its `config.json` and
-/// `tokenizer.json` and the length of its weights, so two models in directories of one name
-/// never share a vector cache (and a model replaced in place gets a cache of its own).
+/// What names a local model: its own files, never its directory. A hash of `config.json`,
+/// `tokenizer.json`, the weights file's length and its safetensors header (every tensor's
+/// name, type, shape and offsets), and four 4 KiB samples of the weights spread over the file
+/// (a fine-tuned model of the same shapes changes them all). The same model in two
+/// directories shares one vector cache; two models in directories of one name, or a model
+/// replaced in place, never do. Reads about 20 KiB of the weights, not all of them.
 fn files_digest(dir: &std::path::Path) -> String {
+    use std::io::{Read as _, Seek as _, SeekFrom};
     let mut h = blake3::Hasher::new();
     for f in ["config.json", "tokenizer.json"] {
         let bytes = std::fs::read(dir.join(f)).unwrap_or_default();
         h.update(&(bytes.len() as u64).to_le_bytes());
         h.update(&bytes);
     }
-    let weights = std::fs::metadata(dir.join("model.safetensors")).map_or(0, |m| m.len());
-    h.update(&weights.to_le_bytes());
-    h.finalize().to_hex()[..12].to_string()
+    let mut weights = || -> std::io::Result<()> {
+        let mut f = std::fs::File::open(dir.join("model.safetensors"))?;
+        let len = f.metadata()?.len();
+        h.update(&len.to_le_bytes());
+        // The header: its length in 8 bytes, then that much JSON (capped: a sane header is
+        // well under a megabyte).
+        let mut n = [0u8; 8];
+        f.read_exact(&mut n)?;
+        let header = u64::from_le_bytes(n)
+            .min(len.saturating_sub(8))
+            .min(16 << 20);
+        let mut buf = vec![0u8; header as usize];
+        f.read_exact(&mut buf)?;
+        h.update(&buf);
+        let mut sample = [0u8; 4096];
+        for k in 1..=4u64 {
+            let at = (len / 5) * k;
+            f.seek(SeekFrom::Start(at))?;
+            let got = f.read(&mut sample)?;
+            h.update(&sample[..got]);
+        }
+        Ok(())
+    };
+    if weights().is_err() {
+        h.update(b"no readable weights");
+    }
+    h.finalize().to_hex()[..16].to_string()
 }
 
 impl Spec {
     /// The identity of the model this spec names (see [`Embedder::model_id`]).
     pub fn model_id(&self) -> String {
         match &self.provider {
-            Provider::OpenAi(o) => format!(
-                "openai:{}:{}:{}",
-                o.model,
-                o.dimensions.map_or("auto".to_string(), |d| d.to_string()),
-                self.document_prefix
-            ),
-            Provider::Local(l) => format!(
-                "local:{}:{}:{}",
-                l.dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                files_digest(&l.dir),
-                self.document_prefix
-            ),
+            Provider::OpenAi(o) => {
+                let mut id = format!(
+                    "openai:{}:{}:{}",
+                    o.model,
+                    o.dimensions.map_or("auto".to_string(), |d| d.to_string()),
+                    self.document_prefix
+                );
+                // A document embedded as a `passage` is another vector than one embedded
+                // without the field.
+                if let Some((_, doc)) = &o.input_types {
+                    id.push_str(&format!(":input_type={doc}"));
+                }
+                id
+            }
+            Provider::Local(l) => {
+                format!("local:{}:{}", files_digest(&l.dir), self.document_prefix)
+            }
         }
     }
 
@@ -231,6 +265,65 @@ mod tests {
         }
     }
 
+    /// A small safetensors file: a header naming one tensor, then `data`.
+    fn weights(dir: &std::path::Path, data: &[u8]) {
+        let header = format!(
+            r#"{{"w":{{"dtype":"U8","shape":[{}],"data_offsets":[0,{}]}}}}"#,
+            data.len(),
+            data.len()
+        );
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(data);
+        std::fs::write(dir.join("model.safetensors"), bytes).unwrap();
+    }
+
+    #[test]
+    fn a_local_models_id_comes_from_its_files_not_its_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("one"), t.path().join("two"));
+        for d in [&a, &b] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("config.json"), "{}").unwrap();
+            std::fs::write(d.join("tokenizer.json"), "vocab").unwrap();
+            weights(d, &[7u8; 100_000]);
+        }
+        // The same files in two directories: one id, which names no directory.
+        let id = local(&a).model_id();
+        assert_eq!(id, local(&b).model_id());
+        assert!(!id.contains("one") && id.starts_with("local:"), "{id}");
+        // Fine-tuned: the same shapes and length, other weights.
+        let mut tuned = vec![7u8; 100_000];
+        tuned[60_000] = 8;
+        weights(&b, &tuned);
+        assert_ne!(id, local(&b).model_id());
+        // Weights of another shape.
+        weights(&b, &[7u8; 99_999]);
+        assert_ne!(id, local(&b).model_id());
+    }
+
+    #[test]
+    fn the_document_input_type_is_part_of_an_openai_models_id() {
+        let spec = |types: Option<(&str, &str)>| Spec {
+            provider: Provider::OpenAi(OpenAiSpec {
+                url: "http://127.0.0.1:1/v1".into(),
+                model: "e5".into(),
+                api_key_env: None,
+                api_key: None,
+                dimensions: Some(384),
+                timeout: Duration::from_secs(1),
+                retries: 0,
+                input_types: types.map(|(q, d)| (q.to_string(), d.to_string())),
+            }),
+            ..local(std::path::Path::new("/nowhere"))
+        };
+        // Unset: the id vectors were cached under before the field existed.
+        assert_eq!(spec(None).model_id(), "openai:e5:384:");
+        let p = spec(Some(("query", "passage"))).model_id();
+        assert_eq!(p, "openai:e5:384::input_type=passage");
+        assert_ne!(p, spec(Some(("query", "document"))).model_id());
+    }
+
     #[test]
     fn two_local_models_in_directories_of_one_name_have_two_ids() {
         let t = tempfile::tempdir().unwrap();
@@ -243,6 +336,6 @@ mod tests {
         assert_ne!(local(&a).model_id(), local(&b).model_id());
         std::fs::write(b.join("tokenizer.json"), "one").unwrap();
         assert_eq!(local(&a).model_id(), local(&b).model_id(), "the same files");
-        assert!(local(&a).model_id().starts_with("local:model:"));
+        assert!(local(&a).model_id().starts_with("local:"));
     }
 }

@@ -173,6 +173,9 @@ impl Embedder for OpenAi {
         if let Some(d) = self.spec.dimensions {
             body["dimensions"] = json!(d);
         }
+        if let Some((q, d)) = &self.spec.input_types {
+            body["input_type"] = json!(if query { q } else { d });
+        }
         let mut delay = Duration::from_millis(100);
         let mut tries = 0;
         loop {
