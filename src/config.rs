@@ -1407,33 +1407,7 @@ fn embeddings_spec(
                 .model
                 .ok_or_else(|| bad("model", "the openai provider needs the model's name".into()))?;
             let api_key_env = e.api_key_env.map(|n| n.0);
-            let input_types = match (e.query_input_type, e.document_input_type) {
-                (None, None) => None,
-                (Some(q), Some(d)) => {
-                    for (k, v) in [("query_input_type", &q), ("document_input_type", &d)] {
-                        if v.is_empty() || v.len() > 64 || v.chars().any(char::is_control) {
-                            return Err(bad(
-                                k,
-                                format!(
-                                    "{v:?} is not an input type: give 1 to 64 printable characters, such as \"query\" or \"passage\""
-                                ),
-                            ));
-                        }
-                    }
-                    Some((q, d))
-                }
-                (q, _) => {
-                    let (k, other) = if q.is_some() {
-                        ("query_input_type", "document_input_type")
-                    } else {
-                        ("document_input_type", "query_input_type")
-                    };
-                    return Err(bad(
-                        k,
-                        format!("{k} needs {other} too: a model is asked for both kinds"),
-                    ));
-                }
-            };
+            let input_types = input_types(e.query_input_type, e.document_input_type, &bad)?;
             Provider::OpenAi(OpenAiSpec {
                 input_types,
                 url,
@@ -1497,6 +1471,42 @@ fn embeddings_spec(
         query_prefix: e.query_prefix.unwrap_or_default(),
         document_prefix: e.document_prefix.unwrap_or_default(),
     })
+}
+
+/// The openai provider's `query_input_type` and `document_input_type`: both or neither, each
+/// 1 to 64 printable characters.
+fn input_types(
+    query: Option<String>,
+    document: Option<String>,
+    bad: &dyn Fn(&str, String) -> Error,
+) -> Result<Option<(String, String)>> {
+    match (query, document) {
+        (None, None) => Ok(None),
+        (Some(q), Some(d)) => {
+            for (k, v) in [("query_input_type", &q), ("document_input_type", &d)] {
+                if v.is_empty() || v.len() > 64 || v.chars().any(char::is_control) {
+                    return Err(bad(
+                        k,
+                        format!(
+                            "{v:?} is not an input type: give 1 to 64 printable characters, such as \"query\" or \"passage\""
+                        ),
+                    ));
+                }
+            }
+            Ok(Some((q, d)))
+        }
+        (q, _) => {
+            let (k, other) = if q.is_some() {
+                ("query_input_type", "document_input_type")
+            } else {
+                ("document_input_type", "query_input_type")
+            };
+            Err(bad(
+                k,
+                format!("{k} needs {other} too: a model is asked for both kinds"),
+            ))
+        }
+    }
 }
 
 /// Reads a token file: a regular file that only its owner may read, one line.
