@@ -43,7 +43,7 @@ fn fake_endpoint(b: Behaviour) -> String {
     fake_endpoint_seeing(b, Default::default())
 }
 
-/// [`fake_endpoint`], keeping each request's `input_type` field (`null` when absent) in `seen`.
+/// [`fake_endpoint`], keeping each request's body in `seen`.
 fn fake_endpoint_seeing(b: Behaviour, seen: Arc<Mutex<Vec<Value>>>) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", l.local_addr().unwrap());
@@ -76,7 +76,7 @@ fn fake_endpoint_seeing(b: Behaviour, seen: Arc<Mutex<Vec<Value>>>) -> String {
                     let mut body = vec![0u8; len];
                     r.read_exact(&mut body).unwrap();
                     let req: Value = serde_json::from_slice(&body).unwrap();
-                    seen.lock().unwrap().push(req["input_type"].clone());
+                    seen.lock().unwrap().push(req.clone());
                     let (status, out) = match b {
                         Behaviour::Fails => (500, json!({"error": "model exploded"})),
                         Behaviour::Hangs => {
@@ -325,7 +325,11 @@ fn input_types_are_sent_only_when_configured_and_name_the_vectors() {
     let env = store(&openai(&url, ""));
     let plain = search(&env, &["database outage", "--mode", "semantic"]);
     assert_eq!(plain["engine"], "semantic", "{plain}");
-    assert!(seen.lock().unwrap().iter().all(Value::is_null), "{seen:?}");
+    let types = |seen: &Mutex<Vec<Value>>| -> Vec<Value> {
+        let seen = seen.lock().unwrap();
+        seen.iter().map(|r| r["input_type"].clone()).collect()
+    };
+    assert!(types(&seen).iter().all(Value::is_null), "{seen:?}");
     // The same store with input types: every text is embedded again (a `passage` vector is
     // not a plain one), documents as `passage`, the query as `query`.
     let cfg = env.tmp.path().join("config.toml");
@@ -338,13 +342,74 @@ fn input_types_are_sent_only_when_configured_and_name_the_vectors() {
     let v = search(&env, &["database outage", "--mode", "semantic"]);
     assert_eq!(v["engine"], "semantic", "{v}");
     assert_eq!(v["coverage"], "5/5", "{v}");
-    let kinds = seen.lock().unwrap().clone();
+    let kinds = types(&seen);
     assert!(kinds.contains(&json!("passage")), "{kinds:?}");
     assert!(kinds.contains(&json!("query")), "{kinds:?}");
     assert!(
         kinds.iter().all(|k| k == "passage" || k == "query"),
         "{kinds:?}"
     );
+}
+
+/// The texts the endpoint was asked to embed, in order.
+fn inputs(seen: &Mutex<Vec<Value>>) -> Vec<String> {
+    let seen = seen.lock().unwrap();
+    seen.iter()
+        .flat_map(|r| r["input"].as_array().cloned().unwrap_or_default())
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_short_turn_is_embedded_after_the_turn_before_it() {
+    let seen: Arc<Mutex<Vec<Value>>> = Default::default();
+    let url = fake_endpoint_seeing(Behaviour::Works, seen.clone());
+    let env = store(&openai(&url, ""));
+    let v = search(&env, &["database outage", "--mode", "semantic"]);
+    assert_eq!(v["coverage"], "5/5", "{v}");
+    let first = inputs(&seen);
+    for text in [
+        // Short replies carry the turn they answer.
+        "the database outage started after the migration\nwe rolled back and the service recovered",
+        "buy milk and bread for the weekend\nthe cat needs a vet appointment",
+        // A session's first turn has none; a turn of eight words or more stands alone.
+        "the database outage started after the migration",
+        "postgres replica lag alarms fired overnight",
+    ] {
+        assert!(first.contains(&text.to_string()), "{text:?} in {first:?}");
+    }
+    assert!(
+        !first.contains(&"the cat needs a vet appointment".to_string()),
+        "{first:?}"
+    );
+    // A reply written later: its turn is in another index segment, found by its place.
+    let reply =
+        json!({"session_id": "s3", "project": "ops", "content": "paged twice, fixed by noon"});
+    env.ok_stdin(&["ingest", "--jsonl", "-"], format!("{reply}\n").as_bytes());
+    let long = json!({"session_id": "s3", "project": "ops",
+        "content": "the replica caught up once the vacuum finished its run"});
+    env.ok_stdin(&["ingest", "--jsonl", "-"], format!("{long}\n").as_bytes());
+    seen.lock().unwrap().clear();
+    let v = search(&env, &["replica lag", "--mode", "semantic"]);
+    assert_eq!(v["coverage"], "7/7", "{v}");
+    let later = inputs(&seen);
+    assert!(
+        later.contains(
+            &"postgres replica lag alarms fired overnight\npaged twice, fixed by noon".to_string()
+        ),
+        "{later:?}"
+    );
+    assert!(
+        later.contains(&"the replica caught up once the vacuum finished its run".to_string()),
+        "{later:?}"
+    );
+    // A rebuilt index reads every turn in one pass and gives each the same text: nothing but
+    // the query is embedded again.
+    env.ok(&["reindex"]);
+    seen.lock().unwrap().clear();
+    let v = search(&env, &["replica lag", "--mode", "semantic"]);
+    assert_eq!(v["coverage"], "7/7", "{v}");
+    assert_eq!(inputs(&seen), ["replica lag"]);
 }
 
 #[test]
@@ -555,9 +620,12 @@ fn a_server_embeds_in_the_background_what_its_catch_ups_keep_in_memory() {
 fn a_forget_takes_the_texts_hash_and_vector_out_of_the_vector_cache() {
     let env = store(&openai(&fake_endpoint(Behaviour::Works), ""));
     env.ok(&["embed"]);
-    let text = "the cat needs a vet appointment";
-    let key = blake3::hash(text.as_bytes());
-    let holders = || -> Vec<String> {
+    // The turn forgotten is embedded alone and, as the turn before a short reply, in the
+    // reply's text too: neither may stay.
+    let text = "buy milk and bread for the weekend";
+    let reply = format!("{text}\nthe cat needs a vet appointment");
+    let holders = |t: &str| -> Vec<String> {
+        let key = blake3::hash(t.as_bytes());
         walkdir::WalkDir::new(&env.dir)
             .into_iter()
             .flatten()
@@ -569,18 +637,18 @@ fn a_forget_takes_the_texts_hash_and_vector_out_of_the_vector_cache() {
             .map(|e| e.path().display().to_string())
             .collect()
     };
-    assert!(
-        !holders().is_empty(),
-        "setup: the cache holds the text's hash"
-    );
+    for t in [text, reply.as_str()] {
+        assert!(!holders(t).is_empty(), "setup: the cache holds {t:?}");
+    }
     let fetched = env.ok(&["fetch", "s2"]);
-    let id = fetched["chunks"][1]["chunk_id"]
+    let id = fetched["chunks"][0]["chunk_id"]
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(fetched["chunks"][1]["content"], text);
+    assert_eq!(fetched["chunks"][0]["content"], text);
     env.ok(&["forget", "--session-id", "s2", "--chunk-id", &id, "--yes"]);
-    assert_eq!(holders(), Vec::<String>::new());
+    assert_eq!(holders(text), Vec::<String>::new());
+    assert_eq!(holders(&reply), Vec::<String>::new());
     // The texts that stay keep their vectors: a search answers from them at once.
     let v = search(&env, &["database outage", "--mode", "semantic"]);
     assert_eq!(v["engine"], "semantic", "{v}");
