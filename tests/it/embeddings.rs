@@ -326,8 +326,10 @@ fn input_types_are_sent_only_when_configured_and_name_the_vectors() {
     let plain = search(&env, &["database outage", "--mode", "semantic"]);
     assert_eq!(plain["engine"], "semantic", "{plain}");
     let types = |seen: &Mutex<Vec<Value>>| -> Vec<Value> {
-        let seen = seen.lock().unwrap();
-        seen.iter().map(|r| r["input_type"].clone()).collect()
+        bodies(seen)
+            .iter()
+            .map(|r| r["input_type"].clone())
+            .collect()
     };
     assert!(types(&seen).iter().all(Value::is_null), "{seen:?}");
     // The same store with input types: every text is embedded again (a `passage` vector is
@@ -351,10 +353,15 @@ fn input_types_are_sent_only_when_configured_and_name_the_vectors() {
     );
 }
 
+/// The request bodies the endpoint has seen, in order.
+fn bodies(seen: &Mutex<Vec<Value>>) -> Vec<Value> {
+    seen.lock().unwrap().clone()
+}
+
 /// The texts the endpoint was asked to embed, in order.
 fn inputs(seen: &Mutex<Vec<Value>>) -> Vec<String> {
-    let seen = seen.lock().unwrap();
-    seen.iter()
+    bodies(seen)
+        .iter()
         .flat_map(|r| r["input"].as_array().cloned().unwrap_or_default())
         .map(|t| t.as_str().unwrap().to_string())
         .collect()

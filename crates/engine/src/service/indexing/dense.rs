@@ -167,7 +167,7 @@ impl DenseState {
                 for (i, d) in store.iter::<TantivyDocument>(None).enumerate() {
                     let d = d.map_err(|e| Error::internal(format!("stored document: {e}")))?;
                     let live = alive.is_none_or(|a| a.is_alive(i as u32));
-                    let text = dense_text(idx, cat, &d, live, &mut last);
+                    let text = dense_text(idx, cat, &d, live, &mut last)?;
                     let (group, project, ts) = if cat {
                         let gf = &idx.category_fields;
                         (text_of(&d, gf.category), String::new(), i64_of(&d, gf.ts))
@@ -282,7 +282,7 @@ impl DenseState {
 /// (bench/devset, hybrid with all-MiniLM-L6-v2): R@5 / R@10 / evidence shown 0.469 / 0.556 /
 /// 0.630 with each turn alone, 0.490 / 0.605 / 0.653 with this; every turn with its previous
 /// one gave 0.468 / 0.585 / 0.663 but fell on the old fixture (R@5 0.560 -> 0.485, here 0.537).
-pub(crate) const SHORT_TURN_WORDS: usize = 8;
+const SHORT_TURN_WORDS: usize = 8;
 
 /// The last live chunk read in document order: the previous turn of the next one without a
 /// lookup when both are in one segment, as a session's turns usually are.
@@ -303,45 +303,45 @@ fn dense_text(
     d: &TantivyDocument,
     alive: bool,
     last: &mut LastTurn,
-) -> String {
+) -> Result<String> {
     if cat {
         let gf = &idx.category_fields;
-        return format!(
+        return Ok(format!(
             "{} {}: {}",
             text_of(d, gf.category),
             text_of(d, gf.key_path),
             text_of(d, gf.text)
-        );
+        ));
     }
     let cf = &idx.chunk_fields;
     let content = text_of(d, cf.content);
     if !alive {
-        return content;
+        return Ok(content);
     }
     let session = text_of(d, cf.session);
     let position = d
         .get_first(cf.position)
         .and_then(|v| v.as_u64())
         .unwrap_or(0);
-    let mut text = None;
-    if position > 0 && content.split_whitespace().count() < SHORT_TURN_WORDS {
-        // The live chunk at a place is unique: the one just read, or the one the index holds.
-        let prev = if last.session == session && last.position + 1 == position {
-            Some(last.content.clone())
-        } else {
-            memdir_index::search::stored_content_at(idx, &session, position - 1)
-                .ok()
-                .flatten()
-        };
-        text = prev.map(|p| format!("{p}\n{content}"));
-    }
-    let text = text.unwrap_or_else(|| content.clone());
+    let short = position > 0 && content.split_whitespace().count() < SHORT_TURN_WORDS;
+    // The live chunk at a place is unique: the one just read, or the one the index holds.
+    let prev = if !short {
+        None
+    } else if last.session == session && last.position + 1 == position {
+        Some(last.content.clone())
+    } else {
+        memdir_index::search::stored_content_at(idx, &session, position - 1)?
+    };
+    let text = match prev {
+        Some(p) => format!("{p}\n{content}"),
+        None => content.clone(),
+    };
     *last = LastTurn {
         session,
         position,
         content,
     };
-    text
+    Ok(text)
 }
 
 /// The hashes of the texts every live document of the index is embedded as.
@@ -355,7 +355,7 @@ fn live_hashes(idx: &View<'_>) -> Result<HashSet<Hash>> {
             let mut last = LastTurn::default();
             for d in store.iter::<TantivyDocument>(reader.alive_bitset()) {
                 let d = d.map_err(|e| Error::internal(format!("stored document: {e}")))?;
-                out.insert(vector::hash(&dense_text(idx, cat, &d, true, &mut last)));
+                out.insert(vector::hash(&dense_text(idx, cat, &d, true, &mut last)?));
             }
         }
     }
