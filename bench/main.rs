@@ -887,6 +887,62 @@ fn bench_mcp(args: &[String]) -> Result<Value> {
     }))
 }
 
+/// The resident memory of a `memdir serve` process (`/proc/PID/status`), in MiB: all of it,
+/// the anonymous part (the heap) and the file-backed part (the binary's pages, the mmapped
+/// index), and the peak.
+fn server_memory(pid: u32) -> Value {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    json!({
+        "rss_mib": round(kib("VmRSS") / 1024.0),
+        "anonymous_mib": round(kib("RssAnon") / 1024.0),
+        "file_backed_mib": round(kib("RssFile") / 1024.0),
+        "peak_mib": round(kib("VmHWM") / 1024.0),
+    })
+}
+
+/// A server's resident memory through a long session of default searches (`--searches`, at
+/// `--chunks`): after `initialize`, after the first search, and after every tenth of the run.
+fn bench_rss(args: &[String]) -> Result<Value> {
+    let (_tmp, dir) = dir_arg(args);
+    let chunks = arg(args, "--chunks", 10_000);
+    let searches = arg(args, "--searches", 10_000).max(10);
+    let (m, _) = ensure_corpus(&dir, chunks)?;
+    m.indexing().refresh_index()?;
+    drop(m);
+    let vocab = Vocab::new(20_000);
+    let mut r = Rng(5);
+    let (mut c, _) = Client::start(&dir);
+    let pid = c.child.id();
+    let started = server_memory(pid);
+    c.call("memory_search", json!({"query": vocab.query2(&mut r)}));
+    let first = server_memory(pid);
+    let mut along = Vec::new();
+    let mut times = Vec::new();
+    for i in 1..=searches {
+        let t = Instant::now();
+        c.call("memory_search", json!({"query": vocab.query2(&mut r)}));
+        times.push(ms(t));
+        if i % (searches / 10) == 0 {
+            along.push(json!({"searches": i, "memory": server_memory(pid)}));
+        }
+    }
+    Ok(json!({
+        "chunks": chunks,
+        "searches": searches,
+        "after_initialize": started,
+        "after_the_first_search": first,
+        "along_the_run": along,
+        "memory_search_round_trip": pct(times),
+    }))
+}
+
 /// What a model reads of a tool result: clients hand it either the structured content or the
 /// text content (one or the other, never both); the larger of the two is counted.
 fn model_reads(v: &Value) -> String {
@@ -1847,6 +1903,7 @@ fn main() {
         "store" => bench_store(&args),
         "search" => bench_search(&args),
         "mcp" => bench_mcp(&args),
+        "rss" => bench_rss(&args),
         "recall" => bench_recall(&args),
         "http" => bench_http(&args),
         "fresh" => bench_fresh(&args),
@@ -1858,7 +1915,7 @@ fn main() {
         "embeddings" => embeddings::bench_embeddings(&args),
         other => {
             eprintln!(
-                "unknown benchmark {other:?}: use store, search, mcp, recall, http, fresh, import, bulk, redact or notes"
+                "unknown benchmark {other:?}: use store, search, mcp, rss, recall, http, fresh, import, bulk, redact or notes"
             );
             std::process::exit(2);
         }
