@@ -568,6 +568,32 @@ fn hybrid_ranks_the_fused_pool_session_aware_and_explains_every_part() {
         two["results"].as_array().unwrap()[..],
         all["results"].as_array().unwrap()[..2]
     );
+    // A period the question names lifts the turns saved in it: here the month they were
+    // saved in (taken from a hit's date), by a quarter of their fused score, and explain says so.
+    let month = &top["ts"].as_str().unwrap()[..7];
+    let q = format!("database outage {month}");
+    let p = search(
+        &env,
+        &[&q, "--mode", "hybrid", "--explain", "--context", "0"],
+    );
+    let e = &p["results"][0]["explain"];
+    let (fused, lift) = (e["fused"].as_f64().unwrap(), e["period"].as_f64().unwrap());
+    assert!((lift - fused / 4.0).abs() < 1e-4, "{e}");
+    assert!(
+        e["formula"].as_str().unwrap().contains("fused + period"),
+        "{e}"
+    );
+    let sum = fused + lift + e["neighbour"].as_f64().unwrap() + e["session"].as_f64().unwrap();
+    let score = p["results"][0]["score"].as_f64().unwrap();
+    assert!((sum / 1.5 - score).abs() < 1e-4, "{sum} / 1.5 vs {score}");
+    let other = search(
+        &env,
+        &["database outage in 1999", "--mode", "hybrid", "--explain"],
+    );
+    assert!(
+        other["results"][0]["explain"].get("period").is_none(),
+        "{other:#}"
+    );
     // Semantic says it ranked by meaning alone.
     let s = search(
         &env,

@@ -1519,6 +1519,9 @@ pub struct Explain {
     /// The fused score of keyword and meaning, when both took part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fused: Option<f32>,
+    /// What a period the question names gave a turn saved in it (a quarter of its own score).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<f32>,
     /// How the score was made: `bm25 + neighbour + session over 1.5`, `bm25` or `exact`.
     pub formula: String,
 }

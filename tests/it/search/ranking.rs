@@ -2,7 +2,11 @@
 
 use std::collections::BTreeSet;
 
-use super::{ALPHA, BETA, DELTA, GAMMA, contents, fixture, key, keys, rows, score_of, search};
+use serde_json::json;
+
+use super::{
+    ALPHA, BETA, DELTA, GAMMA, contents, fixture, key, keys, ok_at, rows, score_of, search,
+};
 use crate::util::TestEnv;
 
 #[test]
@@ -288,4 +292,63 @@ fn question_words_do_not_outrank_the_turn_that_holds_the_answer() {
     // "what", "car" and "buy".
     let f = env.ok(&["forget", "--query", q, "--dry-run"]);
     assert!(!f.to_string().contains("Mazda"), "{f:#}");
+}
+
+#[test]
+fn a_period_the_question_names_lifts_the_turns_saved_in_it() {
+    let env = TestEnv::new();
+    let spring = "Ana: the garden fence quote came in today";
+    let summer = "Ana: garden fence quote, the garden fence quote again";
+    let mut jsonl = String::new();
+    for (session, ts, content) in [
+        ("spring", "2024-03-12T09:00:00Z", spring),
+        ("summer", "2024-07-02T09:00:00Z", summer),
+    ] {
+        jsonl.push_str(&json!({"session_id": session, "ts": ts, "content": content}).to_string());
+        jsonl.push('\n');
+    }
+    ok_at(
+        &env,
+        "2024-08-01T00:00:00Z",
+        &["ingest", "--jsonl", "-"],
+        jsonl.as_bytes(),
+    );
+    let args = |q: &'static str| [q, "--mode", "bm25", "--context", "0", "--explain"];
+    // Without a period, the closer match of the words comes first.
+    let plain = search(&env, &args("garden fence quote"));
+    assert_eq!(contents(&plain), [summer, spring], "{plain:#}");
+    for q in [
+        "garden fence quote in March",
+        "garden fence quote in March 2024",
+        "garden fence quote on 12 March 2024",
+        "garden fence quote 2024-03",
+        "garden fence quote during 2024-03-12",
+    ] {
+        let v = search(&env, &args(q));
+        assert_eq!(contents(&v), [spring, summer], "{q}: {v:#}");
+        // explain shows the lift: a quarter of the turn's own score, in the formula too.
+        let e = &rows(&v)[0]["explain"];
+        let lift = e["period"].as_f64().expect("a period part");
+        assert!(
+            (lift - 0.25 * e["bm25"].as_f64().unwrap()).abs() < 1e-3,
+            "{e}"
+        );
+        assert!(e["formula"].as_str().unwrap().contains("period"), "{e}");
+        assert!(rows(&v)[1]["explain"].get("period").is_none(), "{v:#}");
+    }
+    // A period nothing was saved in, and words that only look like one, change no order.
+    for q in [
+        "garden fence quote in 2019",
+        "garden fence quote may go up",
+        "garden fence quote 2024",
+    ] {
+        let v = search(&env, &args(q));
+        assert_eq!(contents(&v), [summer, spring], "{q}: {v:#}");
+        assert!(
+            rows(&v)
+                .iter()
+                .all(|r| r["explain"].get("period").is_none()),
+            "{v:#}"
+        );
+    }
 }

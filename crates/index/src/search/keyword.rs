@@ -103,8 +103,11 @@ pub(super) fn bm25(
                 order,
                 addr: Some(addr),
                 mix: None,
+                period: 0.0,
             })
             .collect();
+        let mut cands = cands;
+        super::period::lift(s, &mut cands, &super::period::named(text));
         let ranked = rank_corrected_last(idx, cands, req, |c| rank(c, req))?;
         hits.extend(choose(idx, s, ranked, req, folded)?);
     }

@@ -16,6 +16,7 @@ mod document;
 mod excerpt;
 mod fusion;
 mod keyword;
+mod period;
 mod query;
 mod rank;
 mod row;
@@ -426,8 +427,12 @@ pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> 
                 order: fast_order(cs, addr),
                 addr: Some(addr),
                 mix,
+                period: 0.0,
             });
         }
+    }
+    if hybrid {
+        period::lift(cs, &mut cands, &period::named(q));
     }
     let ranked = rank_corrected_last(idx, cands, req, |c| {
         if hybrid { rank(c, req) } else { plain(c) }

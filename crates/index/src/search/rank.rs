@@ -20,8 +20,8 @@ pub const NEIGHBOUR_SHARE: f32 = 0.25;
 /// Share of the best normalised score in a session that every candidate of that session gains.
 pub const SESSION_SHARE: f32 = 0.5;
 
-/// How a chunk hit's score was made (`explain`): score = (bm25 + neighbour + session) /
-/// (1 + the session share).
+/// How a chunk hit's score was made (`explain`): score = (bm25 + period + neighbour + session)
+/// / (1 + the session share).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ScoreParts {
     /// The raw BM25 score (0 for a turn lifted only by its neighbours).
@@ -35,6 +35,8 @@ pub struct ScoreParts {
     /// For a fused pool: the keyword and dense scores, each min-max normalised, that made
     /// the base score (which `bm25` then holds).
     pub mix: Option<(f32, f32)>,
+    /// What a period the question names gave the turn (see `period::lift`).
+    pub period: f32,
 }
 
 /// A turn the ranking considers.
@@ -42,8 +44,10 @@ pub struct ScoreParts {
 pub struct Candidate {
     pub session: String,
     pub position: u64,
-    /// Its base score (BM25, or a fused score), before spreading.
+    /// Its base score (BM25, or a fused score) before spreading, with its `period` lift.
     pub bm25: f32,
+    /// The part of `bm25` a period the question names gave it.
+    pub period: f32,
     pub order: u64,
     /// `None`: not reached by the query, lifted by a neighbour.
     pub addr: Option<DocAddress>,
@@ -81,9 +85,10 @@ pub(super) fn plain(cands: Vec<Candidate>) -> Vec<Ranked> {
         .into_iter()
         .map(|c| Ranked {
             parts: ScoreParts {
-                bm25: c.bm25,
+                bm25: c.bm25 - c.period,
                 normalised: if best > 0.0 { c.bm25 / best } else { 0.0 },
                 mix: c.mix,
+                period: c.period,
                 ..ScoreParts::default()
             },
             score: c.bm25,
@@ -114,13 +119,13 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
     // turns beside it + `session` × the best BM25 of its session) / (1 + `session`). It
     // depends on the turn, its neighbours and its session alone, not on the rest of the pool,
     // and it stays comparable with category hits.
-    type Raw = (f32, u64, Option<DocAddress>, Option<(f32, f32)>);
+    type Raw = (f32, u64, Option<DocAddress>, Option<(f32, f32)>, f32);
     let mut raw: BTreeMap<(String, u64), Raw> = BTreeMap::new();
     let mut session_best: HashMap<String, f32> = HashMap::new();
     for c in &cands {
         raw.insert(
             (c.session.clone(), c.position),
-            (c.bm25, c.order, c.addr, c.mix),
+            (c.bm25, c.order, c.addr, c.mix, c.period),
         );
         let e = session_best.entry(c.session.clone()).or_insert(0.0);
         *e = e.max(c.bm25);
@@ -138,20 +143,21 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
     for key in keys {
         // A turn outside the pool has no BM25 and no order: it sorts after every pool turn of
         // equal score, by place.
-        let (r, order, addr, mix) = raw
-            .get(&key)
-            .copied()
-            .unwrap_or((0.0, u64::MAX, None, None));
+        let (r, order, addr, mix, period) =
+            raw.get(&key)
+                .copied()
+                .unwrap_or((0.0, u64::MAX, None, None, 0.0));
         let from_neighbours = neighbour * received.get(&key).copied().unwrap_or(0.0);
         let from_session = session * session_best.get(&key.0).copied().unwrap_or(0.0);
         out.push(Ranked {
             score: (r + from_neighbours + from_session) / (1.0 + session),
             parts: ScoreParts {
-                bm25: r,
+                bm25: r - period,
                 normalised: r / best,
                 neighbour: from_neighbours,
                 session: from_session,
                 mix,
+                period,
             },
             session: key.0,
             position: key.1,
@@ -185,6 +191,7 @@ mod tests {
             order,
             addr: None,
             mix: None,
+            period: 0.0,
         }
     }
 

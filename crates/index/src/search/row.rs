@@ -10,6 +10,11 @@ use super::{Hit, Request, View};
 use memdir_api::error::Result;
 use memdir_api::{Explain, SearchHit};
 
+/// The period's term of a formula, when a period the question names lifted the hit.
+fn plus_period(p: &ScoreParts) -> &'static str {
+    if p.period > 0.0 { " + period" } else { "" }
+}
+
 /// How a score was made, for `explain`: in `engine`, from `parts` (exact hits have none).
 fn explain(
     engine: &str,
@@ -30,14 +35,15 @@ fn explain(
                 session: p.session,
                 dense: Some(dense),
                 fused: Some(p.bm25),
+                period: (p.period > 0.0).then_some(p.period),
                 formula: format!(
                     "fused = {DENSE_WEIGHT} × dense + {} × bm25, each min-max normalised over its \
                      top {FUSION_DEPTH}; score = {}",
                     1.0 - DENSE_WEIGHT,
                     if spreads {
-                        format!("(fused + neighbour + session) / {over}")
+                        format!("(fused{} + neighbour + session) / {over}", plus_period(p))
                     } else {
-                        "fused".into()
+                        format!("fused{}", plus_period(p))
                     }
                 ),
             }
@@ -52,10 +58,11 @@ fn explain(
             normalised: p.normalised,
             neighbour: p.neighbour,
             session: p.session,
+            period: (p.period > 0.0).then_some(p.period),
             formula: if spreads {
-                format!("(bm25 + neighbour + session) / {over}")
+                format!("(bm25{} + neighbour + session) / {over}", plus_period(p))
             } else {
-                "bm25".into()
+                format!("bm25{}", plus_period(p))
             },
             ..Explain::default()
         },
