@@ -508,7 +508,7 @@ fn explained(h: &Value, st: Style, out: &mut String) {
         return;
     };
     let f = |k: &str| e[k].as_f64().map(|x| format!("{k} {x:.2}"));
-    let parts: Vec<String> = ["bm25", "neighbour", "session", "dense", "fused"]
+    let parts: Vec<String> = ["bm25", "period", "neighbour", "session", "dense", "fused"]
         .iter()
         .filter_map(|k| f(k))
         .collect();

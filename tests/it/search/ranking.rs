@@ -336,6 +336,23 @@ fn a_period_the_question_names_lifts_the_turns_saved_in_it() {
         assert!(e["formula"].as_str().unwrap().contains("period"), "{e}");
         assert!(rows(&v)[1]["explain"].get("period").is_none(), "{v:#}");
     }
+    // The terminal's explain line shows the lift too.
+    let human = env.run(&[
+        "--human",
+        "search",
+        "garden fence quote in March",
+        "--mode",
+        "bm25",
+        "--context",
+        "0",
+        "--explain",
+    ]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(
+        human.stdout.contains("bm25 ") && human.stdout.contains(" · period "),
+        "{}",
+        human.stdout
+    );
     // A period nothing was saved in, and words that only look like one, change no order.
     for q in [
         "garden fence quote in 2019",
