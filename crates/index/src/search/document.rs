@@ -108,6 +108,15 @@ fn idx_position_field(s: &Searcher) -> Result<Field> {
         .map_err(|e| Error::internal(format!("schema: {e}")))
 }
 
+/// A chunk's `ts` (milliseconds since the epoch) from its fast field.
+pub(super) fn fast_ts(s: &Searcher, addr: DocAddress) -> Option<i64> {
+    s.segment_reader(addr.segment_ord)
+        .fast_fields()
+        .i64("ts")
+        .ok()
+        .and_then(|col| col.first(addr.doc_id))
+}
+
 pub(super) fn fast_order(s: &Searcher, addr: DocAddress) -> u64 {
     s.segment_reader(addr.segment_ord)
         .fast_fields()

@@ -93,7 +93,7 @@ pub(super) fn bm25(
         let query = bm25_chunk_query(idx, req, &words, &asked);
         let pool = top(s, query.as_ref(), POOL.max(req.limit), 0)?;
         let addrs: Vec<DocAddress> = pool.iter().map(|(_, _, a)| *a).collect();
-        let cands: Vec<Candidate> = pool
+        let mut cands: Vec<Candidate> = pool
             .into_iter()
             .zip(places_of(s, &addrs)?)
             .map(|((score, order, addr), (session, position))| Candidate {
@@ -106,7 +106,6 @@ pub(super) fn bm25(
                 period: 0.0,
             })
             .collect();
-        let mut cands = cands;
         super::period::lift(s, &mut cands, &super::period::named(text));
         let ranked = rank_corrected_last(idx, cands, req, |c| rank(c, req))?;
         hits.extend(choose(idx, s, ranked, req, folded)?);

@@ -6,6 +6,7 @@
 use memdir_store::clock::{civil_from_days, days_from_civil};
 use tantivy::Searcher;
 
+use super::document::fast_ts;
 use super::rank::Candidate;
 
 /// Share of its own base score that a turn saved in a period the question names gains. A
@@ -113,7 +114,7 @@ fn day(w: &str) -> Option<u32> {
     digits.parse().ok().filter(|d| (1..=31).contains(d))
 }
 
-/// The first day of a month, in days since the epoch; `None` for a date that does not exist.
+/// A date in days since the epoch; `None` for a date that does not exist.
 fn valid(y: i64, m: u32, d: u32) -> Option<i64> {
     let days = days_from_civil(y, m, d);
     (civil_from_days(days) == (y, m, d)).then_some(days)
@@ -136,15 +137,17 @@ fn span_month(y: i64, m: u32) -> Option<Period> {
     })
 }
 
-/// `YYYY-MM-DD` or `YYYY-MM`.
+/// `YYYY-MM-DD` or `YYYY-MM`, of a date that exists.
 fn iso(w: &str) -> Option<Period> {
-    let mut parts = w.split('-');
-    let y = year(parts.next()?)?;
-    let two = |p: &str| (p.len() == 2).then(|| p.parse::<u32>().ok()).flatten();
-    let m = two(parts.next()?)?;
-    match (parts.next(), parts.next()) {
-        (None, _) => span_month(y, m),
-        (Some(d), None) => span_day(y, m, two(d)?),
+    let b = w.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    match b.len() {
+        10 if b[4] == b'-' && b[7] == b'-' && digits(0..4) && digits(5..7) && digits(8..10) => {
+            span_day(year(&w[..4])?, w[5..7].parse().ok()?, w[8..].parse().ok()?)
+        }
+        7 if b[4] == b'-' && digits(0..4) && digits(5..7) => {
+            span_month(year(&w[..4])?, w[5..].parse().ok()?)
+        }
         _ => None,
     }
 }
@@ -214,13 +217,7 @@ pub(super) fn lift(s: &Searcher, cands: &mut [Candidate], periods: &[Period]) {
         return;
     }
     for c in cands.iter_mut() {
-        let Some(addr) = c.addr else { continue };
-        let ts = s
-            .segment_reader(addr.segment_ord)
-            .fast_fields()
-            .i64("ts")
-            .ok()
-            .and_then(|col| col.first(addr.doc_id));
+        let ts = c.addr.and_then(|addr| fast_ts(s, addr));
         if ts.is_some_and(|t| periods.iter().any(|p| p.holds(t))) {
             c.period = c.bm25 * PERIOD_LIFT;
             c.bm25 += c.period;
