@@ -68,6 +68,8 @@ pub(super) struct LazyDir {
     keep: Arc<AtomicU8>,
     managed: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
     overlay: Arc<std::sync::Mutex<Option<Overlay>>>,
+    /// Document stores are read with `pread`, not through the map (see [`super::store_file`]).
+    stores: super::store_file::StoreFiles,
 }
 
 impl std::fmt::Debug for LazyDir {
@@ -235,6 +237,7 @@ impl LazyDir {
             keep: Arc::new(AtomicU8::new(Keep::Durable as u8)),
             managed: Default::default(),
             overlay: Default::default(),
+            stores: Default::default(),
         }
     }
 
@@ -400,7 +403,11 @@ impl Directory for LazyDir {
         {
             return Ok(Arc::new(b.clone()));
         }
-        self.inner.get_file_handle(path)
+        let mapped = self.inner.get_file_handle(path)?;
+        if super::store_file::is_store(path) {
+            return Ok(self.stores.handle(&self.root.join(path), mapped));
+        }
+        Ok(mapped)
     }
     fn delete(&self, path: &Path) -> std::result::Result<(), DeleteError> {
         let io = |e: std::io::Error| DeleteError::IoError {

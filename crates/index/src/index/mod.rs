@@ -21,6 +21,7 @@ mod analyzer;
 mod lazy_dir;
 mod part;
 mod schema;
+mod store_file;
 
 use std::path::Path;
 use std::time::Duration;

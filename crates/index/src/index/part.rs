@@ -778,6 +778,66 @@ mod tests {
         assert_eq!(hits(&reopened, "appl"), MAX_SMALL_SEGMENTS + 1);
     }
 
+    /// Resident kilobytes of the maps of files under `dir` whose name ends in `suffix`.
+    #[cfg(target_os = "linux")]
+    fn resident_kib(dir: &Path, suffix: &str) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let dir = dir.to_string_lossy();
+        let mut ours = false;
+        let mut kib = 0;
+        for line in smaps.lines() {
+            let head = line.split_whitespace().next().unwrap_or("");
+            if head.contains('-') && !head.ends_with(':') {
+                let path = line.split_whitespace().nth(5).unwrap_or("");
+                ours = path.contains(dir.as_ref()) && path.ends_with(suffix);
+            } else if ours && let Some(v) = line.strip_prefix("Rss:") {
+                kib += v
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap();
+            }
+        }
+        kib
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn stored_documents_are_read_without_mapping_the_store_into_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = SearchIndex::open(dir.path(), AnalyzerConfig::default()).unwrap();
+        let lock = idx.chunks.lock_writer(Duration::from_secs(5)).unwrap();
+        // About 2 MiB of text that compresses poorly: a store of hundreds of blocks.
+        let text = |i: u64| {
+            (0..150)
+                .map(|w| format!("w{:x}", (i * 7919 + w * 104_729) % 1_000_003))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let docs = (0..2_000).map(|i| doc_of(&idx, i, &text(i))).collect();
+        idx.chunks
+            .append_segment(lock, docs, &payload_at(&idx, 1), false)
+            .unwrap();
+        idx.chunks.refresh().unwrap();
+        let s = idx.chunks.reader.searcher();
+        let content = idx.chunk_fields.content;
+        for i in (0..2_000u32).step_by(7) {
+            let d: TantivyDocument = s.doc(tantivy::DocAddress::new(0, i)).unwrap();
+            let got = d
+                .get_first(content)
+                .and_then(|v| tantivy::schema::Value::as_str(&v))
+                .unwrap();
+            assert_eq!(got, text(i as u64));
+        }
+        // Every block was read, and none of the store's pages are resident in this process
+        // (through a map, each read would have mapped its neighbours as well).
+        assert_eq!(resident_kib(dir.path(), ".store"), 0);
+        // The postings, read through their map, are: the check can see resident pages.
+        assert!(hits(&idx, text(3).split(' ').next().unwrap()) >= 1);
+        assert!(resident_kib(dir.path(), ".idx") > 0);
+    }
+
     #[test]
     fn segments_written_without_a_writer_are_searchable_and_reopen_with_their_payload() {
         let dir = tempfile::tempdir().unwrap();
