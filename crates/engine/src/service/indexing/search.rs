@@ -495,11 +495,16 @@ pub fn catch_up_soon(memdir: &std::sync::Arc<crate::service::Memdir>) {
     }
 }
 
-/// Opens the index and brings it up to date in the background (a server starting: the client
-/// is still connecting), so the first search finds it ready instead of doing this first. A
-/// failure is left for that search to meet and report. Only an index that exists is warmed: a
-/// store without one is indexed by its first search, as before, so a server's first answers
+/// Runs the store's startup (recovery, the scan for hand edits) and brings the index up to
+/// date in the background (a server starting: the client is still connecting), so the first
+/// request finds both done instead of doing them first. The startup's scan is the one the
+/// catch-up would otherwise repeat. A request that arrives meanwhile waits for the startup
+/// ([`Memdir::ensure_started`]), so no request is served before recovery. A failure is left
+/// for the first request to meet and report. Only an index that exists is warmed: a store
+/// without one is indexed by its first search, as before, so a server's first answers
 /// (status, verify-store) see the store as any other surface does.
+///
+/// [`Memdir::ensure_started`]: crate::service::Memdir::ensure_started
 pub fn warm_up(memdir: &std::sync::Arc<crate::service::Memdir>) {
     let meta = memdir.layout().index_dir().join("chunks").join("meta.json");
     if !meta.exists() {
@@ -509,7 +514,9 @@ pub fn warm_up(memdir: &std::sync::Arc<crate::service::Memdir>) {
     let _ = std::thread::Builder::new()
         .name("memdir-warm-up".into())
         .spawn(move || {
-            let _ = m.indexing().refresh_index();
+            if m.ensure_started().is_ok() {
+                let _ = m.indexing().refresh_index();
+            }
         });
 }
 
