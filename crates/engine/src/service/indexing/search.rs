@@ -569,4 +569,58 @@ mod tests {
         m.sessions().ingest_one(chunk("one more")).expect("ingest");
         assert!(m.indexing().behind().expect("behind"));
     }
+
+    /// A server's warm-up runs the store's startup (recovery, the scan for hand edits) and
+    /// the catch-up, so the first request finds both done; a hand edit made before the server
+    /// started is adopted by that startup.
+    #[test]
+    fn the_warm_up_runs_the_startup_and_the_catch_up_before_any_request() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        {
+            let m = Memdir::open(tmp.path()).expect("open");
+            m.sessions()
+                .ingest_one(chunk("the first turn"))
+                .expect("ingest");
+            m.indexing()
+                .search(&SearchRequest::new("first"))
+                .expect("search");
+        }
+        // Written by hand while no process runs: only a startup's scan adopts it.
+        let file = std::fs::read_dir(tmp.path().join("sessions").join("s"))
+            .expect("session dir")
+            .next()
+            .expect("a file")
+            .expect("entry")
+            .path();
+        let mut text = std::fs::read_to_string(&file).expect("read");
+        let line: serde_json::Value =
+            serde_json::from_str(text.lines().next().expect("a line")).expect("json");
+        let mut edited = line.clone();
+        edited["content"] = serde_json::json!("a second turn about quinces");
+        edited["seq"] = serde_json::json!(line["seq"].as_u64().expect("seq") + 1);
+        text.push_str(&serde_json::to_string(&edited).expect("json"));
+        text.push('\n');
+        std::fs::write(&file, text).expect("write");
+
+        let m = Arc::new(Memdir::open_lazy(tmp.path()));
+        assert!(!*m.started.lock().expect("started"));
+        super::warm_up(&m);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let started = *m.started.lock().expect("started");
+            if started && !m.indexing().behind().expect("behind") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the warm-up never ended"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let got = m
+            .indexing()
+            .search(&SearchRequest::new("quinces"))
+            .expect("search");
+        assert_eq!(got.results.len(), 1, "{got:?}");
+    }
 }
