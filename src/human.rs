@@ -508,10 +508,18 @@ fn explained(h: &Value, st: Style, out: &mut String) {
         return;
     };
     let f = |k: &str| e[k].as_f64().map(|x| format!("{k} {x:.2}"));
-    let parts: Vec<String> = ["bm25", "period", "neighbour", "session", "dense", "fused"]
-        .iter()
-        .filter_map(|k| f(k))
-        .collect();
+    let parts: Vec<String> = [
+        "bm25",
+        "short",
+        "period",
+        "neighbour",
+        "session",
+        "dense",
+        "fused",
+    ]
+    .iter()
+    .filter_map(|k| f(k))
+    .collect();
     out.push_str(&st.dim(&format!("    {} = {}", parts.join(" · "), s(e, "formula"))));
     out.push('\n');
 }

@@ -99,10 +99,12 @@ fn every_response_names_its_engine_and_sorts_positive_scores_descending() {
     assert!(scores.len() > 2, "{v:#}");
 }
 
-/// BM25 as tantivy computes it: k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)).
+/// BM25 as tantivy computes it: k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)),
+/// times the short-turn factor memdir applies below 12 words: (doc_len / 12) ^ 0.75.
 fn bm25(n_docs: f64, docs_with_term: f64, tf: f64, doc_len: f64, avg_len: f64) -> f64 {
     let idf = (1.0 + (n_docs - docs_with_term + 0.5) / (docs_with_term + 0.5)).ln();
-    idf * tf * 2.2 / (tf + 1.2 * (1.0 - 0.75 + 0.75 * doc_len / avg_len))
+    let short = (doc_len / 12.0).min(1.0).powf(0.75);
+    short * idf * tf * 2.2 / (tf + 1.2 * (1.0 - 0.75 + 0.75 * doc_len / avg_len))
 }
 
 #[test]
@@ -128,8 +130,10 @@ fn bm25_scores_are_real_bm25_and_rarer_terms_score_higher() {
     );
 
     let giraffe = search(&env, &["giraffe", "--mode", "bm25"]);
-    // Term frequency 2 in a long doc beats tf 1 in a short one, which beats tf 1 in a longer.
-    assert_eq!(keys(&giraffe), vec!["c#0", "b#0", "a#0"], "{giraffe:#}");
+    // Term frequency 2 in the longest doc comes first; among tf 1, the three-word doc beats
+    // the two-word one, which BM25 alone would rank higher: both are short turns, counted in
+    // proportion to their length.
+    assert_eq!(keys(&giraffe), vec!["c#0", "a#0", "b#0"], "{giraffe:#}");
     for (k, tf, len) in [("a#0", 1.0, 3.0), ("b#0", 1.0, 2.0), ("c#0", 2.0, 5.0)] {
         let got = score_of(&giraffe, k).unwrap();
         let want = bm25(3.0, 3.0, tf, len, avg);
@@ -211,7 +215,7 @@ fn the_answer_one_turn_after_the_questions_words_is_found_and_limits_only_cut() 
     );
     for r in rows(&e) {
         let x = &r["explain"];
-        let sum = x["bm25"].as_f64().unwrap()
+        let sum = x["bm25"].as_f64().unwrap() * x["short"].as_f64().unwrap_or(1.0)
             + x["neighbour"].as_f64().unwrap()
             + x["session"].as_f64().unwrap();
         let score = r["score"].as_f64().unwrap();
@@ -297,8 +301,11 @@ fn question_words_do_not_outrank_the_turn_that_holds_the_answer() {
 #[test]
 fn a_period_the_question_names_lifts_the_turns_saved_in_it() {
     let env = TestEnv::new();
-    let spring = "Ana: the garden fence quote came in today";
-    let summer = "Ana: garden fence quote, the garden fence quote again";
+    // Both long enough (12 words) to count in full.
+    let spring =
+        "Ana: the garden fence quote came in today, for the back yard by the old oak tree and shed";
+    let summer =
+        "Ana: garden fence quote, the fence quote again, for the back yard by the oak tree";
     let mut jsonl = String::new();
     for (session, ts, content) in [
         ("spring", "2024-03-12T09:00:00Z", spring),
@@ -329,10 +336,8 @@ fn a_period_the_question_names_lifts_the_turns_saved_in_it() {
         // explain shows the lift: a quarter of the turn's own score, in the formula too.
         let e = &rows(&v)[0]["explain"];
         let lift = e["period"].as_f64().expect("a period part");
-        assert!(
-            (lift - 0.25 * e["bm25"].as_f64().unwrap()).abs() < 1e-3,
-            "{e}"
-        );
+        let own = e["bm25"].as_f64().unwrap() * e["short"].as_f64().unwrap_or(1.0);
+        assert!((lift - 0.25 * own).abs() < 1e-3, "{e}");
         assert!(e["formula"].as_str().unwrap().contains("period"), "{e}");
         assert!(rows(&v)[1]["explain"].get("period").is_none(), "{v:#}");
     }
@@ -368,4 +373,71 @@ fn a_period_the_question_names_lifts_the_turns_saved_in_it() {
             "{v:#}"
         );
     }
+}
+
+#[test]
+fn a_short_turn_counts_in_proportion_to_its_length() {
+    let env = TestEnv::new();
+    let short = "Ben: kayak rental?";
+    let long = "Ana: we booked the kayak rental at the north lake for Saturday morning, \
+                with two paddles, life vests, a dry bag and a waterproof map of the shore";
+    let mut jsonl = String::new();
+    for (session, content) in [("ask", short), ("plan", long)] {
+        jsonl.push_str(&json!({"session_id": session, "content": content}).to_string());
+        jsonl.push('\n');
+    }
+    ok_at(
+        &env,
+        "2024-08-01T00:00:00Z",
+        &["ingest", "--jsonl", "-"],
+        jsonl.as_bytes(),
+    );
+    let v = search(
+        &env,
+        &[
+            "kayak rental",
+            "--mode",
+            "bm25",
+            "--context",
+            "0",
+            "--explain",
+        ],
+    );
+    // BM25 alone puts the three-word turn first (its length normalisation); counted at
+    // (3 / 12) ^ 0.75 of it, the turn that holds the plan comes first.
+    assert_eq!(contents(&v), [long, short], "{v:#}");
+    let r = rows(&v);
+    let e = &r[1]["explain"];
+    let factor = e["short"].as_f64().expect("a short factor");
+    assert!((factor - (3.0f64 / 12.0).powf(0.75)).abs() < 1e-4, "{e}");
+    assert!(
+        e["formula"].as_str().unwrap().contains("bm25 × short"),
+        "{e}"
+    );
+    assert!(
+        e["bm25"].as_f64().unwrap() > r[0]["explain"]["bm25"].as_f64().unwrap(),
+        "{v:#}"
+    );
+    // The parts still make the score.
+    let parts = e["bm25"].as_f64().unwrap() * factor
+        + e["neighbour"].as_f64().unwrap()
+        + e["session"].as_f64().unwrap();
+    assert!(
+        (parts / 1.5 - r[1]["score"].as_f64().unwrap()).abs() < 1e-3,
+        "{e}"
+    );
+    // A turn of twelve words or more is not touched.
+    assert!(r[0]["explain"].get("short").is_none(), "{v:#}");
+    let human = env.run(&[
+        "--human",
+        "search",
+        "kayak rental",
+        "--mode",
+        "bm25",
+        "--context",
+        "0",
+        "--explain",
+    ]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(human.stdout.contains(" · short 0.35"), "{}", human.stdout);
 }

@@ -2,18 +2,18 @@
 //! windows chosen) and exact (candidates by the phrase of the query's words, each verified
 //! byte for byte on the stored text), and the BM25 list a hybrid search fuses.
 
-use tantivy::DocAddress;
 use tantivy::query::Query;
+use tantivy::{DocAddress, Searcher};
 
 use super::document::{doc, get_str, get_u64, places_of};
 use super::query::{
     analyze, bm25_text_query, filter_clauses, phrase_query, query_words, top, with_filters,
 };
-use super::rank::{Candidate, POOL, Ranked, rank};
+use super::rank::{Candidate, POOL, Ranked, rank, short_turn_factor};
 use super::supersede::superseded;
 use super::window::choose;
 use super::{Hit, Request, View, sort_hits};
-use memdir_api::error::Result;
+use memdir_api::error::{Error, Result};
 
 /// The BM25 query of `words` over chunks, the previous turn weighted in with every word of
 /// the query (`asked`: a question word there marks a turn that answers such a question),
@@ -104,8 +104,10 @@ pub(super) fn bm25(
                 addr: Some(addr),
                 mix: None,
                 period: 0.0,
+                short: None,
             })
             .collect();
+        shorten(s, idx.chunk_fields.content, &mut cands)?;
         super::period::lift(s, &mut cands, &super::period::named(text));
         let ranked = rank_corrected_last(idx, cands, req, |c| rank(c, req))?;
         hits.extend(choose(idx, s, ranked, req, folded)?);
@@ -125,6 +127,33 @@ pub(super) fn bm25(
     sort_hits(&mut hits);
     hits.truncate(req.limit);
     Ok(hits)
+}
+
+/// Short turns count for less: each candidate's BM25 times its [`short_turn_factor`], read
+/// from the index's count of the words of its text (`field`). Before the period lift, which is
+/// a share of this score.
+fn shorten(s: &Searcher, field: tantivy::schema::Field, cands: &mut [Candidate]) -> Result<()> {
+    let mut norms: Vec<Option<tantivy::fieldnorm::FieldNormReader>> = Vec::new();
+    for c in cands.iter_mut() {
+        let Some(addr) = c.addr else { continue };
+        let ord = addr.segment_ord as usize;
+        if norms.len() <= ord {
+            norms.resize(ord + 1, None);
+        }
+        if norms[ord].is_none() {
+            let r = s
+                .segment_reader(addr.segment_ord)
+                .get_fieldnorms_reader(field)
+                .map_err(|e| Error::internal(format!("field norms: {e}")))?;
+            norms[ord] = Some(r);
+        }
+        let words = norms[ord].as_ref().map_or(0, |r| r.fieldnorm(addr.doc_id));
+        if let Some(f) = short_turn_factor(words) {
+            c.bm25 *= f;
+            c.short = Some(f);
+        }
+    }
+    Ok(())
 }
 
 /// The pool ranked with the chunks a later chunk corrects set apart (unless the request shows

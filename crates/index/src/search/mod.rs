@@ -428,6 +428,7 @@ pub fn run_dense(idx: &View<'_>, req: &Request, dense: &Dense, hybrid: bool) -> 
                 addr: Some(addr),
                 mix,
                 period: 0.0,
+                short: None,
             });
         }
     }

@@ -20,8 +20,23 @@ pub const NEIGHBOUR_SHARE: f32 = 0.25;
 /// Share of the best normalised score in a session that every candidate of that session gains.
 pub const SESSION_SHARE: f32 = 0.5;
 
-/// How a chunk hit's score was made (`explain`): score = (bm25 + period + neighbour + session)
-/// / (1 + the session share).
+/// A turn of fewer words than this counts for less in keyword search: its BM25 is multiplied
+/// by (its words / this) ^ [`SHORT_TURN_POWER`]. BM25's length normalisation otherwise puts a
+/// chat's shortest turns ("What did you buy?") above the turn that answers, whenever one
+/// shares a word with the query.
+pub const SHORT_TURN_WORDS: f32 = 12.0;
+/// See [`SHORT_TURN_WORDS`].
+pub const SHORT_TURN_POWER: f32 = 0.75;
+
+/// The factor a turn of `words` words (as the index counts them) has its BM25 multiplied by:
+/// `None` at [`SHORT_TURN_WORDS`] or more.
+pub fn short_turn_factor(words: u32) -> Option<f32> {
+    let w = words as f32;
+    (w < SHORT_TURN_WORDS).then(|| (w.max(1.0) / SHORT_TURN_WORDS).powf(SHORT_TURN_POWER))
+}
+
+/// How a chunk hit's score was made (`explain`): score = (bm25 × short + period + neighbour +
+/// session) / (1 + the session share), `short` 1 when absent.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ScoreParts {
     /// The raw BM25 score (0 for a turn lifted only by its neighbours).
@@ -37,6 +52,8 @@ pub struct ScoreParts {
     pub mix: Option<(f32, f32)>,
     /// What a period the question names gave the turn (see `period::lift`).
     pub period: f32,
+    /// The factor a short turn's `bm25` was multiplied by ([`short_turn_factor`]).
+    pub short: Option<f32>,
 }
 
 /// A turn the ranking considers.
@@ -44,10 +61,13 @@ pub struct ScoreParts {
 pub struct Candidate {
     pub session: String,
     pub position: u64,
-    /// Its base score (BM25, or a fused score) before spreading, with its `period` lift.
+    /// Its base score (BM25, or a fused score) before spreading, with its `period` lift and
+    /// times its `short` factor.
     pub bm25: f32,
     /// The part of `bm25` a period the question names gave it.
     pub period: f32,
+    /// The factor a short turn's BM25 was multiplied by ([`short_turn_factor`]).
+    pub short: Option<f32>,
     pub order: u64,
     /// `None`: not reached by the query, lifted by a neighbour.
     pub addr: Option<DocAddress>,
@@ -85,10 +105,11 @@ pub(super) fn plain(cands: Vec<Candidate>) -> Vec<Ranked> {
         .into_iter()
         .map(|c| Ranked {
             parts: ScoreParts {
-                bm25: c.bm25 - c.period,
+                bm25: (c.bm25 - c.period) / c.short.unwrap_or(1.0),
                 normalised: if best > 0.0 { c.bm25 / best } else { 0.0 },
                 mix: c.mix,
                 period: c.period,
+                short: c.short,
                 ..ScoreParts::default()
             },
             score: c.bm25,
@@ -119,13 +140,20 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
     // turns beside it + `session` × the best BM25 of its session) / (1 + `session`). It
     // depends on the turn, its neighbours and its session alone, not on the rest of the pool,
     // and it stays comparable with category hits.
-    type Raw = (f32, u64, Option<DocAddress>, Option<(f32, f32)>, f32);
+    type Raw = (
+        f32,
+        u64,
+        Option<DocAddress>,
+        Option<(f32, f32)>,
+        f32,
+        Option<f32>,
+    );
     let mut raw: BTreeMap<(String, u64), Raw> = BTreeMap::new();
     let mut session_best: HashMap<String, f32> = HashMap::new();
     for c in &cands {
         raw.insert(
             (c.session.clone(), c.position),
-            (c.bm25, c.order, c.addr, c.mix, c.period),
+            (c.bm25, c.order, c.addr, c.mix, c.period, c.short),
         );
         let e = session_best.entry(c.session.clone()).or_insert(0.0);
         *e = e.max(c.bm25);
@@ -143,21 +171,22 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
     for key in keys {
         // A turn outside the pool has no BM25 and no order: it sorts after every pool turn of
         // equal score, by place.
-        let (r, order, addr, mix, period) =
+        let (r, order, addr, mix, period, short) =
             raw.get(&key)
                 .copied()
-                .unwrap_or((0.0, u64::MAX, None, None, 0.0));
+                .unwrap_or((0.0, u64::MAX, None, None, 0.0, None));
         let from_neighbours = neighbour * received.get(&key).copied().unwrap_or(0.0);
         let from_session = session * session_best.get(&key.0).copied().unwrap_or(0.0);
         out.push(Ranked {
             score: (r + from_neighbours + from_session) / (1.0 + session),
             parts: ScoreParts {
-                bm25: r - period,
+                bm25: (r - period) / short.unwrap_or(1.0),
                 normalised: r / best,
                 neighbour: from_neighbours,
                 session: from_session,
                 mix,
                 period,
+                short,
             },
             session: key.0,
             position: key.1,
@@ -192,6 +221,7 @@ mod tests {
             addr: None,
             mix: None,
             period: 0.0,
+            short: None,
         }
     }
 

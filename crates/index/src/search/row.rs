@@ -15,6 +15,11 @@ fn plus_period(p: &ScoreParts) -> &'static str {
     if p.period > 0.0 { " + period" } else { "" }
 }
 
+/// The short-turn factor of a formula, when the hit's text is a short turn.
+fn times_short(p: &ScoreParts) -> &'static str {
+    if p.short.is_some() { " × short" } else { "" }
+}
+
 /// How a score was made, for `explain`: in `engine`, from `parts` (exact hits have none).
 fn explain(
     engine: &str,
@@ -36,6 +41,7 @@ fn explain(
                 dense: Some(dense),
                 fused: Some(p.bm25),
                 period: (p.period > 0.0).then_some(p.period),
+                short: None,
                 formula: format!(
                     "fused = {DENSE_WEIGHT} × dense + {} × bm25, each min-max normalised over its \
                      top {FUSION_DEPTH}; score = {}",
@@ -59,10 +65,15 @@ fn explain(
             neighbour: p.neighbour,
             session: p.session,
             period: (p.period > 0.0).then_some(p.period),
+            short: p.short,
             formula: if spreads {
-                format!("(bm25{} + neighbour + session) / {over}", plus_period(p))
+                format!(
+                    "(bm25{}{} + neighbour + session) / {over}",
+                    times_short(p),
+                    plus_period(p)
+                )
             } else {
-                format!("bm25{}", plus_period(p))
+                format!("bm25{}{}", times_short(p), plus_period(p))
             },
             ..Explain::default()
         },
