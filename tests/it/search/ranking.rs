@@ -298,6 +298,17 @@ fn question_words_do_not_outrank_the_turn_that_holds_the_answer() {
     assert!(!f.to_string().contains("Mazda"), "{f:#}");
 }
 
+/// Ingests `lines` as one JSONL batch, at a fixed time.
+fn ingest_lines(env: &TestEnv, lines: &[serde_json::Value]) {
+    let jsonl: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    ok_at(
+        env,
+        "2024-08-01T00:00:00Z",
+        &["ingest", "--jsonl", "-"],
+        jsonl.as_bytes(),
+    );
+}
+
 #[test]
 fn a_period_the_question_names_lifts_the_turns_saved_in_it() {
     let env = TestEnv::new();
@@ -306,19 +317,12 @@ fn a_period_the_question_names_lifts_the_turns_saved_in_it() {
         "Ana: the garden fence quote came in today, for the back yard by the old oak tree and shed";
     let summer =
         "Ana: garden fence quote, the fence quote again, for the back yard by the oak tree";
-    let mut jsonl = String::new();
-    for (session, ts, content) in [
-        ("spring", "2024-03-12T09:00:00Z", spring),
-        ("summer", "2024-07-02T09:00:00Z", summer),
-    ] {
-        jsonl.push_str(&json!({"session_id": session, "ts": ts, "content": content}).to_string());
-        jsonl.push('\n');
-    }
-    ok_at(
+    ingest_lines(
         &env,
-        "2024-08-01T00:00:00Z",
-        &["ingest", "--jsonl", "-"],
-        jsonl.as_bytes(),
+        &[
+            json!({"session_id": "spring", "ts": "2024-03-12T09:00:00Z", "content": spring}),
+            json!({"session_id": "summer", "ts": "2024-07-02T09:00:00Z", "content": summer}),
+        ],
     );
     let args = |q: &'static str| [q, "--mode", "bm25", "--context", "0", "--explain"];
     // Without a period, the closer match of the words comes first.
@@ -381,16 +385,12 @@ fn a_short_turn_counts_in_proportion_to_its_length() {
     let short = "Ben: kayak rental?";
     let long = "Ana: we booked the kayak rental at the north lake for Saturday morning, \
                 with two paddles, life vests, a dry bag and a waterproof map of the shore";
-    let mut jsonl = String::new();
-    for (session, content) in [("ask", short), ("plan", long)] {
-        jsonl.push_str(&json!({"session_id": session, "content": content}).to_string());
-        jsonl.push('\n');
-    }
-    ok_at(
+    ingest_lines(
         &env,
-        "2024-08-01T00:00:00Z",
-        &["ingest", "--jsonl", "-"],
-        jsonl.as_bytes(),
+        &[
+            json!({"session_id": "ask", "content": short}),
+            json!({"session_id": "plan", "content": long}),
+        ],
     );
     let v = search(
         &env,

@@ -534,18 +534,24 @@ mod tests {
             .expect("a chunk")
     }
 
-    /// A write a server acknowledged is indexed in the background: the index is current
-    /// again before any search asks (and a burst of writes is caught up by one thread).
-    #[test]
-    fn a_servers_write_is_indexed_before_the_next_search_asks() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let m = Arc::new(Memdir::open(tmp.path()).expect("open"));
+    /// A store of one turn, indexed.
+    fn indexed_store(path: &std::path::Path) -> Memdir {
+        let m = Memdir::open(path).expect("open");
         m.sessions()
             .ingest_one(chunk("the first turn"))
             .expect("ingest");
         m.indexing()
             .search(&SearchRequest::new("first"))
             .expect("search");
+        m
+    }
+
+    /// A write a server acknowledged is indexed in the background: the index is current
+    /// again before any search asks (and a burst of writes is caught up by one thread).
+    #[test]
+    fn a_servers_write_is_indexed_before_the_next_search_asks() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let m = Arc::new(indexed_store(tmp.path()));
         assert!(!m.indexing().behind().expect("behind"));
         for i in 0..5 {
             m.sessions()
@@ -576,15 +582,7 @@ mod tests {
     #[test]
     fn the_warm_up_runs_the_startup_and_the_catch_up_before_any_request() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        {
-            let m = Memdir::open(tmp.path()).expect("open");
-            m.sessions()
-                .ingest_one(chunk("the first turn"))
-                .expect("ingest");
-            m.indexing()
-                .search(&SearchRequest::new("first"))
-                .expect("search");
-        }
+        drop(indexed_store(tmp.path()));
         // Written by hand while no process runs: only a startup's scan adopts it.
         let file = std::fs::read_dir(tmp.path().join("sessions").join("s"))
             .expect("session dir")
