@@ -298,6 +298,22 @@ fn question_words_do_not_outrank_the_turn_that_holds_the_answer() {
     assert!(!f.to_string().contains("Mazda"), "{f:#}");
 }
 
+/// What the terminal shows for a BM25 search of `q` with `--explain`.
+fn explain_line(env: &TestEnv, q: &str) -> String {
+    let out = env.run(&[
+        "--human",
+        "search",
+        q,
+        "--mode",
+        "bm25",
+        "--context",
+        "0",
+        "--explain",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.stdout
+}
+
 /// Ingests `lines` as one JSONL batch, at a fixed time.
 fn ingest_lines(env: &TestEnv, lines: &[serde_json::Value]) {
     let jsonl: String = lines.iter().map(|l| format!("{l}\n")).collect();
@@ -346,21 +362,10 @@ fn a_period_the_question_names_lifts_the_turns_saved_in_it() {
         assert!(rows(&v)[1]["explain"].get("period").is_none(), "{v:#}");
     }
     // The terminal's explain line shows the lift too.
-    let human = env.run(&[
-        "--human",
-        "search",
-        "garden fence quote in March",
-        "--mode",
-        "bm25",
-        "--context",
-        "0",
-        "--explain",
-    ]);
-    assert_eq!(human.code, 0, "{}", human.stderr);
+    let human = explain_line(&env, "garden fence quote in March");
     assert!(
-        human.stdout.contains("bm25 ") && human.stdout.contains(" · period "),
-        "{}",
-        human.stdout
+        human.contains("bm25 ") && human.contains(" · period "),
+        "{human}"
     );
     // A period nothing was saved in, and words that only look like one, change no order.
     for q in [
@@ -428,16 +433,6 @@ fn a_short_turn_counts_in_proportion_to_its_length() {
     );
     // A turn of twelve words or more is not touched.
     assert!(r[0]["explain"].get("short").is_none(), "{v:#}");
-    let human = env.run(&[
-        "--human",
-        "search",
-        "kayak rental",
-        "--mode",
-        "bm25",
-        "--context",
-        "0",
-        "--explain",
-    ]);
-    assert_eq!(human.code, 0, "{}", human.stderr);
-    assert!(human.stdout.contains(" · short 0.35"), "{}", human.stdout);
+    let human = explain_line(&env, "kayak rental");
+    assert!(human.contains(" · short 0.35"), "{human}");
 }
