@@ -1522,8 +1522,9 @@ pub struct Explain {
     /// What a period the question names gave a turn saved in it (a quarter of its own score).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period: Option<f32>,
-    /// For a turn of fewer than 12 words: the factor its `bm25` was multiplied by ((words /
-    /// 12) ^ 0.75), so the shortest turns of a chat do not outrank the one that answers.
+    /// For a turn of fewer than 12 words (stop words not counted): the factor its `bm25` was
+    /// multiplied by ((words / 12) ^ 0.75), so a chat's shortest turns do not outrank the one
+    /// that answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub short: Option<f32>,
     /// How the score was made: `bm25 + neighbour + session over 1.5`, `bm25` or `exact`.
