@@ -78,6 +78,7 @@ impl StoreFiles {
     /// The handle of the store at `full` (the path on disk), given its mapped handle. Where the
     /// file cannot be opened for reading (it was just deleted, or this is not Unix), the map
     /// serves every read.
+    #[cfg(unix)]
     pub(super) fn handle(&self, full: &Path, mapped: Arc<dyn FileHandle>) -> Arc<dyn FileHandle> {
         let Ok(mut open) = self.open.lock() else {
             return mapped;
@@ -85,19 +86,19 @@ impl StoreFiles {
         if let Some(f) = open.get(full).and_then(Weak::upgrade) {
             return f;
         }
-        #[cfg(unix)]
         let Ok(file) = std::fs::File::open(full) else {
             return mapped;
         };
-        #[cfg(not(unix))]
-        return mapped;
-        #[cfg(unix)]
-        {
-            let f = Arc::new(StoreFile { file, mapped });
-            open.retain(|_, w| w.strong_count() > 0);
-            open.insert(full.to_path_buf(), Arc::downgrade(&f));
-            f
-        }
+        let f = Arc::new(StoreFile { file, mapped });
+        open.retain(|_, w| w.strong_count() > 0);
+        open.insert(full.to_path_buf(), Arc::downgrade(&f));
+        f
+    }
+
+    /// Without `pread`, the map serves every read.
+    #[cfg(not(unix))]
+    pub(super) fn handle(&self, _full: &Path, mapped: Arc<dyn FileHandle>) -> Arc<dyn FileHandle> {
+        mapped
     }
 }
 

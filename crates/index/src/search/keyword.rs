@@ -133,21 +133,13 @@ pub(super) fn bm25(
 /// from the index's count of the words of its text (`field`). Before the period lift, which is
 /// a share of this score.
 fn shorten(s: &Searcher, field: tantivy::schema::Field, cands: &mut [Candidate]) -> Result<()> {
-    let mut norms: Vec<Option<tantivy::fieldnorm::FieldNormReader>> = Vec::new();
     for c in cands.iter_mut() {
         let Some(addr) = c.addr else { continue };
-        let ord = addr.segment_ord as usize;
-        if norms.len() <= ord {
-            norms.resize(ord + 1, None);
-        }
-        if norms[ord].is_none() {
-            let r = s
-                .segment_reader(addr.segment_ord)
-                .get_fieldnorms_reader(field)
-                .map_err(|e| Error::internal(format!("field norms: {e}")))?;
-            norms[ord] = Some(r);
-        }
-        let words = norms[ord].as_ref().map_or(0, |r| r.fieldnorm(addr.doc_id));
+        let words = s
+            .segment_reader(addr.segment_ord)
+            .get_fieldnorms_reader(field)
+            .map_err(|e| Error::internal(format!("field norms: {e}")))?
+            .fieldnorm(addr.doc_id);
         if let Some(f) = short_turn_factor(words) {
             c.bm25 *= f;
             c.short = Some(f);

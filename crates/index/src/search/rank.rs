@@ -35,6 +35,12 @@ pub fn short_turn_factor(words: u32) -> Option<f32> {
     (w < SHORT_TURN_WORDS).then(|| (w.max(1.0) / SHORT_TURN_WORDS).powf(SHORT_TURN_POWER))
 }
 
+/// A turn's own BM25, for `explain`: its base score without the period's lift and the short
+/// turn's factor.
+fn own_bm25(base: f32, period: f32, short: Option<f32>) -> f32 {
+    (base - period) / short.unwrap_or(1.0)
+}
+
 /// How a chunk hit's score was made (`explain`): score = (bm25 × short + period + neighbour +
 /// session) / (1 + the session share), `short` 1 when absent.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -105,7 +111,7 @@ pub(super) fn plain(cands: Vec<Candidate>) -> Vec<Ranked> {
         .into_iter()
         .map(|c| Ranked {
             parts: ScoreParts {
-                bm25: (c.bm25 - c.period) / c.short.unwrap_or(1.0),
+                bm25: own_bm25(c.bm25, c.period, c.short),
                 normalised: if best > 0.0 { c.bm25 / best } else { 0.0 },
                 mix: c.mix,
                 period: c.period,
@@ -180,7 +186,7 @@ pub fn spread(cands: Vec<Candidate>, neighbour: f32, session: f32) -> Vec<Ranked
         out.push(Ranked {
             score: (r + from_neighbours + from_session) / (1.0 + session),
             parts: ScoreParts {
-                bm25: (r - period) / short.unwrap_or(1.0),
+                bm25: own_bm25(r, period, short),
                 normalised: r / best,
                 neighbour: from_neighbours,
                 session: from_session,
