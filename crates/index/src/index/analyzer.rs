@@ -5,6 +5,9 @@
 //! accents and folded to ASCII, and, for a language, stemmed with its stop words removed. The
 //! analyzer's name is part of the schema, so a change of analyzer rebuilds the index.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use tantivy::tokenizer::{
     AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter,
@@ -192,6 +195,121 @@ impl<T: TokenStream> TokenStream for StripMarksStream<T> {
     }
 }
 
+/// The analyzer as the index uses it: the terms of the last two texts it analysed on this
+/// thread are kept, and the same text again is given those terms instead of being analysed
+/// anew. A chunk's text is indexed twice, as itself and as the next chunk's previous turn
+/// (`context`), one document after the other on one indexing thread; the second time costs a
+/// copy instead of the words' folding and stemming. The terms depend only on the analyzer and
+/// the text, so a remembered answer is the answer.
+#[derive(Clone)]
+pub(super) struct Remembering {
+    inner: TextAnalyzer,
+    /// The analyzer's name: a thread may analyse for indexes with different analyzers.
+    name: Arc<str>,
+    tokens: Vec<Token>,
+}
+
+/// One text and its terms, as last analysed on this thread.
+#[derive(Default)]
+struct Remembered {
+    analyzer: Option<Arc<str>>,
+    text: String,
+    tokens: Vec<Token>,
+    len: usize,
+}
+
+thread_local! {
+    /// The last two texts analysed on this thread, the older one replaced next.
+    static RECENT: RefCell<([Remembered; 2], usize)> = RefCell::default();
+}
+
+/// Sets `to[i]` to `from`, reusing the token's string there.
+fn put(to: &mut Vec<Token>, i: usize, from: &Token) {
+    match to.get_mut(i) {
+        None => to.push(from.clone()),
+        Some(t) => {
+            t.offset_from = from.offset_from;
+            t.offset_to = from.offset_to;
+            t.position = from.position;
+            t.position_length = from.position_length;
+            t.text.clone_from(&from.text);
+        }
+    }
+}
+
+impl Tokenizer for Remembering {
+    type TokenStream<'a> = Replay<'a>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Replay<'a> {
+        let name = &self.name;
+        let tokens = &mut self.tokens;
+        let found = RECENT.with_borrow(|(slots, _)| {
+            let r = slots
+                .iter()
+                .find(|r| r.analyzer.as_ref() == Some(name) && r.text == text)?;
+            for (i, t) in r.tokens[..r.len].iter().enumerate() {
+                put(tokens, i, t);
+            }
+            Some(r.len)
+        });
+        let len = found.unwrap_or_else(|| {
+            let mut len = 0;
+            let mut ts = self.inner.token_stream(text);
+            while ts.advance() {
+                put(tokens, len, ts.token());
+                len += 1;
+            }
+            drop(ts);
+            RECENT.with_borrow_mut(|(slots, next)| {
+                let r = &mut slots[*next];
+                *next = 1 - *next;
+                r.analyzer = Some(name.clone());
+                r.text.clear();
+                r.text.push_str(text);
+                for (i, t) in tokens[..len].iter().enumerate() {
+                    put(&mut r.tokens, i, t);
+                }
+                r.len = len;
+            });
+            len
+        });
+        Replay {
+            tokens: &mut self.tokens[..len],
+            at: None,
+        }
+    }
+}
+
+/// The terms of one text, given again.
+pub(super) struct Replay<'a> {
+    tokens: &'a mut [Token],
+    at: Option<usize>,
+}
+
+impl TokenStream for Replay<'_> {
+    fn advance(&mut self) -> bool {
+        let next = self.at.map_or(0, |i| i + 1);
+        if next < self.tokens.len() {
+            self.at = Some(next);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn token(&self) -> &Token {
+        &self.tokens[self
+            .at
+            .expect("invariant: token() follows an advance() that gave one")]
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.tokens[self
+            .at
+            .expect("invariant: token_mut() follows an advance() that gave one")]
+    }
+}
+
 /// The text analyzer: a language's stemmer and stop words, or plain lower-cased words.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnalyzerConfig {
@@ -277,6 +395,16 @@ impl AnalyzerConfig {
             },
         })
     }
+
+    /// The analyzer the index registers: [`AnalyzerConfig::build`], with the terms of recent
+    /// texts remembered ([`Remembering`]).
+    pub fn build_remembering(&self) -> Result<TextAnalyzer> {
+        Ok(TextAnalyzer::from(Remembering {
+            inner: self.build()?,
+            name: self.tokenizer_name().into(),
+            tokens: Vec::new(),
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -292,6 +420,55 @@ mod tests {
             out.push(t.text.clone());
         }
         out
+    }
+
+    fn all_of(a: &mut TextAnalyzer, s: &str) -> Vec<(String, usize, usize, usize)> {
+        let mut ts = a.token_stream(s);
+        let mut out = Vec::new();
+        while let Some(t) = ts.next() {
+            out.push((t.text.clone(), t.position, t.offset_from, t.offset_to));
+        }
+        out
+    }
+
+    #[test]
+    fn a_remembered_text_gets_the_terms_the_analyzer_gives() {
+        let english = AnalyzerConfig::default();
+        let none = AnalyzerConfig::parse("none").unwrap();
+        let (mut plain_en, mut plain_none) = (english.build().unwrap(), none.build().unwrap());
+        // Two fields' analyzers of one index share what this thread remembers, and a second
+        // index's analyzer (another language) must not take its terms.
+        let mut content = english.build_remembering().unwrap();
+        let mut context = english.build_remembering().unwrap();
+        let mut other = none.build_remembering().unwrap();
+        let texts = [
+            "The pools were timing out at 127.0.0.1:5432",
+            "Jon adopted a ginger tabby, barely one",
+            "",
+            "東京に行きました! café déjà vu",
+            "The pools were timing out at 127.0.0.1:5432",
+        ];
+        for (i, t) in texts.iter().enumerate() {
+            let want = all_of(&mut plain_en, t);
+            assert_eq!(all_of(&mut content, t), want, "{t:?} as itself");
+            if i > 0 {
+                let prev = texts[i - 1];
+                assert_eq!(all_of(&mut context, prev), all_of(&mut plain_en, prev));
+            }
+            assert_eq!(
+                all_of(&mut other, t),
+                all_of(&mut plain_none, t),
+                "{t:?} unstemmed"
+            );
+            assert_eq!(all_of(&mut context, t), want, "{t:?} again");
+        }
+        assert_ne!(
+            all_of(&mut content, texts[0]),
+            all_of(&mut other, texts[0]),
+            "the two analyzers differ on this text, so the check above means something"
+        );
+        let mut ts = content.token_stream("");
+        assert!(!ts.advance());
     }
 
     #[test]

@@ -162,7 +162,7 @@ impl Part {
     fn with_index(index: Index, dir: &Path, cfg: &AnalyzerConfig) -> Result<Part> {
         index
             .tokenizers()
-            .register(&cfg.tokenizer_name(), cfg.build()?);
+            .register(&cfg.tokenizer_name(), cfg.build_remembering()?);
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
