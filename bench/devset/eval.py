@@ -10,7 +10,8 @@ Then, per question, three `memory_search` calls:
   ranking   {query, limit: 10, context: 0, mode}: where each evidence turn ranks among the hits;
             R@k = share of the question's evidence turns in the top k, averaged over questions.
   default   {query}: the answer an agent gets without options (5 hits, context windows of 3);
-            the share of evidence turns shown (as a hit or a context line) and its size in
+            the share of evidence turns shown (as a hit or a context line), of those shown
+            whole (the line not cut to an excerpt, which memdir marks with '…'), and its size in
             tokens (characters of the text content / 4).
   budget    {query, max_tokens: 800}: the same, with the token budget.
 
@@ -81,12 +82,19 @@ class Server:
         return res
 
 
+def cut(text):
+    """Whether an answer's line is an excerpt (memdir marks a cut with '…' at either end)."""
+    return not isinstance(text, str) or text.startswith("…") or text.endswith("…")
+
+
 def hits_of(p):
-    """(session_id, position, [context positions]) of each chunk hit, and the count of other hits."""
+    """(session_id, position, whole, [(context position, whole)]) of each chunk hit, and the
+    count of other hits; `whole` says the line shows the turn's whole text."""
     out, other = [], 0
     for h in p.get("results", []):
         if h.get("kind") == "chunk" and "session_id" in h and "position" in h:
-            out.append((h["session_id"], h["position"], [c.get("position") for c in h.get("context") or []]))
+            out.append((h["session_id"], h["position"], not cut(h.get("content")),
+                        [(c.get("position"), not cut(c.get("content"))) for c in h.get("context") or []]))
         else:
             other += 1
     return out, other
@@ -116,7 +124,7 @@ async def ask(srv, q, where, ev_keys, mode, budget, extra, schema_has_budget):
     res = await srv.call("memory_search", args)
     p = payload(res)
     hits, other = hits_of(p)
-    top = [where.get((s, pos)) for s, pos, _ in hits]
+    top = [where.get((s, pos)) for s, pos, _, _ in hits]
     rec["engine"] = p.get("engine")
     rec["top"] = top
     rec["ranks"] = [top.index(e) + 1 if e in top else None for e in ev_keys]
@@ -128,18 +136,23 @@ async def ask(srv, q, where, ev_keys, mode, budget, extra, schema_has_budget):
         res = await srv.call("memory_search", a)
         p = payload(res)
         hits, other = hits_of(p)
-        shown, as_hit = set(), set()
-        for s, pos, ctx in hits:
+        shown, as_hit, whole = set(), set(), set()
+        for s, pos, w, ctx in hits:
             t = where.get((s, pos))
             if t:
                 shown.add(t)
                 as_hit.add(t)
-            for c in ctx:
+                if w:
+                    whole.add(t)
+            for c, w in ctx:
                 t = where.get((s, c))
                 if t:
                     shown.add(t)
+                    if w:
+                        whole.add(t)
         rec[name] = {"engine": p.get("engine"), "hits": len(hits),
                      "shown": [e in shown for e in ev_keys], "as_hit": [e in as_hit for e in ev_keys],
+                     "whole": [e in whole for e in ev_keys],
                      "tokens": round(len(text_of(res)) / 4)}
         if "omitted" in p:
             rec[name]["omitted"] = p["omitted"]
@@ -246,6 +259,7 @@ def summarize(recs, budget):
                 s[name] = {
                     "shown": round(frac([frac(r[name]["shown"]) for r in rs]), 3),
                     "shown_as_hit": round(frac([frac(r[name]["as_hit"]) for r in rs]), 3),
+                    "shown_whole": round(frac([frac(r[name].get("whole", [])) for r in rs]), 3),
                     "shown_turns": round(frac([x for r in rs for x in r[name]["shown"]]), 3),
                     "tokens_median": statistics.median(r[name]["tokens"] for r in rs),
                     "tokens_max": max(r[name]["tokens"] for r in rs),
@@ -265,16 +279,16 @@ def summarize(recs, budget):
 def table(summary, budget, title):
     bname = f"budget{budget}"
     lines = [title,
-             f"{'kind':<12} {'n':>4} {'R@5':>6} {'R@10':>6} {'all@10':>6} | {'default: shown':>14} {'hit':>5} {'tok p50':>7}"
-             f" | {'max_tokens ' + str(budget) + ': shown':>19} {'tok p50':>7}"]
+             f"{'kind':<12} {'n':>4} {'R@5':>6} {'R@10':>6} {'all@10':>6} | {'default: shown':>14} {'whole':>5} {'hit':>5} {'tok p50':>7}"
+             f" | {'max_tokens ' + str(budget) + ': shown':>19} {'whole':>5} {'tok p50':>7}"]
     for k, s in summary.items():
         if not isinstance(s, dict) or "R@5" not in s:
             continue
         d = s.get("default", {})
         b = s.get(bname, {})
         lines.append(f"{k:<12} {s['questions']:>4} {s['R@5']:>6.3f} {s['R@10']:>6.3f} {s['all_evidence@10']:>6.3f} | "
-                     f"{d.get('shown', 0):>14.3f} {d.get('shown_as_hit', 0):>5.3f} {d.get('tokens_median', 0):>7} | "
-                     f"{b.get('shown', 0):>19.3f} {b.get('tokens_median', 0):>7}")
+                     f"{d.get('shown', 0):>14.3f} {d.get('shown_whole', 0):>5.3f} {d.get('shown_as_hit', 0):>5.3f} {d.get('tokens_median', 0):>7} | "
+                     f"{b.get('shown', 0):>19.3f} {b.get('shown_whole', 0):>5.3f} {b.get('tokens_median', 0):>7}")
     return "\n".join(lines)
 
 
@@ -340,7 +354,8 @@ def main():
             "metrics": "R@k: share of a question's evidence turns among the top k hits of {limit: 10, context: 0, "
                        "mode}, averaged over questions (R@k_turns: over evidence turns); all_evidence@10: every "
                        "evidence turn in the top 10. default/budget: the tool's defaults (and max_tokens); shown: "
-                       "evidence turn is a hit or a context line; tokens: characters of the text content / 4.",
+                       "evidence turn is a hit or a context line; whole: shown and not cut to an excerpt; tokens: "
+                       "characters of the text content / 4.",
         },
         "summary": summary,
         "questions": recs,

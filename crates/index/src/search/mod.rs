@@ -42,7 +42,7 @@ pub use excerpt::{CUT_MARK, Terms, excerpt};
 pub use fusion::{DENSE_WEIGHT, Dense, FUSION_DEPTH, fuse};
 pub use query::is_identifier_like;
 pub use rank::{Candidate, NEIGHBOUR_SHARE, POOL, Ranked, SESSION_SHARE, ScoreParts, spread};
-pub use window::{FAR_CONTEXT_CHARS, NEAR_CONTEXT_CHARS, window};
+pub use window::{CONTEXT_CHARS, window};
 
 /// Longest query, in characters; longer ones are an `invalid` error.
 pub const MAX_QUERY_CHARS: usize = 10_000;
