@@ -281,7 +281,13 @@ fn texts_are_cut_to_excerpts_around_the_query_unless_full_is_asked_for() {
     let short = "short neighbour";
     // Two turns from the hit, 149 characters: shown whole (an answer often sits there).
     let medium: String = ["turn"; 30].join(" ");
-    for text in [medium.as_str(), plain.as_str(), long.as_str(), short, plain.as_str()] {
+    for text in [
+        medium.as_str(),
+        plain.as_str(),
+        long.as_str(),
+        short,
+        plain.as_str(),
+    ] {
         env.ok(&["ingest", "--session-id", "s", "--text", text]);
     }
     let v = search(&env, &["longmarker", "--mode", "bm25"]);

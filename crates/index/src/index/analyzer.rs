@@ -195,7 +195,7 @@ impl<T: TokenStream> TokenStream for StripMarksStream<T> {
     }
 }
 
-/// The analyzer as the index uses it: the terms of the last two texts it analysed on this
+/// The analyzer as the index uses it: the terms of the last few texts it analysed on this
 /// thread are kept, and the same text again is given those terms instead of being analysed
 /// anew. A chunk's text is indexed twice, as itself and as the next chunk's previous turn
 /// (`context`), one document after the other on one indexing thread; the second time costs a
@@ -218,9 +218,15 @@ struct Remembered {
     len: usize,
 }
 
+/// Texts remembered per thread. Two would do if every previous turn were found: a chunk's text,
+/// then the next chunk's own, then the first again as its previous turn. But a previous turn
+/// not found (the first document a thread gets) is remembered too, and with two places it
+/// pushes out the text the next document needs, and so on for good.
+const REMEMBERED: usize = 4;
+
 thread_local! {
-    /// The last two texts analysed on this thread, the older one replaced next.
-    static RECENT: RefCell<([Remembered; 2], usize)> = RefCell::default();
+    /// The last [`REMEMBERED`] texts analysed on this thread, the oldest replaced next.
+    static RECENT: RefCell<([Remembered; REMEMBERED], usize)> = RefCell::default();
 }
 
 /// Sets `to[i]` to `from`, reusing the token's string there.
@@ -252,6 +258,8 @@ impl Tokenizer for Remembering {
             }
             Some(r.len)
         });
+        #[cfg(test)]
+        tests::HITS.with(|h| h.set(h.get() + usize::from(found.is_some())));
         let len = found.unwrap_or_else(|| {
             let mut len = 0;
             let mut ts = self.inner.token_stream(text);
@@ -262,7 +270,7 @@ impl Tokenizer for Remembering {
             drop(ts);
             RECENT.with_borrow_mut(|(slots, next)| {
                 let r = &mut slots[*next];
-                *next = 1 - *next;
+                *next = (*next + 1) % REMEMBERED;
                 r.analyzer = Some(name.clone());
                 r.text.clear();
                 r.text.push_str(text);
@@ -469,6 +477,29 @@ mod tests {
         );
         let mut ts = content.token_stream("");
         assert!(!ts.advance());
+    }
+
+    thread_local! {
+        /// Texts given remembered terms on this thread.
+        pub(super) static HITS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// The order an indexing thread analyses a session's documents in: each chunk's text, then
+    /// the previous chunk's as its previous turn. Every previous turn but the first (which this
+    /// thread never saw as a chunk) is remembered, however many there are.
+    #[test]
+    fn each_previous_turn_is_remembered_from_the_chunk_before() {
+        let mut content = AnalyzerConfig::default().build_remembering().unwrap();
+        let mut context = AnalyzerConfig::default().build_remembering().unwrap();
+        let texts: Vec<String> = (0..50)
+            .map(|i| format!("turn {i} about the pools timing out"))
+            .collect();
+        HITS.with(|h| h.set(0));
+        for i in 1..texts.len() {
+            all_of(&mut content, &texts[i]);
+            all_of(&mut context, &texts[i - 1]);
+        }
+        assert_eq!(HITS.with(|h| h.get()), texts.len() - 2);
     }
 
     #[test]
