@@ -224,6 +224,9 @@ struct Remembered {
 /// pushes out the text the next document needs, and so on for good.
 const REMEMBERED: usize = 4;
 
+/// Longer texts are not remembered: a thread keeps what it remembers for as long as it lives.
+const REMEMBER_MAX_BYTES: usize = 16 * 1024;
+
 thread_local! {
     /// The last [`REMEMBERED`] texts analysed on this thread, the oldest replaced next.
     static RECENT: RefCell<([Remembered; REMEMBERED], usize)> = RefCell::default();
@@ -268,6 +271,9 @@ impl Tokenizer for Remembering {
                 len += 1;
             }
             drop(ts);
+            if text.len() > REMEMBER_MAX_BYTES {
+                return len;
+            }
             RECENT.with_borrow_mut(|(slots, next)| {
                 let r = &mut slots[*next];
                 *next = (*next + 1) % REMEMBERED;
@@ -500,6 +506,13 @@ mod tests {
             all_of(&mut context, &texts[i - 1]);
         }
         assert_eq!(HITS.with(|h| h.get()), texts.len() - 2);
+        // A long text is analysed every time, and right all the same.
+        let long = "pools timing out ".repeat(REMEMBER_MAX_BYTES / 10);
+        let want = all_of(&mut AnalyzerConfig::default().build().unwrap(), &long);
+        HITS.with(|h| h.set(0));
+        assert_eq!(all_of(&mut content, &long), want);
+        assert_eq!(all_of(&mut context, &long), want);
+        assert_eq!(HITS.with(|h| h.get()), 0);
     }
 
     #[test]
