@@ -12,9 +12,10 @@ use super::{Hit, Request, View};
 use memdir_api::ContextChunk;
 use memdir_api::error::{Error, Result};
 
-/// Characters of the excerpt of a context line. One length for every line of a window: cut at
-/// 100 further from the hit, 45 % of the dev set's evidence turns in a window lost the words
-/// that answer (`bench/devset/README.md`), for about 30 tokens an answer.
+/// Characters of the excerpt of a context line, the same for every line of a window. 44-48 % of
+/// the dev set's evidence turns are longer than 100 characters: cut there two or three turns
+/// from the hit, as they once were, an answer showed them without the words that answer
+/// (`bench/devset/README.md`). 200 costs about 30 tokens an answer.
 pub const CONTEXT_CHARS: usize = 200;
 
 /// Which windows to show: a matching turn inside the context window of a hit already chosen is
