@@ -177,6 +177,7 @@ pub fn window(
     let f = &idx.chunk_fields;
     let lo = position.saturating_sub(n as u64);
     let hi = position + n as u64;
+    let max = cut.then_some(CONTEXT_CHARS);
     let mut rows: Vec<ContextChunk> = Vec::new();
     for addr in docs_at(s, f, session, lo, hi)? {
         if !idx.saved(addr) {
@@ -187,7 +188,6 @@ pub fn window(
         if p == position {
             continue;
         }
-        let max = cut.then_some(CONTEXT_CHARS);
         let (text, _) = excerpt(&get_str(&d, f.content), terms, max);
         rows.push(ContextChunk {
             position: p,
